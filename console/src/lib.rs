@@ -1,0 +1,3 @@
+//! MTHPT console: the `mthpt` command line and, later, the REST API and web UI.
+
+pub mod cli;

@@ -1,0 +1,1 @@
+//! Shared helpers for MTHPT's cross-crate tests and the benchmark harness.
