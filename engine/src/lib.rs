@@ -1,6 +1,31 @@
 //! MTHPT scheduling engine.
 //!
 //! Engine nodes compete for due runs in a shared table, fire them on time to executor wrappers,
-//! and handle their results. See `docs/` and the workspace README for the architecture.
+//! and handle their results. This crate holds the domain types (one module per noun), the
+//! schedules, and the [`store`] seam with its PostgreSQL and SQLite backends.
 
+mod macros;
+
+pub mod alarm;
+pub mod app;
+pub mod audit;
 pub mod clock;
+pub mod node;
+pub mod run;
+pub mod schedule;
+pub mod store;
+pub mod task;
+pub mod tenant;
+pub mod validate;
+
+/// A stored or submitted text value that is not one of an enum's spellings.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{value:?} is not a valid {kind} (expected one of: {})", expected.join(", "))]
+pub struct UnknownVariant {
+    /// The enum.
+    pub kind: &'static str,
+    /// What was given.
+    pub value: String,
+    /// What is accepted.
+    pub expected: &'static [&'static str],
+}

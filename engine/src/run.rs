@@ -1,0 +1,312 @@
+//! Runs: one firing of a task, the row engine nodes compete for.
+//!
+//! ```text
+//! pending ──claim──> claimed ──dispatch accepted (202)──> running ──result ok──> succeeded ──> children pending
+//!    ^                 │  │                                  │  │──result error──> failed ──> retry pending | alarm
+//!    │   lease expired │  └─refused / no capacity / 503──┐    │  ├──deadline passed──> timed_out ──> retry | alarm
+//!    └─────────────────┴──────────────<──────────────────┘    │  └──executor lost──> lost ──> recovery pending | alarm
+//!  pending ──overlap policy "skip" / misfire "skip"──> skipped     any non-final ──cancel──> cancelled
+//! ```
+//!
+//! Final states are succeeded, failed, timed_out, lost, skipped and cancelled; a final run never
+//! changes again. A claimed run is changed only by the node that holds its lease, proving it with
+//! the run's fencing token ([`Fence`]); once the lease has expired another node may claim it,
+//! which bumps the token and locks the first node out.
+
+use serde::{Deserialize, Serialize};
+use sqlx::types::Json;
+
+use crate::app::ExecutorId;
+use crate::macros::{id_type, text_enum};
+use crate::task::TaskId;
+use crate::tenant::TenantId;
+
+id_type!(
+    /// Identifies a run. It is also the handler's idempotency key.
+    RunId
+);
+
+text_enum!(
+    /// Where a run is in its life.
+    RunState {
+        Pending = "pending",
+        Claimed = "claimed",
+        Running = "running",
+        Succeeded = "succeeded",
+        Failed = "failed",
+        TimedOut = "timed_out",
+        Lost = "lost",
+        Skipped = "skipped",
+        Cancelled = "cancelled",
+    }
+);
+
+impl RunState {
+    /// Whether the run is over and never changes again.
+    pub fn is_final(self) -> bool {
+        !matches!(
+            self,
+            RunState::Pending | RunState::Claimed | RunState::Running
+        )
+    }
+}
+
+text_enum!(
+    /// Why a run exists.
+    TriggerKind {
+        /// The task's schedule.
+        Schedule = "schedule",
+        /// A person or API call.
+        Manual = "manual",
+        /// A failed or timed-out attempt being tried again.
+        Retry = "retry",
+        /// A parent task's run finished.
+        Chain = "chain",
+        /// The previous attempt was lost with its executor.
+        Recovery = "recovery",
+    }
+);
+
+/// A run as stored.
+#[derive(Debug, Clone, PartialEq, Serialize, sqlx::FromRow)]
+pub struct Run {
+    pub id: RunId,
+    pub tenant_id: TenantId,
+    pub task_id: TaskId,
+    pub node_group: String,
+    /// The occurrence this run belongs to (unchanged by retries).
+    pub scheduled_at: i64,
+    /// When this attempt should fire.
+    pub due_at: i64,
+    pub attempt: i32,
+    pub shard_index: i32,
+    pub shard_total: i32,
+    #[sqlx(try_from = "String")]
+    pub trigger_kind: TriggerKind,
+    #[sqlx(try_from = "String")]
+    pub state: RunState,
+    pub priority: i32,
+    pub parent_run_id: Option<RunId>,
+    pub chain_root_id: Option<RunId>,
+    /// Parameters for this run only (manual triggers); `None` means the task's.
+    pub params: Option<Json<serde_json::Value>>,
+    pub triggered_by: Option<String>,
+    /// The engine node holding the claim.
+    pub claim_owner: Option<String>,
+    pub lease_until: Option<i64>,
+    /// The fencing token: incremented by every claim.
+    pub fence: i64,
+    pub executor_id: Option<ExecutorId>,
+    pub dispatch_attempts: i32,
+    pub created_at: i64,
+    pub claimed_at: Option<i64>,
+    pub dispatched_at: Option<i64>,
+    pub started_at: Option<i64>,
+    pub finished_at: Option<i64>,
+    pub deadline_at: Option<i64>,
+    pub progress: Option<f64>,
+    pub progress_message: Option<String>,
+    pub output: Option<Json<serde_json::Value>>,
+    pub error: Option<String>,
+    pub log_tail: String,
+}
+
+impl Run {
+    /// The proof of ownership a claimed run's holder presents to change it.
+    pub fn fence(&self) -> Option<Fence> {
+        self.claim_owner.as_ref().map(|node| Fence {
+            run_id: self.id,
+            node: node.clone(),
+            token: self.fence,
+        })
+    }
+}
+
+/// Proof that a node holds a run's claim: the run, the node and the token it claimed with.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Fence {
+    pub run_id: RunId,
+    pub node: String,
+    pub token: i64,
+}
+
+/// A run to insert. Inserting an occurrence that already exists (same task, scheduled time,
+/// attempt and shard) inserts nothing.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewRun {
+    pub tenant_id: TenantId,
+    pub task_id: TaskId,
+    pub node_group: String,
+    pub scheduled_at: i64,
+    pub due_at: i64,
+    pub attempt: i32,
+    pub shard_index: i32,
+    pub shard_total: i32,
+    pub trigger_kind: TriggerKind,
+    pub priority: i32,
+    pub parent_run_id: Option<RunId>,
+    pub chain_root_id: Option<RunId>,
+    pub params: Option<serde_json::Value>,
+    pub triggered_by: Option<String>,
+}
+
+impl NewRun {
+    /// A fresh occurrence of `task` at `at`, with the given trigger, due at once at `at`.
+    pub fn occurrence(
+        task: &crate::task::Task,
+        node_group: &str,
+        at: i64,
+        trigger_kind: TriggerKind,
+    ) -> Self {
+        Self {
+            tenant_id: task.tenant_id,
+            task_id: task.id,
+            node_group: node_group.to_owned(),
+            scheduled_at: at,
+            due_at: at,
+            attempt: 0,
+            shard_index: 0,
+            shard_total: 1,
+            trigger_kind,
+            priority: task.priority,
+            parent_run_id: None,
+            chain_root_id: None,
+            params: None,
+            triggered_by: None,
+        }
+    }
+
+    /// The next attempt of `run`, due at `due_at`, with the given trigger (retry or recovery).
+    pub fn next_attempt(run: &Run, due_at: i64, trigger_kind: TriggerKind) -> Self {
+        Self {
+            tenant_id: run.tenant_id,
+            task_id: run.task_id,
+            node_group: run.node_group.clone(),
+            scheduled_at: run.scheduled_at,
+            due_at,
+            attempt: run.attempt + 1,
+            shard_index: run.shard_index,
+            shard_total: run.shard_total,
+            trigger_kind,
+            priority: run.priority,
+            parent_run_id: run.parent_run_id,
+            chain_root_id: run.chain_root_id,
+            params: run.params.as_ref().map(|p| p.0.clone()),
+            triggered_by: run.triggered_by.clone(),
+        }
+    }
+}
+
+/// What to change when a claimed run leaves the `claimed` state.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ClaimedTransition {
+    /// The executor accepted the run: `running` on that executor, with an optional deadline.
+    Started {
+        executor_id: ExecutorId,
+        deadline_at: Option<i64>,
+    },
+    /// Nobody accepted it: back to `pending`, keeping its due time so it stays first in line
+    /// (FIFO throttling), with the attempt counted.
+    Released,
+    /// Broadcast: the run becomes shard `index` of `total`, still claimed (the other shards are
+    /// inserted alongside).
+    Sharded { index: i32, total: i32 },
+    /// Not run, because of the overlap or misfire policy: `skipped`, with the reason.
+    Skipped { reason: String },
+    /// Cancelled before it started (e.g. the task was deleted).
+    Cancelled { reason: String },
+    /// Keep holding it: the lease moves to `lease_until`.
+    ExtendLease { lease_until: i64 },
+}
+
+/// How a run ended, as reported by its executor or decided by the engine.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunCompletion {
+    /// One of the final states.
+    pub state: RunState,
+    pub output: Option<serde_json::Value>,
+    pub error: Option<String>,
+    /// Appended to the run's log tail.
+    pub log: Option<String>,
+    pub started_at: Option<i64>,
+    pub finished_at: i64,
+}
+
+/// Progress reported by a running handler.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunProgress {
+    pub run_id: RunId,
+    /// 0.0 ..= 1.0
+    pub fraction: Option<f64>,
+    pub message: Option<String>,
+    /// Log lines to append to the tail.
+    pub log_lines: Vec<String>,
+}
+
+/// The most log text kept per run; older lines are dropped first.
+pub const LOG_TAIL_MAX_BYTES: usize = 64 * 1024;
+
+/// Appends `lines` to `tail`, keeping at most [`LOG_TAIL_MAX_BYTES`] and cutting at a line start.
+pub fn append_log_tail(tail: &str, lines: &[String]) -> String {
+    let mut out =
+        String::with_capacity(tail.len() + lines.iter().map(|l| l.len() + 1).sum::<usize>());
+    out.push_str(tail);
+    for line in lines {
+        out.push_str(line);
+        if !line.ends_with('\n') {
+            out.push('\n');
+        }
+    }
+    if out.len() <= LOG_TAIL_MAX_BYTES {
+        return out;
+    }
+    let mut cut = out.len() - LOG_TAIL_MAX_BYTES;
+    while !out.is_char_boundary(cut) {
+        cut += 1;
+    }
+    let keep_from = out[cut..].find('\n').map_or(cut, |i| cut + i + 1);
+    out[keep_from..].to_owned()
+}
+
+/// Filters for listing runs.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunFilter {
+    pub task_id: Option<TaskId>,
+    pub state: Option<RunState>,
+    /// Runs scheduled at or after this instant.
+    pub scheduled_from: Option<i64>,
+    /// Runs scheduled before this instant.
+    pub scheduled_before: Option<i64>,
+    /// Keyset paging, newest first: runs with an id lower than this.
+    pub before_id: Option<RunId>,
+    /// At most this many (default 100, at most 1000).
+    pub limit: Option<i64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn final_states_are_exactly_the_six_ends() {
+        let finals: Vec<_> = RunState::ALL.iter().filter(|s| s.is_final()).collect();
+        assert_eq!(finals.len(), 6);
+        assert!(!RunState::Claimed.is_final());
+    }
+
+    #[test]
+    fn log_tail_drops_oldest_whole_lines() {
+        let line = "x".repeat(1000);
+        let lines: Vec<String> = (0..100).map(|i| format!("{i:03} {line}")).collect();
+        let tail = append_log_tail("", &lines);
+        assert!(tail.len() <= LOG_TAIL_MAX_BYTES);
+        assert!(tail.starts_with("0"), "cut at a line start");
+        assert!(tail.ends_with(&format!("099 {line}\n")));
+    }
+
+    #[test]
+    fn unknown_state_text_is_an_error_naming_the_value() {
+        let err = "exploded".parse::<RunState>().unwrap_err();
+        assert!(err.to_string().contains("exploded"));
+    }
+}

@@ -1,0 +1,557 @@
+//! The store seam: one [`Store`] trait with a PostgreSQL ([`PgStore`]) and a SQLite
+//! ([`SqliteStore`]) backend.
+//!
+//! All work happens in a transaction ([`Tx`]): begin, call operations, commit; dropping a `Tx`
+//! without committing rolls it back. A state change, the runs it causes and the alarms it raises
+//! therefore commit together. Operations that compose several steps (create a task and
+//! materialise its first occurrence, add a dependency without closing a cycle, …) are written
+//! once over the primitives, in [`ops`], and work on both backends.
+//!
+//! Rules every operation keeps:
+//! - tenant-facing operations take the tenant as a required argument and never see or change
+//!   another tenant's rows (a foreign id is simply "not found");
+//! - time is an argument (`now`, epoch milliseconds from the engine's [`Clock`](crate::clock::Clock)),
+//!   never the database's clock;
+//! - dialect differences (row locking, arrays) stay inside the backends.
+
+mod ops;
+mod postgres;
+mod shared;
+mod sqlite;
+
+use std::fmt;
+
+use async_trait::async_trait;
+
+pub use self::ops::CreatedTask;
+pub use self::postgres::PgStore;
+pub use self::sqlite::SqliteStore;
+use crate::alarm::{Alarm, AlarmFilter, AlarmId, NewAlarm};
+use crate::app::{
+    App, AppId, Executor, ExecutorHeartbeat, ExecutorId, ExecutorRegistration, ExecutorState,
+    NewApp,
+};
+use crate::audit::{AuditEvent, NewAuditEvent};
+use crate::node::{EngineNode, NodeHeartbeat};
+use crate::run::{
+    ClaimedTransition, Fence, NewRun, Run, RunCompletion, RunFilter, RunId, RunProgress,
+};
+use crate::task::{
+    Dependency, DependencyCondition, ScheduleColumns, Task, TaskDefinition, TaskFilter, TaskId,
+};
+use crate::tenant::{
+    ApiToken, ApiTokenId, NewApiToken, NewTenant, NewUser, Tenant, TenantId, TenantUpdate, User,
+    UserId,
+};
+use crate::validate::FieldError;
+
+/// The result type of store operations.
+pub type Result<T = ()> = std::result::Result<T, StoreError>;
+
+/// What can go wrong in the store.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The thing does not exist (or belongs to another tenant).
+    #[error("{0} not found")]
+    NotFound(String),
+    /// Optimistic locking: the row was changed since the caller read it; nothing was written.
+    #[error(
+        "{what} was changed by someone else (you had version {expected}, it is now at version {actual}); reload and try again"
+    )]
+    Conflict {
+        what: String,
+        expected: i64,
+        actual: i64,
+    },
+    /// A unique name or key is already taken.
+    #[error("{0}")]
+    Duplicate(String),
+    /// The change would close a cycle of task dependencies.
+    #[error("dependency cycle: {0}")]
+    Cycle(String),
+    /// The caller no longer holds the run's claim (lease expired or another node claimed it).
+    #[error("run {run_id} is no longer held by {node} with fencing token {token}")]
+    Fenced {
+        run_id: RunId,
+        node: String,
+        token: i64,
+    },
+    /// The change is not allowed in the current state (e.g. cancelling a finished run).
+    #[error("{0}")]
+    InvalidState(String),
+    /// An input field is wrong.
+    #[error("invalid input: {0}")]
+    Invalid(#[from] FieldError),
+    /// A stored row could not be understood.
+    #[error("stored data is invalid: {0}")]
+    Corrupt(String),
+    /// The database cannot be reached.
+    #[error("{0}")]
+    Unavailable(String),
+    /// The database refused the statement.
+    #[error("database error: {0}")]
+    Database(#[source] sqlx::Error),
+    /// Applying migrations failed.
+    #[error("migration failed: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+}
+
+impl From<sqlx::Error> for StoreError {
+    fn from(e: sqlx::Error) -> Self {
+        match &e {
+            sqlx::Error::ColumnDecode { .. } | sqlx::Error::Decode(_) => {
+                StoreError::Corrupt(e.to_string())
+            }
+            _ => StoreError::Database(e),
+        }
+    }
+}
+
+impl StoreError {
+    /// Whether retrying the same transaction may succeed (serialisation failure, deadlock,
+    /// SQLite busy, lost connection).
+    pub fn is_transient(&self) -> bool {
+        match self {
+            StoreError::Database(sqlx::Error::Database(db)) => {
+                matches!(
+                    db.code().as_deref(),
+                    Some("40001" | "40P01" | "5" | "6" | "517")
+                )
+            }
+            StoreError::Database(
+                sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed,
+            ) => true,
+            _ => false,
+        }
+    }
+}
+
+/// Which backend a store runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Postgres,
+    Sqlite,
+}
+
+impl fmt::Display for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Backend::Postgres => "postgresql",
+            Backend::Sqlite => "sqlite",
+        })
+    }
+}
+
+/// Opens the store a URL names: `postgres://…`/`postgresql://…` or `sqlite://…`/`sqlite:…`.
+pub async fn connect(url: &str) -> Result<Box<dyn Store>> {
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        Ok(Box::new(PgStore::connect(url).await?))
+    } else if url.starts_with("sqlite:") {
+        Ok(Box::new(SqliteStore::connect(url).await?))
+    } else {
+        Err(StoreError::Invalid(FieldError::new(
+            "database_url",
+            format!(
+                "{:?} is not a database URL: use postgres://user@host:port/db or sqlite://path/to/file.db",
+                redact_url(url)
+            ),
+        )))
+    }
+}
+
+/// A URL with any password replaced by `***`, for messages and logs.
+pub fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    match authority.rsplit_once('@') {
+        Some((userinfo, host)) => match userinfo.split_once(':') {
+            Some((user, _)) => format!("{scheme}://{user}:***@{host}{path}"),
+            None => url.to_owned(),
+        },
+        None => url.to_owned(),
+    }
+}
+
+/// Which rows a cross-tenant capable listing covers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// One tenant's rows.
+    Tenant(TenantId),
+    /// Every row, including cluster-level ones (operators only).
+    Cluster,
+}
+
+impl Scope {
+    fn tenant(self) -> Option<TenantId> {
+        match self {
+            Scope::Tenant(t) => Some(t),
+            Scope::Cluster => None,
+        }
+    }
+}
+
+/// A node asking for due runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimRequest {
+    /// The claiming node.
+    pub node: String,
+    /// The node groups it serves.
+    pub groups: Vec<String>,
+    pub now: i64,
+    /// Claim runs due up to `now + horizon_ms` (the look-ahead window).
+    pub horizon_ms: i64,
+    /// How long the claim holds without renewal.
+    pub lease_ms: i64,
+    /// At most this many runs.
+    pub limit: i64,
+}
+
+/// What `complete_run` did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Completion {
+    /// The run was not final; it is now.
+    Applied(Run),
+    /// The run was already final; nothing changed (a repeated or late result).
+    AlreadyFinal(Run),
+}
+
+/// A change to a user; `None` leaves a field as it is.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UserUpdate {
+    pub password_hash: Option<String>,
+    pub role: Option<crate::tenant::Role>,
+    pub disabled: Option<bool>,
+}
+
+/// Opens transactions on a database.
+#[async_trait]
+pub trait Store: Send + Sync + fmt::Debug {
+    /// Which backend this is.
+    fn backend(&self) -> Backend;
+
+    /// Applies the migrations that are not applied yet.
+    async fn migrate(&self) -> Result<()>;
+
+    /// Begins a transaction that may write (on SQLite it takes the write lock at once).
+    async fn begin(&self) -> Result<Box<dyn Tx>>;
+
+    /// Begins a transaction that only reads.
+    async fn begin_read(&self) -> Result<Box<dyn Tx>>;
+
+    /// Closes the connection pool.
+    async fn close(&self);
+}
+
+/// One transaction. Every operation runs inside it; [`Tx::commit`] makes them durable together.
+#[async_trait]
+pub trait Tx: Send {
+    /// Makes every change of this transaction durable.
+    async fn commit(self: Box<Self>) -> Result<()>;
+
+    // ---- tenants (operator operations) -------------------------------------------------
+
+    async fn create_tenant(&mut self, new: &NewTenant, now: i64) -> Result<Tenant>;
+    async fn get_tenant(&mut self, id: TenantId) -> Result<Tenant>;
+    async fn find_tenant_by_name(&mut self, name: &str) -> Result<Option<Tenant>>;
+    async fn list_tenants(&mut self) -> Result<Vec<Tenant>>;
+    /// Changes a tenant; a new node group also moves its not-yet-claimed runs to that group.
+    async fn update_tenant(
+        &mut self,
+        id: TenantId,
+        update: &TenantUpdate,
+        now: i64,
+    ) -> Result<Tenant>;
+    /// Deletes a tenant and everything it owns.
+    async fn delete_tenant(&mut self, id: TenantId) -> Result<()>;
+    /// Serialises changes that must see a tenant's whole state (dependency edits).
+    async fn lock_tenant(&mut self, id: TenantId) -> Result<()>;
+
+    // ---- users and API tokens ---------------------------------------------------------
+
+    async fn create_user(&mut self, new: &NewUser, now: i64) -> Result<User>;
+    /// For sign-in: any user by name.
+    async fn find_user_by_username(&mut self, username: &str) -> Result<Option<User>>;
+    /// Users of one tenant, or every user for [`Scope::Cluster`].
+    async fn list_users(&mut self, scope: Scope) -> Result<Vec<User>>;
+    /// A user in the scope (operators are in [`Scope::Cluster`] only).
+    async fn get_user(&mut self, scope: Scope, id: UserId) -> Result<User>;
+    async fn update_user(
+        &mut self,
+        scope: Scope,
+        id: UserId,
+        update: &UserUpdate,
+        now: i64,
+    ) -> Result<User>;
+    async fn delete_user(&mut self, scope: Scope, id: UserId) -> Result<()>;
+
+    async fn create_api_token(&mut self, new: &NewApiToken, now: i64) -> Result<ApiToken>;
+    /// The valid token with this hash and its (enabled) user, marking it used; `None` when the
+    /// token is unknown, revoked, expired or its user disabled.
+    async fn authenticate_api_token(
+        &mut self,
+        token_hash: &str,
+        now: i64,
+    ) -> Result<Option<(ApiToken, User)>>;
+    async fn list_api_tokens(&mut self, user: UserId) -> Result<Vec<ApiToken>>;
+    async fn revoke_api_token(&mut self, user: UserId, id: ApiTokenId, now: i64) -> Result<()>;
+
+    // ---- apps and executor instances --------------------------------------------------
+
+    async fn create_app(&mut self, tenant: TenantId, new: &NewApp, now: i64) -> Result<App>;
+    async fn get_app(&mut self, tenant: TenantId, id: AppId) -> Result<App>;
+    async fn find_app_by_name(&mut self, tenant: TenantId, name: &str) -> Result<Option<App>>;
+    async fn list_apps(&mut self, tenant: TenantId) -> Result<Vec<App>>;
+    async fn set_app_secret(
+        &mut self,
+        tenant: TenantId,
+        id: AppId,
+        secret: &str,
+        now: i64,
+    ) -> Result<App>;
+    /// Deletes an app; refused while a task uses it.
+    async fn delete_app(&mut self, tenant: TenantId, id: AppId) -> Result<()>;
+    /// Engine internal: the app a wrapper request names (`<tenant>/<app>`), for its secret.
+    async fn find_app_by_key(&mut self, tenant_name: &str, app_name: &str) -> Result<Option<App>>;
+    /// Engine internal: apps by id.
+    async fn get_apps_by_ids(&mut self, ids: &[AppId]) -> Result<Vec<App>>;
+
+    /// Registers (or re-registers) an executor instance as `up`.
+    async fn register_executor(&mut self, reg: &ExecutorRegistration, now: i64)
+    -> Result<Executor>;
+    /// Records a heartbeat; `None` when the instance is unknown, lost or down (it must register).
+    async fn heartbeat_executor(
+        &mut self,
+        app: AppId,
+        instance_id: &str,
+        beat: ExecutorHeartbeat,
+        now: i64,
+    ) -> Result<Option<Executor>>;
+    /// Marks an instance draining or down (deregistration).
+    async fn set_executor_state(
+        &mut self,
+        app: AppId,
+        instance_id: &str,
+        state: ExecutorState,
+        now: i64,
+    ) -> Result<Option<Executor>>;
+    /// Instances of an app that are up and heartbeated at or after `heartbeat_since`.
+    async fn list_live_executors(
+        &mut self,
+        app: AppId,
+        heartbeat_since: i64,
+    ) -> Result<Vec<Executor>>;
+    /// A tenant's instances (every state), optionally of one app.
+    async fn list_executors(
+        &mut self,
+        tenant: TenantId,
+        app: Option<AppId>,
+    ) -> Result<Vec<Executor>>;
+    /// Marks up to `limit` instances whose last heartbeat is before `heartbeat_before` as lost
+    /// and returns them; concurrent callers get disjoint sets.
+    async fn mark_executors_lost(
+        &mut self,
+        heartbeat_before: i64,
+        limit: i64,
+    ) -> Result<Vec<Executor>>;
+
+    // ---- tasks and dependencies -------------------------------------------------------
+
+    /// Inserts a task row (see [`ops`] `create_task` for the full operation).
+    async fn insert_task(
+        &mut self,
+        tenant: TenantId,
+        def: &TaskDefinition,
+        schedule: &ScheduleColumns,
+        now: i64,
+    ) -> Result<Task>;
+    /// A task that is not deleted.
+    async fn get_task(&mut self, tenant: TenantId, id: TaskId) -> Result<Task>;
+    async fn find_task_by_name(&mut self, tenant: TenantId, name: &str) -> Result<Option<Task>>;
+    async fn list_tasks(&mut self, tenant: TenantId, filter: &TaskFilter) -> Result<Vec<Task>>;
+    /// Replaces a task's definition if it is still at `expected_version`; `reset_fires`
+    /// restarts the `max_fires` count (the schedule changed).
+    #[allow(clippy::too_many_arguments)]
+    async fn update_task_row(
+        &mut self,
+        tenant: TenantId,
+        id: TaskId,
+        expected_version: i64,
+        def: &TaskDefinition,
+        schedule: &ScheduleColumns,
+        reset_fires: bool,
+        now: i64,
+    ) -> Result<Task>;
+    /// Pauses or resumes a task if it is still at `expected_version`.
+    async fn set_task_paused(
+        &mut self,
+        tenant: TenantId,
+        id: TaskId,
+        expected_version: i64,
+        paused: bool,
+        now: i64,
+    ) -> Result<Task>;
+    /// Marks a task deleted if it is still at `expected_version`, and drops its dependencies.
+    async fn mark_task_deleted(
+        &mut self,
+        tenant: TenantId,
+        id: TaskId,
+        expected_version: i64,
+        now: i64,
+    ) -> Result<Task>;
+    /// Engine internal: tasks by id (deleted ones included), locked against concurrent edits
+    /// until the transaction ends.
+    async fn lock_tasks(&mut self, ids: &[TaskId]) -> Result<Vec<Task>>;
+    /// Engine internal: counts `n` more materialised scheduled occurrences.
+    async fn add_fires_scheduled(&mut self, task: TaskId, n: i64) -> Result<()>;
+
+    async fn insert_dependency(
+        &mut self,
+        tenant: TenantId,
+        parent: TaskId,
+        child: TaskId,
+        condition: DependencyCondition,
+        now: i64,
+    ) -> Result<Dependency>;
+    async fn delete_dependency(
+        &mut self,
+        tenant: TenantId,
+        parent: TaskId,
+        child: TaskId,
+    ) -> Result<()>;
+    async fn list_dependencies(&mut self, tenant: TenantId) -> Result<Vec<Dependency>>;
+    /// Engine internal: the edges leaving `parent`.
+    async fn children_of(&mut self, parent: TaskId) -> Result<Vec<Dependency>>;
+    /// Engine internal: the edges entering `child`.
+    async fn parents_of(&mut self, child: TaskId) -> Result<Vec<Dependency>>;
+
+    // ---- runs ---------------------------------------------------------------------------
+
+    /// Inserts a run; `None` when that occurrence (task, scheduled time, attempt, shard)
+    /// already exists.
+    async fn insert_run(&mut self, run: &NewRun, now: i64) -> Result<Option<Run>>;
+    /// Inserts many runs, skipping occurrences that exist; returns the inserted ones.
+    async fn insert_runs(&mut self, runs: &[NewRun], now: i64) -> Result<Vec<Run>>;
+    async fn get_run(&mut self, tenant: TenantId, id: RunId) -> Result<Run>;
+    async fn list_runs(&mut self, tenant: TenantId, filter: &RunFilter) -> Result<Vec<Run>>;
+    /// Engine internal: a run by id.
+    async fn find_run(&mut self, id: RunId) -> Result<Option<Run>>;
+    /// Claims up to `limit` runs of the given groups that are pending, or claimed with an
+    /// expired lease, and due within the horizon: state `claimed`, lease, new fencing token.
+    /// Concurrent claimers get disjoint sets. Returned in due order.
+    async fn claim_due_runs(&mut self, req: &ClaimRequest) -> Result<Vec<Run>>;
+    /// Moves a claimed run on, proving the claim with its [`Fence`]; [`StoreError::Fenced`]
+    /// when the lease expired or another node claimed it since.
+    async fn transition_claimed(
+        &mut self,
+        fence: &Fence,
+        to: &ClaimedTransition,
+        now: i64,
+    ) -> Result<Run>;
+    /// Finishes a run (pending, claimed or running) with a final state. A run that is already
+    /// final is left as it is ([`Completion::AlreadyFinal`]). With `app`, a run of another
+    /// app's task is "not found".
+    async fn complete_run(
+        &mut self,
+        id: RunId,
+        app: Option<AppId>,
+        completion: &RunCompletion,
+    ) -> Result<Completion>;
+    /// Records progress and log lines of a running run; false when the run is unknown (for
+    /// that app) or no longer running.
+    async fn record_progress(
+        &mut self,
+        app: Option<AppId>,
+        progress: &RunProgress,
+        now: i64,
+    ) -> Result<bool>;
+    /// Deletes a task's not-yet-claimed runs of the given trigger kinds (skipping rows another
+    /// transaction holds); returns how many.
+    async fn delete_pending_runs(
+        &mut self,
+        task: TaskId,
+        triggers: &[crate::run::TriggerKind],
+    ) -> Result<u64>;
+    /// Running runs whose deadline is before `now`; concurrent callers get disjoint sets.
+    async fn running_runs_past_deadline(&mut self, now: i64, limit: i64) -> Result<Vec<Run>>;
+    /// Running runs on the given executor instances.
+    async fn running_runs_on_executors(&mut self, executors: &[ExecutorId]) -> Result<Vec<Run>>;
+    /// Runs of a task that are claimed or running (for overlap policies).
+    async fn active_runs_of_task(&mut self, task: TaskId) -> Result<Vec<Run>>;
+    /// Runs of a chain (by root) of the given tasks, locking the chain root against concurrent
+    /// joins until the transaction ends.
+    async fn lock_chain_runs(&mut self, chain_root: RunId, tasks: &[TaskId]) -> Result<Vec<Run>>;
+
+    // ---- alarms (outbox) ----------------------------------------------------------------
+
+    /// Raises an alarm; `None` when one with the same dedupe key exists.
+    async fn insert_alarm(&mut self, alarm: &NewAlarm, now: i64) -> Result<Option<Alarm>>;
+    /// The oldest unpublished alarms; concurrent relays get disjoint sets.
+    async fn list_unpublished_alarms(&mut self, limit: i64) -> Result<Vec<Alarm>>;
+    async fn mark_alarms_published(&mut self, ids: &[AlarmId], now: i64) -> Result<u64>;
+    async fn get_alarm(&mut self, scope: Scope, id: AlarmId) -> Result<Alarm>;
+    async fn list_alarms(&mut self, scope: Scope, filter: &AlarmFilter) -> Result<Vec<Alarm>>;
+    /// Acknowledges an alarm (idempotent: the first acknowledgement is kept).
+    async fn acknowledge_alarm(
+        &mut self,
+        scope: Scope,
+        id: AlarmId,
+        by: &str,
+        now: i64,
+    ) -> Result<Alarm>;
+
+    // ---- engine nodes and audit ---------------------------------------------------------
+
+    async fn heartbeat_node(&mut self, beat: &NodeHeartbeat, now: i64) -> Result<EngineNode>;
+    async fn list_nodes(&mut self) -> Result<Vec<EngineNode>>;
+    /// Marks nodes that are up or draining with a heartbeat before `heartbeat_before` as lost
+    /// and returns them (each reported once).
+    async fn mark_nodes_lost(&mut self, heartbeat_before: i64) -> Result<Vec<EngineNode>>;
+
+    async fn append_audit(&mut self, event: &NewAuditEvent, now: i64) -> Result<AuditEvent>;
+    /// Newest first.
+    async fn list_audit(
+        &mut self,
+        scope: Scope,
+        before_id: Option<i64>,
+        limit: i64,
+    ) -> Result<Vec<AuditEvent>>;
+}
+
+/// Clamps a listing limit to 1..=1000 (default 100).
+pub(crate) fn page_limit(limit: Option<i64>) -> i64 {
+    limit.unwrap_or(100).clamp(1, 1000)
+}
+
+/// Escapes `%`, `_` and `\` for a `LIKE … ESCAPE '\'` pattern.
+pub(crate) fn like_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    for c in s.chars() {
+        if matches!(c, '%' | '_' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_are_redacted_from_urls() {
+        assert_eq!(
+            redact_url("postgres://app:s3cret@db:5432/mthpt"),
+            "postgres://app:***@db:5432/mthpt"
+        );
+        assert_eq!(redact_url("postgres://app@db/x"), "postgres://app@db/x");
+        assert_eq!(redact_url("sqlite://a.db"), "sqlite://a.db");
+    }
+
+    #[test]
+    fn like_patterns_escape_wildcards() {
+        assert_eq!(like_escape("50%_a\\b"), "50\\%\\_a\\\\b");
+    }
+}

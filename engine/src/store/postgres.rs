@@ -1,0 +1,266 @@
+//! The PostgreSQL backend: the cluster store. Concurrent engine nodes claim with
+//! `FOR UPDATE SKIP LOCKED`, so they never wait on each other's rows and never take the same run.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use sqlx::migrate::Migrator;
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::types::Json;
+use sqlx::{Postgres, Transaction};
+
+use super::shared::{check_or, fk_or, found, is_fk, tx_impl, unique_or};
+use super::{
+    Backend, ClaimRequest, Completion, Result, Scope, Store, StoreError, Tx, UserUpdate,
+    like_escape, page_limit, redact_url,
+};
+use crate::alarm::{Alarm, AlarmFilter, AlarmId, NewAlarm};
+use crate::app::{
+    App, AppId, Executor, ExecutorHeartbeat, ExecutorId, ExecutorRegistration, ExecutorState,
+    NewApp,
+};
+use crate::audit::{AuditEvent, NewAuditEvent};
+use crate::node::{EngineNode, NodeHeartbeat};
+use crate::run::{
+    ClaimedTransition, Fence, NewRun, Run, RunCompletion, RunFilter, RunId, RunProgress,
+    TriggerKind,
+};
+use crate::task::{
+    Dependency, DependencyCondition, ScheduleColumns, Task, TaskDefinition, TaskFilter, TaskId,
+};
+use crate::tenant::{
+    ApiToken, ApiTokenId, NewApiToken, NewTenant, NewUser, Tenant, TenantId, TenantUpdate, User,
+    UserId,
+};
+
+static MIGRATOR: Migrator = sqlx::migrate!("../migrations/postgres");
+
+/// The PostgreSQL store.
+#[derive(Debug, Clone)]
+pub struct PgStore {
+    pool: PgPool,
+}
+
+impl PgStore {
+    /// Connects to `url` (`postgres://user[:password]@host[:port]/database[?options]`) with a
+    /// pool of up to 16 connections.
+    pub async fn connect(url: &str) -> Result<Self> {
+        let options = PgConnectOptions::from_str(url).map_err(|e| {
+            StoreError::Unavailable(format!("invalid PostgreSQL URL {}: {e}", redact_url(url)))
+        })?;
+        Self::connect_with(options, 16).await.map_err(|e| match e {
+            StoreError::Database(e) => StoreError::Unavailable(format!(
+                "cannot connect to PostgreSQL at {}: {e}",
+                redact_url(url)
+            )),
+            other => other,
+        })
+    }
+
+    /// Connects with explicit options and pool size.
+    pub async fn connect_with(options: PgConnectOptions, max_connections: u32) -> Result<Self> {
+        let pool = PgPoolOptions::new()
+            .max_connections(max_connections)
+            .acquire_timeout(Duration::from_secs(10))
+            .connect_with(options)
+            .await?;
+        Ok(Self { pool })
+    }
+
+    /// The connection pool (for LISTEN/NOTIFY and tests).
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+}
+
+#[async_trait]
+impl Store for PgStore {
+    fn backend(&self) -> Backend {
+        Backend::Postgres
+    }
+
+    async fn migrate(&self) -> Result<()> {
+        MIGRATOR.run(&self.pool).await?;
+        Ok(())
+    }
+
+    async fn begin(&self) -> Result<Box<dyn Tx>> {
+        Ok(Box::new(PgTx {
+            tx: self.pool.begin().await?,
+        }))
+    }
+
+    async fn begin_read(&self) -> Result<Box<dyn Tx>> {
+        Ok(Box::new(PgTx {
+            tx: self.pool.begin_with("BEGIN READ ONLY").await?,
+        }))
+    }
+
+    async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+/// A PostgreSQL transaction.
+#[derive(Debug)]
+pub struct PgTx {
+    tx: Transaction<'static, Postgres>,
+}
+
+fn raw_ids<T: Copy>(ids: &[T], f: impl Fn(T) -> i64) -> Vec<i64> {
+    ids.iter().map(|&id| f(id)).collect()
+}
+
+tx_impl!(
+    PgTx,
+    for_update = " FOR UPDATE",
+    skip_locked = " FOR UPDATE SKIP LOCKED",
+    {
+        async fn get_apps_by_ids(&mut self, ids: &[AppId]) -> Result<Vec<App>> {
+            Ok(
+                sqlx::query_as("SELECT * FROM apps WHERE id = ANY($1) ORDER BY id")
+                    .bind(raw_ids(ids, |i| i.0))
+                    .fetch_all(&mut *self.tx)
+                    .await?,
+            )
+        }
+
+        async fn lock_tasks(&mut self, ids: &[TaskId]) -> Result<Vec<Task>> {
+            Ok(
+                sqlx::query_as("SELECT * FROM tasks WHERE id = ANY($1) ORDER BY id FOR SHARE")
+                    .bind(raw_ids(ids, |i| i.0))
+                    .fetch_all(&mut *self.tx)
+                    .await?,
+            )
+        }
+
+        async fn insert_runs(&mut self, runs: &[NewRun], now: i64) -> Result<Vec<Run>> {
+            if runs.is_empty() {
+                return Ok(Vec::new());
+            }
+            let col = |f: fn(&NewRun) -> i64| runs.iter().map(f).collect::<Vec<i64>>();
+            let col32 = |f: fn(&NewRun) -> i32| runs.iter().map(f).collect::<Vec<i32>>();
+            let opt =
+                |f: fn(&NewRun) -> Option<i64>| runs.iter().map(f).collect::<Vec<Option<i64>>>();
+            Ok(sqlx::query_as(
+                "INSERT INTO runs (tenant_id, task_id, node_group, scheduled_at, due_at, attempt, shard_index,
+                     shard_total, trigger_kind, state, priority, parent_run_id, chain_root_id, params,
+                     triggered_by, created_at)
+                 SELECT tenant_id, task_id, node_group, scheduled_at, due_at, attempt, shard_index, shard_total,
+                     trigger_kind, 'pending', priority, parent_run_id, chain_root_id, params, triggered_by, $15
+                 FROM UNNEST($1::bigint[], $2::bigint[], $3::text[], $4::bigint[], $5::bigint[], $6::int[],
+                     $7::int[], $8::int[], $9::text[], $10::int[], $11::bigint[], $12::bigint[], $13::jsonb[],
+                     $14::text[])
+                   AS t(tenant_id, task_id, node_group, scheduled_at, due_at, attempt, shard_index, shard_total,
+                        trigger_kind, priority, parent_run_id, chain_root_id, params, triggered_by)
+                 ON CONFLICT (task_id, scheduled_at, attempt, shard_index) DO NOTHING
+                 RETURNING *",
+            )
+            .bind(col(|r| r.tenant_id.0))
+            .bind(col(|r| r.task_id.0))
+            .bind(runs.iter().map(|r| r.node_group.clone()).collect::<Vec<_>>())
+            .bind(col(|r| r.scheduled_at))
+            .bind(col(|r| r.due_at))
+            .bind(col32(|r| r.attempt))
+            .bind(col32(|r| r.shard_index))
+            .bind(col32(|r| r.shard_total))
+            .bind(runs.iter().map(|r| r.trigger_kind.as_str()).collect::<Vec<_>>())
+            .bind(col32(|r| r.priority))
+            .bind(opt(|r| r.parent_run_id.map(|i| i.0)))
+            .bind(opt(|r| r.chain_root_id.map(|i| i.0)))
+            .bind(runs.iter().map(|r| r.params.as_ref().map(Json)).collect::<Vec<_>>())
+            .bind(runs.iter().map(|r| r.triggered_by.clone()).collect::<Vec<_>>())
+            .bind(now)
+            .fetch_all(&mut *self.tx)
+            .await
+            .map_err(|e| fk_or(e, || "a task or tenant of these runs".to_owned()))?)
+        }
+
+        async fn claim_due_runs(&mut self, req: &ClaimRequest) -> Result<Vec<Run>> {
+            let mut runs: Vec<Run> = sqlx::query_as(
+                "UPDATE runs SET state = 'claimed', claim_owner = $1, lease_until = $2, fence = fence + 1,
+                     claimed_at = $3
+                 WHERE id IN (
+                     SELECT id FROM runs
+                     WHERE node_group = ANY($4) AND due_at <= $5 AND state IN ('pending', 'claimed')
+                       AND (state = 'pending' OR lease_until <= $3)
+                     ORDER BY due_at, priority DESC, id
+                     LIMIT $6
+                     FOR UPDATE SKIP LOCKED)
+                 RETURNING *",
+            )
+            .bind(&req.node)
+            .bind(req.now.saturating_add(req.lease_ms))
+            .bind(req.now)
+            .bind(&req.groups)
+            .bind(req.now.saturating_add(req.horizon_ms))
+            .bind(req.limit)
+            .fetch_all(&mut *self.tx)
+            .await?;
+            runs.sort_by_key(|r| (r.due_at, -r.priority, r.id));
+            Ok(runs)
+        }
+
+        async fn delete_pending_runs(
+            &mut self,
+            task: TaskId,
+            triggers: &[TriggerKind],
+        ) -> Result<u64> {
+            let kinds: Vec<&str> = triggers.iter().map(|t| t.as_str()).collect();
+            let done = sqlx::query(
+                "DELETE FROM runs WHERE id IN (
+                     SELECT id FROM runs WHERE task_id = $1 AND state = 'pending' AND trigger_kind = ANY($2)
+                     FOR UPDATE SKIP LOCKED)",
+            )
+            .bind(task)
+            .bind(kinds)
+            .execute(&mut *self.tx)
+            .await?;
+            Ok(done.rows_affected())
+        }
+
+        async fn running_runs_on_executors(
+            &mut self,
+            executors: &[ExecutorId],
+        ) -> Result<Vec<Run>> {
+            Ok(sqlx::query_as(
+                "SELECT * FROM runs WHERE state = 'running' AND executor_id = ANY($1) ORDER BY id FOR UPDATE",
+            )
+            .bind(raw_ids(executors, |i| i.0))
+            .fetch_all(&mut *self.tx)
+            .await?)
+        }
+
+        async fn lock_chain_runs(
+            &mut self,
+            chain_root: RunId,
+            tasks: &[TaskId],
+        ) -> Result<Vec<Run>> {
+            let root: Option<(i64,)> =
+                sqlx::query_as("SELECT id FROM runs WHERE id = $1 FOR UPDATE")
+                    .bind(chain_root)
+                    .fetch_optional(&mut *self.tx)
+                    .await?;
+            found(root, || format!("run {chain_root}"))?;
+            Ok(sqlx::query_as(
+                "SELECT * FROM runs WHERE (id = $1 OR chain_root_id = $1) AND task_id = ANY($2) ORDER BY id",
+            )
+            .bind(chain_root)
+            .bind(raw_ids(tasks, |i| i.0))
+            .fetch_all(&mut *self.tx)
+            .await?)
+        }
+
+        async fn mark_alarms_published(&mut self, ids: &[AlarmId], now: i64) -> Result<u64> {
+            let done = sqlx::query(
+                "UPDATE alarms SET published_at = $2 WHERE id = ANY($1) AND published_at IS NULL",
+            )
+            .bind(raw_ids(ids, |i| i.0))
+            .bind(now)
+            .execute(&mut *self.tx)
+            .await?;
+            Ok(done.rows_affected())
+        }
+    }
+);

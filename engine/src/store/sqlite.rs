@@ -1,0 +1,230 @@
+//! The SQLite backend: the embedded store of `mthpt standalone`. SQLite has one writer at a time,
+//! so every transaction that may write starts with `BEGIN IMMEDIATE` (it takes the write lock up
+//! front and waits for it, instead of failing when a reader later tries to write); row-locking
+//! clauses are therefore unnecessary and lists travel as JSON arrays.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use sqlx::migrate::Migrator;
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
+use sqlx::types::Json;
+use sqlx::{Sqlite, Transaction};
+
+use super::shared::{check_or, fk_or, found, is_fk, tx_impl, unique_or};
+use super::{
+    Backend, ClaimRequest, Completion, Result, Scope, Store, StoreError, Tx, UserUpdate,
+    like_escape, page_limit,
+};
+use crate::alarm::{Alarm, AlarmFilter, AlarmId, NewAlarm};
+use crate::app::{
+    App, AppId, Executor, ExecutorHeartbeat, ExecutorId, ExecutorRegistration, ExecutorState,
+    NewApp,
+};
+use crate::audit::{AuditEvent, NewAuditEvent};
+use crate::node::{EngineNode, NodeHeartbeat};
+use crate::run::{
+    ClaimedTransition, Fence, NewRun, Run, RunCompletion, RunFilter, RunId, RunProgress,
+    TriggerKind,
+};
+use crate::task::{
+    Dependency, DependencyCondition, ScheduleColumns, Task, TaskDefinition, TaskFilter, TaskId,
+};
+use crate::tenant::{
+    ApiToken, ApiTokenId, NewApiToken, NewTenant, NewUser, Tenant, TenantId, TenantUpdate, User,
+    UserId,
+};
+
+static MIGRATOR: Migrator = sqlx::migrate!("../migrations/sqlite");
+
+/// The SQLite store.
+#[derive(Debug, Clone)]
+pub struct SqliteStore {
+    pool: SqlitePool,
+}
+
+impl SqliteStore {
+    /// Opens (creating if missing) the database file `url` names: `sqlite://relative/path.db`,
+    /// `sqlite:///absolute/path.db` or `sqlite:path.db`.
+    pub async fn connect(url: &str) -> Result<Self> {
+        let options = SqliteConnectOptions::from_str(url)
+            .map_err(|e| StoreError::Unavailable(format!("invalid SQLite URL {url}: {e}")))?;
+        Self::connect_with(options).await.map_err(|e| match e {
+            StoreError::Database(e) => {
+                StoreError::Unavailable(format!("cannot open SQLite database {url}: {e}"))
+            }
+            other => other,
+        })
+    }
+
+    /// Opens with explicit options (WAL journal, full sync, foreign keys and a busy timeout are
+    /// always set).
+    pub async fn connect_with(options: SqliteConnectOptions) -> Result<Self> {
+        let options = options
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Full)
+            .foreign_keys(true)
+            .busy_timeout(Duration::from_secs(30));
+        let pool = SqlitePoolOptions::new()
+            .max_connections(4)
+            .acquire_timeout(Duration::from_secs(30))
+            .connect_with(options)
+            .await?;
+        Ok(Self { pool })
+    }
+
+    /// The connection pool.
+    pub fn pool(&self) -> &SqlitePool {
+        &self.pool
+    }
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    fn backend(&self) -> Backend {
+        Backend::Sqlite
+    }
+
+    async fn migrate(&self) -> Result<()> {
+        MIGRATOR.run(&self.pool).await?;
+        Ok(())
+    }
+
+    async fn begin(&self) -> Result<Box<dyn Tx>> {
+        Ok(Box::new(SqliteTx {
+            tx: self.pool.begin_with("BEGIN IMMEDIATE").await?,
+        }))
+    }
+
+    async fn begin_read(&self) -> Result<Box<dyn Tx>> {
+        Ok(Box::new(SqliteTx {
+            tx: self.pool.begin().await?,
+        }))
+    }
+
+    async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+/// A SQLite transaction.
+#[derive(Debug)]
+pub struct SqliteTx {
+    tx: Transaction<'static, Sqlite>,
+}
+
+fn json_ids<T: Copy>(ids: &[T], f: impl Fn(T) -> i64) -> String {
+    serde_json::Value::from(ids.iter().map(|&id| f(id)).collect::<Vec<i64>>()).to_string()
+}
+
+tx_impl!(SqliteTx, for_update = "", skip_locked = "", {
+    async fn get_apps_by_ids(&mut self, ids: &[AppId]) -> Result<Vec<App>> {
+        Ok(sqlx::query_as(
+            "SELECT * FROM apps WHERE id IN (SELECT value FROM json_each($1)) ORDER BY id",
+        )
+        .bind(json_ids(ids, |i| i.0))
+        .fetch_all(&mut *self.tx)
+        .await?)
+    }
+
+    async fn lock_tasks(&mut self, ids: &[TaskId]) -> Result<Vec<Task>> {
+        Ok(sqlx::query_as(
+            "SELECT * FROM tasks WHERE id IN (SELECT value FROM json_each($1)) ORDER BY id",
+        )
+        .bind(json_ids(ids, |i| i.0))
+        .fetch_all(&mut *self.tx)
+        .await?)
+    }
+
+    async fn insert_runs(&mut self, runs: &[NewRun], now: i64) -> Result<Vec<Run>> {
+        let mut inserted = Vec::with_capacity(runs.len());
+        for run in runs {
+            if let Some(r) = self.insert_run(run, now).await? {
+                inserted.push(r);
+            }
+        }
+        Ok(inserted)
+    }
+
+    async fn claim_due_runs(&mut self, req: &ClaimRequest) -> Result<Vec<Run>> {
+        let groups = serde_json::Value::from(req.groups.clone()).to_string();
+        let mut runs: Vec<Run> = sqlx::query_as(
+                "UPDATE runs SET state = 'claimed', claim_owner = $1, lease_until = $2, fence = fence + 1,
+                     claimed_at = $3
+                 WHERE id IN (
+                     SELECT id FROM runs
+                     WHERE node_group IN (SELECT value FROM json_each($4)) AND due_at <= $5
+                       AND state IN ('pending', 'claimed') AND (state = 'pending' OR lease_until <= $3)
+                     ORDER BY due_at, priority DESC, id
+                     LIMIT $6)
+                 RETURNING *",
+            )
+            .bind(&req.node)
+            .bind(req.now.saturating_add(req.lease_ms))
+            .bind(req.now)
+            .bind(groups)
+            .bind(req.now.saturating_add(req.horizon_ms))
+            .bind(req.limit)
+            .fetch_all(&mut *self.tx)
+            .await?;
+        runs.sort_by_key(|r| (r.due_at, -r.priority, r.id));
+        Ok(runs)
+    }
+
+    async fn delete_pending_runs(&mut self, task: TaskId, triggers: &[TriggerKind]) -> Result<u64> {
+        let kinds =
+            serde_json::Value::from(triggers.iter().map(|t| t.as_str()).collect::<Vec<_>>())
+                .to_string();
+        let done = sqlx::query(
+            "DELETE FROM runs WHERE task_id = $1 AND state = 'pending'
+                   AND trigger_kind IN (SELECT value FROM json_each($2))",
+        )
+        .bind(task)
+        .bind(kinds)
+        .execute(&mut *self.tx)
+        .await?;
+        Ok(done.rows_affected())
+    }
+
+    async fn running_runs_on_executors(&mut self, executors: &[ExecutorId]) -> Result<Vec<Run>> {
+        Ok(sqlx::query_as(
+            "SELECT * FROM runs WHERE state = 'running'
+                   AND executor_id IN (SELECT value FROM json_each($1)) ORDER BY id",
+        )
+        .bind(json_ids(executors, |i| i.0))
+        .fetch_all(&mut *self.tx)
+        .await?)
+    }
+
+    async fn lock_chain_runs(&mut self, chain_root: RunId, tasks: &[TaskId]) -> Result<Vec<Run>> {
+        let root: Option<(i64,)> = sqlx::query_as("SELECT id FROM runs WHERE id = $1")
+            .bind(chain_root)
+            .fetch_optional(&mut *self.tx)
+            .await?;
+        found(root, || format!("run {chain_root}"))?;
+        Ok(sqlx::query_as(
+            "SELECT * FROM runs WHERE (id = $1 OR chain_root_id = $1)
+                   AND task_id IN (SELECT value FROM json_each($2)) ORDER BY id",
+        )
+        .bind(chain_root)
+        .bind(json_ids(tasks, |i| i.0))
+        .fetch_all(&mut *self.tx)
+        .await?)
+    }
+
+    async fn mark_alarms_published(&mut self, ids: &[AlarmId], now: i64) -> Result<u64> {
+        let done = sqlx::query(
+            "UPDATE alarms SET published_at = $2
+                 WHERE id IN (SELECT value FROM json_each($1)) AND published_at IS NULL",
+        )
+        .bind(json_ids(ids, |i| i.0))
+        .bind(now)
+        .execute(&mut *self.tx)
+        .await?;
+        Ok(done.rows_affected())
+    }
+});

@@ -1,0 +1,179 @@
+//! Tenants, the people who work in them, and their API tokens.
+//!
+//! A tenant is an isolated customer of the platform. It is bound to a *node group*: the engine
+//! nodes that schedule its work. Users are operators (no tenant, see every tenant) or belong to
+//! exactly one tenant as admin or viewer.
+
+use serde::{Deserialize, Serialize};
+
+use crate::macros::{id_type, text_enum};
+use crate::validate::{FieldError, check_len, check_slug};
+
+id_type!(
+    /// Identifies a tenant.
+    TenantId
+);
+id_type!(
+    /// Identifies a user.
+    UserId
+);
+id_type!(
+    /// Identifies an API token.
+    ApiTokenId
+);
+
+/// The node group used when none is given.
+pub const DEFAULT_NODE_GROUP: &str = "default";
+
+/// An isolated customer of the platform.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, sqlx::FromRow)]
+pub struct Tenant {
+    pub id: TenantId,
+    /// Short unique name (`[a-z0-9][a-z0-9-]*`), used in URLs and AMQP routing keys.
+    pub name: String,
+    pub display_name: String,
+    /// The engine node group that schedules this tenant's runs.
+    pub node_group: String,
+    pub disabled: bool,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+/// What is needed to create a tenant.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NewTenant {
+    pub name: String,
+    pub display_name: String,
+    pub node_group: String,
+}
+
+impl NewTenant {
+    /// A tenant in the default node group, displayed under its own name.
+    pub fn named(name: impl Into<String>) -> Self {
+        let name = name.into();
+        Self {
+            display_name: name.clone(),
+            name,
+            node_group: DEFAULT_NODE_GROUP.to_owned(),
+        }
+    }
+
+    /// Checks every field, naming the first one that is wrong.
+    pub fn validate(&self) -> Result<(), FieldError> {
+        check_slug("name", &self.name)?;
+        check_len("display_name", &self.display_name, 1, 200)?;
+        check_slug("node_group", &self.node_group)
+    }
+}
+
+/// A change to a tenant; `None` leaves a field as it is.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TenantUpdate {
+    pub display_name: Option<String>,
+    pub node_group: Option<String>,
+    pub disabled: Option<bool>,
+}
+
+impl TenantUpdate {
+    /// Checks every given field, naming the first one that is wrong.
+    pub fn validate(&self) -> Result<(), FieldError> {
+        if let Some(d) = &self.display_name {
+            check_len("display_name", d, 1, 200)?;
+        }
+        if let Some(g) = &self.node_group {
+            check_slug("node_group", g)?;
+        }
+        Ok(())
+    }
+}
+
+text_enum!(
+    /// What a user may do.
+    Role {
+        /// Sees and manages every tenant and the cluster.
+        Operator = "operator",
+        /// Manages one tenant's apps, tasks, users and alarms.
+        TenantAdmin = "tenant_admin",
+        /// Reads one tenant's data.
+        TenantViewer = "tenant_viewer",
+    }
+);
+
+/// A person who signs in to the console or API.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, sqlx::FromRow)]
+pub struct User {
+    pub id: UserId,
+    /// `None` for operators.
+    pub tenant_id: Option<TenantId>,
+    pub username: String,
+    /// Argon2id PHC string; never serialised.
+    #[serde(skip)]
+    pub password_hash: String,
+    #[sqlx(try_from = "String")]
+    pub role: Role,
+    pub disabled: bool,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+/// What is needed to create a user. The password arrives already hashed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewUser {
+    pub tenant_id: Option<TenantId>,
+    pub username: String,
+    pub password_hash: String,
+    pub role: Role,
+}
+
+impl NewUser {
+    /// Checks the fields and that operators have no tenant and everybody else has one.
+    pub fn validate(&self) -> Result<(), FieldError> {
+        check_len("username", &self.username, 1, 100)?;
+        if self.username.chars().any(char::is_whitespace) {
+            return Err(FieldError::new("username", "must not contain whitespace"));
+        }
+        check_len("password_hash", &self.password_hash, 1, 1000)?;
+        match (self.role, self.tenant_id) {
+            (Role::Operator, Some(_)) => Err(FieldError::new(
+                "tenant_id",
+                "an operator belongs to no tenant",
+            )),
+            (Role::TenantAdmin | Role::TenantViewer, None) => Err(FieldError::new(
+                "tenant_id",
+                "a tenant admin or viewer needs a tenant",
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// A long-lived credential for the REST API. Only its SHA-256 hash is stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, sqlx::FromRow)]
+pub struct ApiToken {
+    pub id: ApiTokenId,
+    pub user_id: UserId,
+    pub name: String,
+    #[serde(skip)]
+    pub token_hash: String,
+    pub created_at: i64,
+    pub expires_at: Option<i64>,
+    pub last_used_at: Option<i64>,
+    pub revoked_at: Option<i64>,
+}
+
+/// What is needed to create an API token: its owner and the hash of the secret value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewApiToken {
+    pub user_id: UserId,
+    pub name: String,
+    pub token_hash: String,
+    pub expires_at: Option<i64>,
+}
+
+impl NewApiToken {
+    /// Checks the fields.
+    pub fn validate(&self) -> Result<(), FieldError> {
+        check_len("name", &self.name, 1, 100)?;
+        check_len("token_hash", &self.token_hash, 16, 200)
+    }
+}

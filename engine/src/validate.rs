@@ -1,0 +1,100 @@
+//! Field validation shared by the domain types: every error names the field and says why.
+
+/// An input field that is wrong, and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {reason}")]
+pub struct FieldError {
+    /// The field, as named in the API (e.g. `schedule.expr`).
+    pub field: String,
+    /// What is wrong with it.
+    pub reason: String,
+}
+
+impl FieldError {
+    /// A new error for `field`.
+    pub fn new(field: impl Into<String>, reason: impl Into<String>) -> Self {
+        Self {
+            field: field.into(),
+            reason: reason.into(),
+        }
+    }
+}
+
+/// Checks that `value` has between `min` and `max` characters.
+pub fn check_len(field: &str, value: &str, min: usize, max: usize) -> Result<(), FieldError> {
+    let n = value.chars().count();
+    if n < min {
+        return Err(FieldError::new(
+            field,
+            if min == 1 {
+                "must not be empty".to_owned()
+            } else {
+                format!("must have at least {min} characters")
+            },
+        ));
+    }
+    if n > max {
+        return Err(FieldError::new(
+            field,
+            format!("must have at most {max} characters (has {n})"),
+        ));
+    }
+    Ok(())
+}
+
+/// Checks a short machine name: 1–63 of `a-z`, `0-9`, `-`, `_`, starting with a letter or digit.
+pub fn check_slug(field: &str, value: &str) -> Result<(), FieldError> {
+    check_len(field, value, 1, 63)?;
+    let mut chars = value.chars();
+    let first_ok = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+    let rest_ok =
+        chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_');
+    if first_ok && rest_ok {
+        Ok(())
+    } else {
+        Err(FieldError::new(
+            field,
+            format!(
+                "{value:?} is not a valid name: use lower-case letters, digits, '-' and '_', starting with a letter or digit"
+            ),
+        ))
+    }
+}
+
+/// Checks that an optional number lies in `min..=max`.
+pub fn check_range(field: &str, value: i64, min: i64, max: i64) -> Result<(), FieldError> {
+    if value < min || value > max {
+        Err(FieldError::new(
+            field,
+            format!("must be between {min} and {max} (is {value})"),
+        ))
+    } else {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slug_rules_name_the_field() {
+        assert!(check_slug("name", "acme-01").is_ok());
+        let err = check_slug("name", "Acme").unwrap_err();
+        assert_eq!(err.field, "name");
+        assert!(check_slug("name", "-x").is_err());
+        assert!(check_slug("name", "").unwrap_err().reason.contains("empty"));
+        assert!(check_slug("name", &"a".repeat(64)).is_err());
+    }
+
+    #[test]
+    fn range_check_reports_bounds() {
+        let err = check_range("max_retries", 101, 0, 100).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "max_retries: must be between 0 and 100 (is 101)"
+        );
+    }
+}

@@ -1,0 +1,86 @@
+//! Fresh databases for each test.
+
+use std::str::FromStr;
+use std::sync::Arc;
+
+use mthpt_engine::store::{PgStore, SqliteStore, Store};
+use sqlx::Connection;
+use sqlx::postgres::{PgConnectOptions, PgConnection};
+
+/// The PostgreSQL database the suite creates its schemas in.
+pub fn postgres_url() -> String {
+    std::env::var("MTHPT_TEST_DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
+}
+
+/// A migrated store that is removed again by [`TestDb::cleanup`].
+pub struct TestDb {
+    store: Arc<dyn Store>,
+    cleanup: Cleanup,
+}
+
+enum Cleanup {
+    PgSchema(String),
+    SqliteDir(#[allow(dead_code)] tempfile::TempDir),
+}
+
+impl TestDb {
+    pub fn store(&self) -> &dyn Store {
+        self.store.as_ref()
+    }
+
+    /// Drops the schema (PostgreSQL) or the file (SQLite).
+    pub async fn cleanup(self) {
+        self.store.close().await;
+        if let Cleanup::PgSchema(schema) = &self.cleanup {
+            let mut conn = admin().await;
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "DROP SCHEMA IF EXISTS {schema} CASCADE"
+            )))
+            .execute(&mut conn)
+            .await
+            .expect("drop test schema");
+        }
+    }
+}
+
+async fn admin() -> PgConnection {
+    let url = postgres_url();
+    PgConnection::connect(&url).await.unwrap_or_else(|e| {
+        panic!(
+            "PostgreSQL is unreachable at {url}: {e}\n\
+             Start it (scripts/test.sh does) or point MTHPT_TEST_DATABASE_URL at a server."
+        )
+    })
+}
+
+/// A PostgreSQL store in a schema of its own.
+pub async fn postgres() -> TestDb {
+    let schema = format!("mthpt_test_{}", uuid::Uuid::new_v4().simple());
+    let mut conn = admin().await;
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
+        .execute(&mut conn)
+        .await
+        .expect("create test schema");
+    let options = PgConnectOptions::from_str(&postgres_url())
+        .expect("test database URL")
+        .options([("search_path", schema.as_str())]);
+    let store = PgStore::connect_with(options, 8).await.expect("connect");
+    store.migrate().await.expect("migrate");
+    TestDb {
+        store: Arc::new(store),
+        cleanup: Cleanup::PgSchema(schema),
+    }
+}
+
+/// A SQLite store in a file of its own.
+pub async fn sqlite() -> TestDb {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let url = format!("sqlite://{}", dir.path().join("mthpt.db").display());
+    let store = SqliteStore::connect(&url).await.expect("open");
+    store.migrate().await.expect("migrate");
+    TestDb {
+        store: Arc::new(store),
+        cleanup: Cleanup::SqliteDir(dir),
+    }
+}

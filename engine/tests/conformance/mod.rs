@@ -1,0 +1,11 @@
+//! Store conformance cases, each an `async fn(&dyn Store)`.
+
+pub mod alarms;
+pub mod apps;
+pub mod claims;
+pub mod fixtures;
+pub mod harness;
+pub mod isolation;
+pub mod runs;
+pub mod tasks;
+pub mod tenants;

@@ -1,0 +1,616 @@
+use std::time::Duration;
+
+use mthpt_engine::app::AppId;
+use mthpt_engine::run::{
+    ClaimedTransition, Fence, NewRun, Run, RunCompletion, RunFilter, RunId, RunProgress, RunState,
+    TriggerKind,
+};
+use mthpt_engine::store::{ClaimRequest, Completion, Store, StoreError};
+
+use super::fixtures::*;
+use crate::in_tx;
+
+fn claim_req(node: &str, now: i64) -> ClaimRequest {
+    ClaimRequest {
+        node: node.into(),
+        groups: vec!["default".into()],
+        now,
+        horizon_ms: 0,
+        lease_ms: 30 * SECOND,
+        limit: 100,
+    }
+}
+
+async fn claim(store: &dyn Store, req: &ClaimRequest) -> Vec<Run> {
+    in_tx!(store, |tx| tx.claim_due_runs(req).await.unwrap())
+}
+
+/// A world with a manual task and `n` pending runs of it, due a second apart from `T0 - n s`.
+async fn with_runs(store: &dyn Store, n: i64) -> (World, mthpt_engine::task::Task, Vec<Run>) {
+    let w = world(store, "acme").await;
+    let (task, _) = create_task(store, &w, &manual(w.app.id, "job")).await;
+    let mut runs = Vec::new();
+    for i in 0..n {
+        runs.push(insert(store, &occurrence(&w, &task, T0 - (n - i) * SECOND)).await);
+    }
+    (w, task, runs)
+}
+
+pub async fn same_occurrence_inserted_by_two_nodes_exists_once(store: &dyn Store) {
+    let w = world(store, "acme").await;
+    let (task, _) = create_task(store, &w, &manual(w.app.id, "job")).await;
+    let occ = occurrence(&w, &task, T0 + MINUTE);
+
+    // Node A inserts and holds its transaction open while node B inserts the same occurrence.
+    let mut a = store.begin().await.unwrap();
+    let inserted_a = a.insert_run(&occ, T0).await.unwrap();
+    assert!(inserted_a.is_some());
+    let node_b = async {
+        let mut b = store.begin().await.unwrap();
+        let inserted = b.insert_run(&occ, T0).await.unwrap();
+        b.commit().await.unwrap();
+        inserted
+    };
+    let node_a = async {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        a.commit().await.unwrap();
+    };
+    let (inserted_b, ()) = tokio::join!(node_b, node_a);
+    assert!(
+        inserted_b.is_none(),
+        "the second node must not create the occurrence again"
+    );
+
+    // A batch containing it (twice) inserts nothing more either.
+    let later = occurrence(&w, &task, T0 + 2 * MINUTE);
+    let batch = in_tx!(store, |tx| tx
+        .insert_runs(&[occ.clone(), later.clone(), later.clone()], T0)
+        .await
+        .unwrap());
+    assert_eq!(
+        batch.iter().map(|r| r.scheduled_at).collect::<Vec<_>>(),
+        vec![T0 + 2 * MINUTE]
+    );
+
+    let mut tx = read(store).await;
+    let all = tx
+        .list_runs(
+            w.tenant.id,
+            &RunFilter {
+                task_id: Some(task.id),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(all.len(), 2);
+    // A retry of the same occurrence is a different attempt, hence a new row.
+    let retry = NewRun::next_attempt(&all[1], T0 + 2 * MINUTE, TriggerKind::Retry);
+    assert_eq!(tx.insert_run(&retry, T0).await.unwrap().unwrap().attempt, 1);
+}
+
+pub async fn claims_take_due_runs_of_served_groups_in_order(store: &dyn Store) {
+    let w = world(store, "acme").await;
+    let (task, _) = create_task(store, &w, &manual(w.app.id, "job")).await;
+    let at = |offset: i64, prio: i32, group: &str| {
+        let mut r = occurrence(&w, &task, T0 + offset);
+        r.priority = prio;
+        r.node_group = group.into();
+        r
+    };
+    let late = insert(store, &at(-2 * SECOND, 0, "default")).await;
+    let low = insert(store, &at(-SECOND, 0, "default")).await;
+    let mut high_run = at(-SECOND, 5, "default");
+    high_run.shard_index = 1;
+    let high = insert(store, &high_run).await;
+    let soon = insert(store, &at(500, 0, "default")).await;
+    let _later = insert(store, &at(10 * SECOND, 0, "default")).await;
+    let _eu = insert(store, &at(0, 0, "eu")).await;
+
+    let mut req = claim_req("node-1", T0);
+    req.horizon_ms = SECOND;
+    req.limit = 3;
+    let first = claim(store, &req).await;
+    assert_eq!(
+        first.iter().map(|r| r.id).collect::<Vec<_>>(),
+        vec![late.id, high.id, low.id]
+    );
+    for r in &first {
+        assert_eq!(r.state, RunState::Claimed);
+        assert_eq!(r.claim_owner.as_deref(), Some("node-1"));
+        assert_eq!(r.lease_until, Some(T0 + 30 * SECOND));
+        assert_eq!(r.claimed_at, Some(T0));
+        assert_eq!(r.fence, 1);
+    }
+    // The next claim gets what is left within the horizon; a held claim is not taken.
+    let mut req2 = claim_req("node-2", T0);
+    req2.horizon_ms = SECOND;
+    let second = claim(store, &req2).await;
+    assert_eq!(
+        second.iter().map(|r| r.id).collect::<Vec<_>>(),
+        vec![soon.id]
+    );
+    // Another group's node sees only its group.
+    let mut eu = claim_req("node-eu", T0);
+    eu.groups = vec!["eu".into(), "asia".into()];
+    assert_eq!(claim(store, &eu).await.len(), 1);
+    assert!(claim(store, &req2).await.is_empty());
+}
+
+pub async fn expired_lease_fences_the_old_claimer_and_another_node_reclaims(store: &dyn Store) {
+    let (w, _, runs) = with_runs(store, 1).await;
+    let e = executor(store, w.app.id, "host-1", T0).await;
+    let mut req = claim_req("node-a", T0);
+    req.lease_ms = SECOND;
+    let claimed = claim(store, &req).await;
+    let fence_a = claimed[0].fence().unwrap();
+    assert_eq!(fence_a.token, 1);
+
+    // While the lease holds, nobody else can claim it.
+    assert!(
+        claim(store, &claim_req("node-b", T0 + 500))
+            .await
+            .is_empty()
+    );
+
+    // Node A stalls past its lease: it can no longer change the run.
+    let start = ClaimedTransition::Started {
+        executor_id: e.id,
+        deadline_at: None,
+    };
+    let mut tx = store.begin().await.unwrap();
+    let err = tx
+        .transition_claimed(&fence_a, &start, T0 + 1_500)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Fenced { .. }), "{err}");
+    drop(tx);
+
+    // Node B reclaims it with a new token; node A stays locked out even "in time" by its clock.
+    let reclaimed = claim(store, &claim_req("node-b", T0 + 1_500)).await;
+    assert_eq!(reclaimed.len(), 1);
+    assert_eq!(reclaimed[0].id, runs[0].id);
+    let fence_b = reclaimed[0].fence().unwrap();
+    assert_eq!((fence_b.node.as_str(), fence_b.token), ("node-b", 2));
+    let mut tx = store.begin().await.unwrap();
+    assert!(matches!(
+        tx.transition_claimed(&fence_a, &start, T0 + 1_600).await,
+        Err(StoreError::Fenced { .. })
+    ));
+    let running = tx
+        .transition_claimed(&fence_b, &start, T0 + 1_600)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(running.state, RunState::Running);
+    assert_eq!(running.executor_id, Some(e.id));
+    assert_eq!(running.claim_owner.as_deref(), Some("node-b"));
+}
+
+pub async fn every_claimed_transition_needs_the_current_fence(store: &dyn Store) {
+    let (w, _, _) = with_runs(store, 6).await;
+    let e = executor(store, w.app.id, "host-1", T0).await;
+    let claimed = claim(store, &claim_req("node-a", T0)).await;
+    assert_eq!(claimed.len(), 6);
+    let now = T0 + SECOND;
+    let transitions = [
+        ClaimedTransition::Started {
+            executor_id: e.id,
+            deadline_at: Some(now + MINUTE),
+        },
+        ClaimedTransition::Released,
+        ClaimedTransition::Sharded { index: 2, total: 3 },
+        ClaimedTransition::Skipped {
+            reason: "overlap: previous run still running".into(),
+        },
+        ClaimedTransition::Cancelled {
+            reason: "task deleted".into(),
+        },
+        ClaimedTransition::ExtendLease {
+            lease_until: now + MINUTE,
+        },
+    ];
+    for (run, to) in claimed.iter().zip(transitions) {
+        let fence = run.fence().unwrap();
+        let forged = [
+            Fence {
+                token: fence.token + 1,
+                ..fence.clone()
+            },
+            Fence {
+                node: "node-z".into(),
+                ..fence.clone()
+            },
+        ];
+        let mut tx = store.begin().await.unwrap();
+        for f in &forged {
+            let err = tx.transition_claimed(f, &to, now).await.unwrap_err();
+            assert!(matches!(err, StoreError::Fenced { .. }), "{to:?}: {err}");
+        }
+        let after = tx.transition_claimed(&fence, &to, now).await.unwrap();
+        tx.commit().await.unwrap();
+        match to {
+            ClaimedTransition::Started { .. } => {
+                assert_eq!(after.state, RunState::Running);
+                assert_eq!(after.deadline_at, Some(now + MINUTE));
+                assert_eq!(
+                    (after.dispatched_at, after.started_at),
+                    (Some(now), Some(now))
+                );
+                assert_eq!(after.dispatch_attempts, 1);
+            }
+            ClaimedTransition::Released => {
+                assert_eq!(after.state, RunState::Pending);
+                assert_eq!(
+                    (after.claim_owner.as_deref(), after.lease_until),
+                    (None, None)
+                );
+                assert_eq!(after.dispatch_attempts, 1);
+            }
+            ClaimedTransition::Sharded { .. } => {
+                assert_eq!(after.state, RunState::Claimed);
+                assert_eq!((after.shard_index, after.shard_total), (2, 3));
+            }
+            ClaimedTransition::Skipped { .. } => {
+                assert_eq!(after.state, RunState::Skipped);
+                assert_eq!(after.finished_at, Some(now));
+                assert!(after.error.unwrap().contains("overlap"));
+            }
+            ClaimedTransition::Cancelled { .. } => {
+                assert_eq!(after.state, RunState::Cancelled);
+                assert_eq!(after.error.as_deref(), Some("task deleted"));
+            }
+            ClaimedTransition::ExtendLease { lease_until } => {
+                assert_eq!(after.state, RunState::Claimed);
+                assert_eq!(after.lease_until, Some(lease_until));
+            }
+        }
+        // Once it has left `claimed` (or moved its lease), the same move is refused.
+        if !matches!(after.state, RunState::Claimed) {
+            let mut tx = store.begin().await.unwrap();
+            assert!(matches!(
+                tx.transition_claimed(&fence, &ClaimedTransition::Released, now)
+                    .await,
+                Err(StoreError::Fenced { .. })
+            ));
+        }
+    }
+}
+
+pub async fn released_run_keeps_its_place_in_line(store: &dyn Store) {
+    let (_, _, runs) = with_runs(store, 3).await;
+    let mut req = claim_req("node-a", T0);
+    req.limit = 1;
+    let first = claim(store, &req).await;
+    assert_eq!(first[0].id, runs[0].id);
+    in_tx!(store, |tx| tx
+        .transition_claimed(&first[0].fence().unwrap(), &ClaimedTransition::Released, T0)
+        .await
+        .unwrap());
+    // Nobody accepted it: it is first in line again, ahead of younger runs.
+    let again = claim(
+        store,
+        &ClaimRequest {
+            now: T0 + SECOND,
+            ..req.clone()
+        },
+    )
+    .await;
+    assert_eq!(again[0].id, runs[0].id);
+    assert_eq!(again[0].fence, 2);
+    assert_eq!(again[0].dispatch_attempts, 1);
+    assert_eq!(again[0].due_at, runs[0].due_at);
+}
+
+fn success(at: i64) -> RunCompletion {
+    RunCompletion {
+        state: RunState::Succeeded,
+        output: Some(serde_json::json!({"rows": 42})),
+        error: None,
+        log: Some("done".into()),
+        started_at: Some(at - SECOND),
+        finished_at: at,
+    }
+}
+
+pub async fn results_are_recorded_once_and_repeats_are_ignored(store: &dyn Store) {
+    let (w, _, runs) = with_runs(store, 2).await;
+    let e = executor(store, w.app.id, "host-1", T0).await;
+    let claimed = claim(store, &claim_req("node-a", T0)).await;
+    in_tx!(store, |tx| tx
+        .transition_claimed(
+            &claimed[0].fence().unwrap(),
+            &ClaimedTransition::Started {
+                executor_id: e.id,
+                deadline_at: None
+            },
+            T0
+        )
+        .await
+        .unwrap());
+
+    let first = in_tx!(store, |tx| tx
+        .complete_run(runs[0].id, Some(w.app.id), &success(T0 + 5 * SECOND))
+        .await
+        .unwrap());
+    let Completion::Applied(done) = first else {
+        panic!("first result must apply: {first:?}")
+    };
+    assert_eq!(done.state, RunState::Succeeded);
+    assert_eq!(done.output.as_ref().unwrap().0["rows"], 42);
+    assert_eq!(done.finished_at, Some(T0 + 5 * SECOND));
+    assert_eq!(
+        done.started_at,
+        Some(T0),
+        "the dispatch time stays the start"
+    );
+    assert_eq!(done.log_tail, "done\n");
+
+    // A repeated (or contradicting) result changes nothing.
+    let failed = RunCompletion {
+        state: RunState::Failed,
+        error: Some("late".into()),
+        ..success(T0 + 9 * SECOND)
+    };
+    let again = in_tx!(store, |tx| tx
+        .complete_run(runs[0].id, Some(w.app.id), &failed)
+        .await
+        .unwrap());
+    assert_eq!(again, Completion::AlreadyFinal(done.clone()));
+
+    let mut tx = store.begin().await.unwrap();
+    assert!(
+        matches!(
+            tx.complete_run(runs[1].id, Some(AppId(w.app.id.0 + 1000)), &failed)
+                .await,
+            Err(StoreError::NotFound(_))
+        ),
+        "another app's result is refused"
+    );
+    assert!(matches!(
+        tx.complete_run(RunId(987_654), None, &failed).await,
+        Err(StoreError::NotFound(_))
+    ));
+    let not_final = RunCompletion {
+        state: RunState::Running,
+        ..failed.clone()
+    };
+    assert!(matches!(
+        tx.complete_run(runs[1].id, None, &not_final).await,
+        Err(StoreError::InvalidState(_))
+    ));
+    // A claimed (not yet running) run can be finished by the engine, e.g. cancelled.
+    let cancelled = RunCompletion {
+        state: RunState::Cancelled,
+        output: None,
+        log: None,
+        ..failed
+    };
+    assert!(matches!(
+        tx.complete_run(runs[1].id, None, &cancelled).await.unwrap(),
+        Completion::Applied(_)
+    ));
+    tx.commit().await.unwrap();
+}
+
+pub async fn progress_and_logs_are_recorded_for_running_runs_only(store: &dyn Store) {
+    let (w, _, runs) = with_runs(store, 2).await;
+    let e = executor(store, w.app.id, "host-1", T0).await;
+    let claimed = claim(store, &claim_req("node-a", T0)).await;
+    in_tx!(store, |tx| tx
+        .transition_claimed(
+            &claimed[0].fence().unwrap(),
+            &ClaimedTransition::Started {
+                executor_id: e.id,
+                deadline_at: None
+            },
+            T0
+        )
+        .await
+        .unwrap());
+    let p = |id, fraction, lines: &[&str]| RunProgress {
+        run_id: id,
+        fraction,
+        message: Some("working".into()),
+        log_lines: lines.iter().map(|l| l.to_string()).collect(),
+    };
+    let mut tx = store.begin().await.unwrap();
+    assert!(
+        tx.record_progress(Some(w.app.id), &p(runs[0].id, Some(0.25), &["a", "b"]), T0)
+            .await
+            .unwrap()
+    );
+    assert!(
+        tx.record_progress(None, &p(runs[0].id, Some(7.0), &["c"]), T0)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !tx.record_progress(None, &p(runs[1].id, Some(0.5), &[]), T0)
+            .await
+            .unwrap(),
+        "claimed, not running"
+    );
+    assert!(
+        !tx.record_progress(
+            Some(AppId(w.app.id.0 + 1000)),
+            &p(runs[0].id, None, &["x"]),
+            T0
+        )
+        .await
+        .unwrap()
+    );
+    tx.commit().await.unwrap();
+    let mut tx = read(store).await;
+    let run = tx.find_run(runs[0].id).await.unwrap().unwrap();
+    assert_eq!(run.progress, Some(1.0), "fractions are clamped to 0..=1");
+    assert_eq!(run.progress_message.as_deref(), Some("working"));
+    assert_eq!(run.log_tail, "a\nb\nc\n");
+}
+
+pub async fn watchdog_queries_find_overdue_lost_and_active_runs(store: &dyn Store) {
+    let (w, task, runs) = with_runs(store, 3).await;
+    let e1 = executor(store, w.app.id, "host-1", T0).await;
+    let e2 = executor(store, w.app.id, "host-2", T0).await;
+    let claimed = claim(store, &claim_req("node-a", T0)).await;
+    let start = |e, deadline| ClaimedTransition::Started {
+        executor_id: e,
+        deadline_at: deadline,
+    };
+    in_tx!(store, |tx| {
+        tx.transition_claimed(
+            &claimed[0].fence().unwrap(),
+            &start(e1.id, Some(T0 + SECOND)),
+            T0,
+        )
+        .await
+        .unwrap();
+        tx.transition_claimed(
+            &claimed[1].fence().unwrap(),
+            &start(e2.id, Some(T0 + MINUTE)),
+            T0,
+        )
+        .await
+        .unwrap();
+    });
+    let pending = insert(store, &occurrence(&w, &task, T0 + MINUTE)).await;
+
+    let mut tx = store.begin().await.unwrap();
+    let overdue = tx
+        .running_runs_past_deadline(T0 + 2 * SECOND, 10)
+        .await
+        .unwrap();
+    assert_eq!(
+        overdue.iter().map(|r| r.id).collect::<Vec<_>>(),
+        vec![runs[0].id]
+    );
+    let on_e2 = tx.running_runs_on_executors(&[e2.id]).await.unwrap();
+    assert_eq!(
+        on_e2.iter().map(|r| r.id).collect::<Vec<_>>(),
+        vec![runs[1].id]
+    );
+    let active = tx.active_runs_of_task(task.id).await.unwrap();
+    assert_eq!(
+        active.iter().map(|r| r.id).collect::<Vec<_>>(),
+        vec![runs[0].id, runs[1].id, runs[2].id]
+    );
+    assert_eq!(
+        tx.delete_pending_runs(task.id, &[TriggerKind::Retry])
+            .await
+            .unwrap(),
+        0
+    );
+    assert_eq!(
+        tx.delete_pending_runs(task.id, &[TriggerKind::Schedule])
+            .await
+            .unwrap(),
+        1
+    );
+    assert!(tx.find_run(pending.id).await.unwrap().is_none());
+    assert!(
+        tx.find_run(runs[2].id).await.unwrap().is_some(),
+        "claimed runs are not deleted"
+    );
+    tx.commit().await.unwrap();
+}
+
+pub async fn chain_runs_are_found_by_root(store: &dyn Store) {
+    let w = world(store, "acme").await;
+    let (parent, _) = create_task(store, &w, &manual(w.app.id, "parent")).await;
+    let (left, _) = create_task(store, &w, &manual(w.app.id, "left")).await;
+    let (right, _) = create_task(store, &w, &manual(w.app.id, "right")).await;
+    let root = insert(store, &occurrence(&w, &parent, T0)).await;
+    let child = |task: &mthpt_engine::task::Task| {
+        let mut r = occurrence(&w, task, T0);
+        r.trigger_kind = TriggerKind::Chain;
+        r.parent_run_id = Some(root.id);
+        r.chain_root_id = Some(root.id);
+        r
+    };
+    let l = insert(store, &child(&left)).await;
+    let r = insert(store, &child(&right)).await;
+    let other_root = insert(store, &occurrence(&w, &parent, T0 + 1)).await;
+    let mut tx = store.begin().await.unwrap();
+    let found = tx
+        .lock_chain_runs(root.id, &[parent.id, left.id])
+        .await
+        .unwrap();
+    assert_eq!(
+        found.iter().map(|x| x.id).collect::<Vec<_>>(),
+        vec![root.id, l.id]
+    );
+    let found = tx.lock_chain_runs(root.id, &[right.id]).await.unwrap();
+    assert_eq!(found.iter().map(|x| x.id).collect::<Vec<_>>(), vec![r.id]);
+    assert!(
+        tx.lock_chain_runs(other_root.id, &[left.id])
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(matches!(
+        tx.lock_chain_runs(RunId(999_999), &[left.id]).await,
+        Err(StoreError::NotFound(_))
+    ));
+}
+
+pub async fn runs_are_listed_with_filters_and_pages(store: &dyn Store) {
+    let (w, task, runs) = with_runs(store, 5).await;
+    let (other_task, _) = create_task(store, &w, &manual(w.app.id, "other")).await;
+    let other = insert(store, &occurrence(&w, &other_task, T0)).await;
+    claim(
+        store,
+        &ClaimRequest {
+            limit: 2,
+            ..claim_req("n", T0)
+        },
+    )
+    .await;
+    let mut tx = read(store).await;
+    let ids = |rs: Vec<Run>| rs.into_iter().map(|r| r.id).collect::<Vec<_>>();
+    assert_eq!(
+        tx.get_run(w.tenant.id, runs[0].id).await.unwrap().state,
+        RunState::Claimed
+    );
+    let all = tx
+        .list_runs(w.tenant.id, &RunFilter::default())
+        .await
+        .unwrap();
+    assert_eq!(all.len(), 6);
+    assert_eq!(all[0].id, other.id, "newest first");
+    let of_task = tx
+        .list_runs(
+            w.tenant.id,
+            &RunFilter {
+                task_id: Some(task.id),
+                state: Some(RunState::Pending),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(ids(of_task), vec![runs[4].id, runs[3].id, runs[2].id]);
+    let window = tx
+        .list_runs(
+            w.tenant.id,
+            &RunFilter {
+                scheduled_from: Some(T0 - 4 * SECOND),
+                scheduled_before: Some(T0 - 2 * SECOND),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(ids(window), vec![runs[2].id, runs[1].id]);
+    let page = tx
+        .list_runs(
+            w.tenant.id,
+            &RunFilter {
+                before_id: Some(runs[3].id),
+                limit: Some(2),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(ids(page), vec![runs[2].id, runs[1].id]);
+}

@@ -1,0 +1,442 @@
+use mthpt_engine::audit::NewAuditEvent;
+use mthpt_engine::run::RunState;
+use mthpt_engine::store::{Scope, Store, StoreError, UserUpdate};
+use mthpt_engine::tenant::{NewApiToken, NewTenant, NewUser, Role, TenantUpdate};
+
+use super::fixtures::*;
+use crate::in_tx;
+
+pub async fn migrating_twice_changes_nothing(store: &dyn Store) {
+    let w = world(store, "acme").await;
+    store.migrate().await.unwrap();
+    store.migrate().await.unwrap();
+    let mut tx = read(store).await;
+    assert_eq!(tx.get_tenant(w.tenant.id).await.unwrap(), w.tenant);
+}
+
+pub async fn tenants_are_created_read_updated_and_deleted(store: &dyn Store) {
+    let acme = in_tx!(store, |tx| tx
+        .create_tenant(
+            &NewTenant {
+                name: "acme".into(),
+                display_name: "ACME Corp".into(),
+                node_group: "eu".into()
+            },
+            T0
+        )
+        .await
+        .unwrap());
+    assert_eq!(acme.node_group, "eu");
+    assert!(!acme.disabled);
+
+    let mut tx = store.begin().await.unwrap();
+    let dup = tx
+        .create_tenant(&NewTenant::named("acme"), T0)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(dup, StoreError::Duplicate(ref m) if m.contains("acme")),
+        "{dup}"
+    );
+    drop(tx);
+
+    let mut tx = store.begin().await.unwrap();
+    let bad = tx
+        .create_tenant(&NewTenant::named("Not A Slug"), T0)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(bad, StoreError::Invalid(ref f) if f.field == "name"),
+        "{bad}"
+    );
+    drop(tx);
+
+    let other = in_tx!(store, |tx| tx
+        .create_tenant(&NewTenant::named("other"), T0)
+        .await
+        .unwrap());
+    let mut tx = read(store).await;
+    assert_eq!(tx.get_tenant(acme.id).await.unwrap(), acme);
+    assert_eq!(
+        tx.find_tenant_by_name("acme").await.unwrap(),
+        Some(acme.clone())
+    );
+    assert_eq!(tx.find_tenant_by_name("nobody").await.unwrap(), None);
+    assert_eq!(
+        tx.list_tenants().await.unwrap(),
+        vec![acme.clone(), other.clone()]
+    );
+    assert!(matches!(
+        tx.get_tenant(mthpt_engine::tenant::TenantId(9_999)).await,
+        Err(StoreError::NotFound(_))
+    ));
+    drop(tx);
+
+    let updated = in_tx!(store, |tx| tx
+        .update_tenant(
+            acme.id,
+            &TenantUpdate {
+                display_name: Some("ACME".into()),
+                node_group: None,
+                disabled: Some(true)
+            },
+            T0 + SECOND
+        )
+        .await
+        .unwrap());
+    assert_eq!(updated.display_name, "ACME");
+    assert_eq!(updated.node_group, "eu", "untouched fields stay");
+    assert!(updated.disabled);
+    assert_eq!(updated.updated_at, T0 + SECOND);
+
+    // Deleting a tenant deletes what it owns.
+    let w = world(store, "doomed").await;
+    let (task, run) = create_task(store, &w, &every(w.app.id, "tick", MINUTE)).await;
+    in_tx!(store, |tx| tx.delete_tenant(w.tenant.id).await.unwrap());
+    let mut tx = read(store).await;
+    assert!(tx.find_run(run.unwrap().id).await.unwrap().is_none());
+    assert!(matches!(
+        tx.get_task(w.tenant.id, task.id).await,
+        Err(StoreError::NotFound(_))
+    ));
+    assert!(matches!(
+        tx.delete_tenant(w.tenant.id).await,
+        Err(StoreError::NotFound(_))
+    ));
+}
+
+pub async fn moving_a_tenant_to_another_node_group_moves_its_pending_runs(store: &dyn Store) {
+    let w = world(store, "acme").await;
+    let (_, run) = create_task(store, &w, &every(w.app.id, "tick", MINUTE)).await;
+    let run = run.unwrap();
+    assert_eq!(run.node_group, "default");
+    in_tx!(store, |tx| tx
+        .update_tenant(
+            w.tenant.id,
+            &TenantUpdate {
+                node_group: Some("asia".into()),
+                ..Default::default()
+            },
+            T0
+        )
+        .await
+        .unwrap());
+    let mut tx = read(store).await;
+    let moved = tx.find_run(run.id).await.unwrap().unwrap();
+    assert_eq!(moved.node_group, "asia");
+    assert_eq!(moved.state, RunState::Pending);
+}
+
+pub async fn users_are_scoped_to_their_tenant_and_operators_to_none(store: &dyn Store) {
+    let a = world(store, "acme").await;
+    let b = world(store, "globex").await;
+    let user = |tenant, name: &str, role| NewUser {
+        tenant_id: tenant,
+        username: name.into(),
+        password_hash: "$argon2id$v=19$m=19456,t=2,p=1$c2FsdA$aGFzaA".into(),
+        role,
+    };
+    let mut tx = store.begin().await.unwrap();
+    let op = tx
+        .create_user(&user(None, "root", Role::Operator), T0)
+        .await
+        .unwrap();
+    let alice = tx
+        .create_user(&user(Some(a.tenant.id), "alice", Role::TenantAdmin), T0)
+        .await
+        .unwrap();
+    let bob = tx
+        .create_user(&user(Some(b.tenant.id), "bob", Role::TenantViewer), T0)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+
+    let mut tx = store.begin().await.unwrap();
+    let err = tx
+        .create_user(&user(Some(a.tenant.id), "root2", Role::Operator), T0)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, StoreError::Invalid(ref f) if f.field == "tenant_id"),
+        "{err}"
+    );
+    let err = tx
+        .create_user(&user(None, "carol", Role::TenantAdmin), T0)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, StoreError::Invalid(ref f) if f.field == "tenant_id"),
+        "{err}"
+    );
+    let err = tx
+        .create_user(&user(Some(a.tenant.id), "alice", Role::TenantViewer), T0)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, StoreError::Duplicate(ref m) if m.contains("alice")),
+        "{err}"
+    );
+    drop(tx);
+
+    let mut tx = read(store).await;
+    assert_eq!(
+        tx.find_user_by_username("alice").await.unwrap(),
+        Some(alice.clone())
+    );
+    assert_eq!(
+        tx.list_users(Scope::Tenant(a.tenant.id)).await.unwrap(),
+        vec![alice.clone()]
+    );
+    assert_eq!(
+        tx.list_users(Scope::Cluster).await.unwrap(),
+        vec![op.clone(), alice.clone(), bob.clone()]
+    );
+    assert_eq!(
+        tx.get_user(Scope::Tenant(a.tenant.id), alice.id)
+            .await
+            .unwrap(),
+        alice
+    );
+    assert!(matches!(
+        tx.get_user(Scope::Tenant(a.tenant.id), bob.id).await,
+        Err(StoreError::NotFound(_))
+    ));
+    assert!(matches!(
+        tx.get_user(Scope::Tenant(a.tenant.id), op.id).await,
+        Err(StoreError::NotFound(_))
+    ));
+    drop(tx);
+
+    let changed = in_tx!(store, |tx| tx
+        .update_user(
+            Scope::Tenant(a.tenant.id),
+            alice.id,
+            &UserUpdate {
+                password_hash: Some("$argon2id$new".into()),
+                role: Some(Role::TenantViewer),
+                disabled: Some(true)
+            },
+            T0 + 1
+        )
+        .await
+        .unwrap());
+    assert_eq!(changed.role, Role::TenantViewer);
+    assert_eq!(changed.password_hash, "$argon2id$new");
+    assert!(changed.disabled);
+
+    let mut tx = store.begin().await.unwrap();
+    let err = tx
+        .update_user(
+            Scope::Cluster,
+            alice.id,
+            &UserUpdate {
+                role: Some(Role::Operator),
+                ..Default::default()
+            },
+            T0,
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, StoreError::InvalidState(ref m) if m.contains("role")),
+        "{err}"
+    );
+    drop(tx);
+
+    in_tx!(store, |tx| tx
+        .delete_user(Scope::Tenant(b.tenant.id), bob.id)
+        .await
+        .unwrap());
+    let mut tx = read(store).await;
+    assert!(tx.find_user_by_username("bob").await.unwrap().is_none());
+    assert!(matches!(
+        tx.delete_user(Scope::Tenant(b.tenant.id), bob.id).await,
+        Err(StoreError::NotFound(_))
+    ));
+}
+
+pub async fn api_tokens_authenticate_until_revoked_or_expired(store: &dyn Store) {
+    let a = world(store, "acme").await;
+    let mut tx = store.begin().await.unwrap();
+    let alice = tx
+        .create_user(
+            &NewUser {
+                tenant_id: Some(a.tenant.id),
+                username: "alice".into(),
+                password_hash: "x".into(),
+                role: Role::TenantAdmin,
+            },
+            T0,
+        )
+        .await
+        .unwrap();
+    let bob = tx
+        .create_user(
+            &NewUser {
+                tenant_id: Some(a.tenant.id),
+                username: "bob".into(),
+                password_hash: "x".into(),
+                role: Role::TenantViewer,
+            },
+            T0,
+        )
+        .await
+        .unwrap();
+    let forever = tx
+        .create_api_token(
+            &NewApiToken {
+                user_id: alice.id,
+                name: "ci".into(),
+                token_hash: "a".repeat(64),
+                expires_at: None,
+            },
+            T0,
+        )
+        .await
+        .unwrap();
+    let short = tx
+        .create_api_token(
+            &NewApiToken {
+                user_id: alice.id,
+                name: "short".into(),
+                token_hash: "b".repeat(64),
+                expires_at: Some(T0 + MINUTE),
+            },
+            T0,
+        )
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+
+    let (tok, user) = in_tx!(store, |tx| tx
+        .authenticate_api_token(&"a".repeat(64), T0 + SECOND)
+        .await
+        .unwrap()
+        .unwrap());
+    assert_eq!(tok.id, forever.id);
+    assert_eq!(tok.last_used_at, Some(T0 + SECOND));
+    assert_eq!(user.id, alice.id);
+
+    let mut tx = store.begin().await.unwrap();
+    assert!(
+        tx.authenticate_api_token(&"b".repeat(64), T0)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert!(
+        tx.authenticate_api_token(&"b".repeat(64), T0 + MINUTE)
+            .await
+            .unwrap()
+            .is_none(),
+        "expired"
+    );
+    assert!(
+        tx.authenticate_api_token(&"c".repeat(64), T0)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert_eq!(
+        tx.list_api_tokens(alice.id)
+            .await
+            .unwrap()
+            .iter()
+            .map(|t| t.id)
+            .collect::<Vec<_>>(),
+        vec![forever.id, short.id]
+    );
+    assert!(tx.list_api_tokens(bob.id).await.unwrap().is_empty());
+    assert!(matches!(
+        tx.revoke_api_token(bob.id, forever.id, T0).await,
+        Err(StoreError::NotFound(_))
+    ));
+    tx.revoke_api_token(alice.id, forever.id, T0 + 2 * SECOND)
+        .await
+        .unwrap();
+    assert!(
+        tx.authenticate_api_token(&"a".repeat(64), T0 + 3 * SECOND)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    tx.commit().await.unwrap();
+
+    // A disabled user's tokens stop working.
+    let mut tx = store.begin().await.unwrap();
+    tx.update_user(
+        Scope::Tenant(a.tenant.id),
+        alice.id,
+        &UserUpdate {
+            disabled: Some(true),
+            ..Default::default()
+        },
+        T0,
+    )
+    .await
+    .unwrap();
+    assert!(
+        tx.authenticate_api_token(&"b".repeat(64), T0)
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
+
+pub async fn audit_events_are_appended_and_listed_newest_first(store: &dyn Store) {
+    let a = world(store, "acme").await;
+    let b = world(store, "globex").await;
+    let mut tx = store.begin().await.unwrap();
+    let mut ids = Vec::new();
+    for i in 0..5 {
+        let mut e = NewAuditEvent::new(
+            Some(a.tenant.id),
+            "alice",
+            "task.update",
+            "task",
+            Some(i.to_string()),
+        );
+        e.details = serde_json::json!({"field": "schedule", "i": i});
+        ids.push(tx.append_audit(&e, T0 + i).await.unwrap().id);
+    }
+    tx.append_audit(
+        &NewAuditEvent::new(Some(b.tenant.id), "bob", "login", "user", None),
+        T0,
+    )
+    .await
+    .unwrap();
+    tx.append_audit(
+        &NewAuditEvent::new(None, "root", "tenant.create", "tenant", None),
+        T0,
+    )
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+
+    let mut tx = read(store).await;
+    let page1 = tx
+        .list_audit(Scope::Tenant(a.tenant.id), None, 3)
+        .await
+        .unwrap();
+    assert_eq!(
+        page1.iter().map(|e| e.id).collect::<Vec<_>>(),
+        vec![ids[4], ids[3], ids[2]]
+    );
+    assert_eq!(page1[0].details.0["i"], 4);
+    assert_eq!(page1[0].at, T0 + 4);
+    let page2 = tx
+        .list_audit(Scope::Tenant(a.tenant.id), Some(ids[2]), 3)
+        .await
+        .unwrap();
+    assert_eq!(
+        page2.iter().map(|e| e.id).collect::<Vec<_>>(),
+        vec![ids[1], ids[0]]
+    );
+    assert_eq!(
+        tx.list_audit(Scope::Cluster, None, 100)
+            .await
+            .unwrap()
+            .len(),
+        7
+    );
+}

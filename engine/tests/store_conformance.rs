@@ -1,0 +1,70 @@
+//! The store conformance suite: every case is written once (in `conformance/`) and runs against
+//! both backends — PostgreSQL in a fresh schema per test, SQLite in a fresh file per test.
+//!
+//! PostgreSQL is found at `MTHPT_TEST_DATABASE_URL` (default
+//! `postgres://postgres@127.0.0.1:5432/test`). When it cannot be reached the PostgreSQL cases
+//! fail; they never skip.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod conformance;
+
+macro_rules! conformance_suite {
+    ($($module:ident :: $case:ident),* $(,)?) => {
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $case() {
+                    let db = crate::conformance::harness::postgres().await;
+                    crate::conformance::$module::$case(db.store()).await;
+                    db.cleanup().await;
+                }
+            )*
+        }
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $case() {
+                    let db = crate::conformance::harness::sqlite().await;
+                    crate::conformance::$module::$case(db.store()).await;
+                    db.cleanup().await;
+                }
+            )*
+        }
+    };
+}
+
+conformance_suite!(
+    tenants::migrating_twice_changes_nothing,
+    tenants::tenants_are_created_read_updated_and_deleted,
+    tenants::moving_a_tenant_to_another_node_group_moves_its_pending_runs,
+    tenants::users_are_scoped_to_their_tenant_and_operators_to_none,
+    tenants::api_tokens_authenticate_until_revoked_or_expired,
+    tenants::audit_events_are_appended_and_listed_newest_first,
+    apps::apps_are_created_read_and_deleted_unless_in_use,
+    apps::executors_register_heartbeat_drain_and_get_lost,
+    apps::engine_nodes_heartbeat_and_are_reported_lost_once,
+    tasks::creating_a_task_materialises_its_first_occurrence,
+    tasks::invalid_definitions_are_refused_naming_the_field,
+    tasks::stale_version_is_a_conflict_and_writes_nothing,
+    tasks::editing_a_task_replaces_its_pending_occurrence,
+    tasks::pausing_drops_the_occurrence_and_resuming_restores_it,
+    tasks::deleting_a_task_removes_pending_runs_and_frees_its_name,
+    tasks::tasks_are_listed_with_filters_and_pages,
+    tasks::materialising_follows_window_and_max_fires,
+    tasks::dependencies_are_kept_and_a_cycle_is_refused_naming_it,
+    tasks::manual_triggers_in_the_same_millisecond_are_distinct_runs,
+    runs::same_occurrence_inserted_by_two_nodes_exists_once,
+    runs::claims_take_due_runs_of_served_groups_in_order,
+    runs::expired_lease_fences_the_old_claimer_and_another_node_reclaims,
+    runs::every_claimed_transition_needs_the_current_fence,
+    runs::released_run_keeps_its_place_in_line,
+    runs::results_are_recorded_once_and_repeats_are_ignored,
+    runs::progress_and_logs_are_recorded_for_running_runs_only,
+    runs::watchdog_queries_find_overdue_lost_and_active_runs,
+    runs::chain_runs_are_found_by_root,
+    runs::runs_are_listed_with_filters_and_pages,
+    claims::concurrent_claimers_claim_every_run_exactly_once,
+    alarms::alarms_are_raised_once_published_once_and_acknowledged,
+    isolation::tenant_b_sees_and_changes_nothing_of_tenant_a,
+);
