@@ -1,5 +1,7 @@
 //! The `mthpt` command line: one binary, one subcommand per role.
 
+pub mod migrate;
+
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -14,9 +16,14 @@ pub struct Cli {
 
 /// The subcommands of `mthpt`.
 #[derive(Debug, Subcommand)]
-pub enum Command {}
+pub enum Command {
+    /// Apply database migrations (PostgreSQL or SQLite); safe to run repeatedly.
+    Migrate(migrate::MigrateArgs),
+}
 
 /// Runs the parsed command line and returns the process exit code.
 pub async fn run(cli: Cli) -> ExitCode {
-    match cli.command {}
+    match cli.command {
+        Command::Migrate(args) => migrate::run(args).await,
+    }
 }

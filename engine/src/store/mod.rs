@@ -232,7 +232,7 @@ pub trait Store: Send + Sync + fmt::Debug {
     fn backend(&self) -> Backend;
 
     /// Applies the migrations that are not applied yet.
-    async fn migrate(&self) -> Result<()>;
+    async fn migrate(&self) -> Result<MigrationReport>;
 
     /// Begins a transaction that may write (on SQLite it takes the write lock at once).
     async fn begin(&self) -> Result<Box<dyn Tx>>;
@@ -517,6 +517,44 @@ pub trait Tx: Send {
         before_id: Option<i64>,
         limit: i64,
     ) -> Result<Vec<AuditEvent>>;
+}
+
+/// What `migrate` did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MigrationReport {
+    /// The migrations applied by this call (version, description).
+    pub applied: Vec<(i64, String)>,
+    /// The schema version now.
+    pub version: i64,
+}
+
+/// Applies `migrator` through `pool`, reporting what was new.
+async fn apply_migrations<DB>(
+    migrator: &sqlx::migrate::Migrator,
+    pool: &sqlx::Pool<DB>,
+) -> Result<MigrationReport>
+where
+    DB: sqlx::Database,
+    DB::Connection: sqlx::migrate::Migrate,
+{
+    use sqlx::migrate::Migrate;
+    let before: std::collections::HashSet<i64> = {
+        let mut conn = pool.acquire().await?;
+        conn.ensure_migrations_table(&migrator.table_name).await?;
+        conn.list_applied_migrations(&migrator.table_name)
+            .await?
+            .into_iter()
+            .map(|m| m.version)
+            .collect()
+    };
+    migrator.run(pool).await?;
+    let applied = migrator
+        .iter()
+        .filter(|m| m.migration_type.is_up_migration() && !before.contains(&m.version))
+        .map(|m| (m.version, m.description.to_string()))
+        .collect();
+    let version = migrator.iter().map(|m| m.version).max().unwrap_or(0);
+    Ok(MigrationReport { applied, version })
 }
 
 /// Clamps a listing limit to 1..=1000 (default 100).

@@ -6,14 +6,14 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use sqlx::migrate::Migrator;
-use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
 use sqlx::types::Json;
-use sqlx::{Postgres, Transaction};
+use sqlx::{Connection, Postgres, Transaction};
 
 use super::shared::{check_or, fk_or, found, is_fk, tx_impl, unique_or};
 use super::{
-    Backend, ClaimRequest, Completion, Result, Scope, Store, StoreError, Tx, UserUpdate,
-    like_escape, page_limit, redact_url,
+    Backend, ClaimRequest, Completion, MigrationReport, Result, Scope, Store, StoreError, Tx,
+    UserUpdate, apply_migrations, like_escape, page_limit, redact_url,
 };
 use crate::alarm::{Alarm, AlarmFilter, AlarmId, NewAlarm};
 use crate::app::{
@@ -60,6 +60,9 @@ impl PgStore {
 
     /// Connects with explicit options and pool size.
     pub async fn connect_with(options: PgConnectOptions, max_connections: u32) -> Result<Self> {
+        // One direct connection first: a pool would only report "timed out" for a server that
+        // refuses connections, hiding the reason.
+        PgConnection::connect_with(&options).await?.close().await?;
         let pool = PgPoolOptions::new()
             .max_connections(max_connections)
             .acquire_timeout(Duration::from_secs(10))
@@ -80,9 +83,8 @@ impl Store for PgStore {
         Backend::Postgres
     }
 
-    async fn migrate(&self) -> Result<()> {
-        MIGRATOR.run(&self.pool).await?;
-        Ok(())
+    async fn migrate(&self) -> Result<MigrationReport> {
+        apply_migrations(&MIGRATOR, &self.pool).await
     }
 
     async fn begin(&self) -> Result<Box<dyn Tx>> {

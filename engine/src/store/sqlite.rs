@@ -16,8 +16,8 @@ use sqlx::{Sqlite, Transaction};
 
 use super::shared::{check_or, fk_or, found, is_fk, tx_impl, unique_or};
 use super::{
-    Backend, ClaimRequest, Completion, Result, Scope, Store, StoreError, Tx, UserUpdate,
-    like_escape, page_limit,
+    Backend, ClaimRequest, Completion, MigrationReport, Result, Scope, Store, StoreError, Tx,
+    UserUpdate, apply_migrations, like_escape, page_limit,
 };
 use crate::alarm::{Alarm, AlarmFilter, AlarmId, NewAlarm};
 use crate::app::{
@@ -89,9 +89,8 @@ impl Store for SqliteStore {
         Backend::Sqlite
     }
 
-    async fn migrate(&self) -> Result<()> {
-        MIGRATOR.run(&self.pool).await?;
-        Ok(())
+    async fn migrate(&self) -> Result<MigrationReport> {
+        apply_migrations(&MIGRATOR, &self.pool).await
     }
 
     async fn begin(&self) -> Result<Box<dyn Tx>> {

@@ -1,0 +1,94 @@
+//! `mthpt migrate` against a fresh SQLite file and a fresh PostgreSQL schema, twice each.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::process::{Command, Output};
+
+use sqlx::Connection;
+
+fn mthpt(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_mthpt"))
+        .args(args)
+        .env_remove("MTHPT_DATABASE_URL")
+        .output()
+        .expect("run mthpt")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn assert_migrates_twice(url: &str) {
+    let first = mthpt(&["migrate", "--database-url", url]);
+    assert!(first.status.success(), "{}", text(&first.stderr));
+    let out = text(&first.stdout);
+    assert!(out.contains("applied 0001 initial"), "{out}");
+    assert!(out.contains("schema is at version 1"), "{out}");
+
+    let second = mthpt(&["migrate", "--database-url", url]);
+    assert!(second.status.success(), "{}", text(&second.stderr));
+    let out = text(&second.stdout);
+    assert!(out.contains("up to date at version 1"), "{out}");
+    assert!(!out.contains("applied"), "{out}");
+}
+
+#[test]
+fn migrate_creates_a_fresh_sqlite_file_and_is_idempotent() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("new.db");
+    assert!(!path.exists());
+    assert_migrates_twice(&format!("sqlite://{}", path.display()));
+    assert!(path.exists());
+}
+
+#[tokio::test]
+async fn migrate_applies_to_postgres_and_is_idempotent() {
+    let base = std::env::var("MTHPT_TEST_DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
+    let mut admin = sqlx::PgConnection::connect(&base)
+        .await
+        .unwrap_or_else(|e| panic!("PostgreSQL is unreachable at {base}: {e}"));
+    let schema = format!("mthpt_cli_{}", uuid::Uuid::new_v4().simple());
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
+        .execute(&mut admin)
+        .await
+        .unwrap();
+    let sep = if base.contains('?') { '&' } else { '?' };
+    let url = format!("{base}{sep}options=-csearch_path%3D{schema}");
+    let result = std::panic::catch_unwind(|| assert_migrates_twice(&url));
+    let (tables,): (i64,) = sqlx::query_as(
+        "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = $1 AND table_name = 'runs'",
+    )
+    .bind(&schema)
+    .fetch_one(&mut admin)
+    .await
+    .unwrap();
+    sqlx::query(sqlx::AssertSqlSafe(format!("DROP SCHEMA {schema} CASCADE")))
+        .execute(&mut admin)
+        .await
+        .unwrap();
+    if let Err(panic) = result {
+        std::panic::resume_unwind(panic);
+    }
+    assert_eq!(tables, 1, "the runs table exists in the migrated schema");
+}
+
+#[test]
+fn migrate_reports_an_unreachable_or_unknown_database() {
+    let refused = mthpt(&[
+        "migrate",
+        "--database-url",
+        "postgres://u:secret@127.0.0.1:1/x",
+    ]);
+    assert_eq!(refused.status.code(), Some(1));
+    let err = text(&refused.stderr);
+    assert!(err.contains("cannot connect to PostgreSQL"), "{err}");
+    assert!(
+        !err.contains("secret"),
+        "the password is never printed: {err}"
+    );
+
+    let unknown = mthpt(&["migrate", "--database-url", "mysql://x"]);
+    assert_eq!(unknown.status.code(), Some(1));
+    assert!(text(&unknown.stderr).contains("not a database URL"));
+}
