@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# The one test command. On a fresh Debian machine (as root) it installs what is missing
+# (PostgreSQL, RabbitMQ, OpenJDK + Quartz for the cron differential test), starts what is stopped,
+# prepares the test database, then runs formatting, lint and every test on both store backends.
+#
+#   scripts/test.sh            everything
+#   scripts/test.sh --no-lint  skip cargo fmt/clippy (quicker local runs)
+#
+# Environment:
+#   MTHPT_TEST_DATABASE_URL  PostgreSQL for the tests (default: a role and database this script
+#                            creates: postgres://mthpt:mthpt@127.0.0.1:5432/mthpt_test)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+lint=1
+for arg in "$@"; do
+  case "$arg" in
+    --no-lint) lint=0 ;;
+    *) echo "usage: scripts/test.sh [--no-lint]" >&2; exit 2 ;;
+  esac
+done
+
+say() { printf '\n==> %s\n' "$*"; }
+die() { printf 'scripts/test.sh: %s\n' "$*" >&2; exit 1; }
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+wait_port() { # port seconds
+  for _ in $(seq 1 "$2"); do port_open "$1" && return 0; sleep 1; done
+  return 1
+}
+
+apt_updated=0
+apt_install() {
+  [ "$(id -u)" = 0 ] || die "missing packages: $*; install them (apt-get install $*) or run as root"
+  if [ "$apt_updated" = 0 ]; then
+    say "apt-get update"
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    apt_updated=1
+  fi
+  say "apt-get install $*"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+command -v cargo >/dev/null || die "cargo is missing: install a Rust toolchain (https://rustup.rs)"
+
+# ---- PostgreSQL --------------------------------------------------------------------------
+if ! command -v pg_ctlcluster >/dev/null; then
+  apt_install postgresql
+fi
+if ! port_open 5432; then
+  say "starting PostgreSQL"
+  for version in $(ls /etc/postgresql); do
+    pg_ctlcluster --skip-systemctl-redirect "$version" main start || true
+  done
+  wait_port 5432 30 || die "PostgreSQL did not start on 127.0.0.1:5432"
+fi
+if [ -z "${MTHPT_TEST_DATABASE_URL:-}" ]; then
+  # A dedicated role with a password works whatever the server's host authentication is.
+  say "preparing the test database"
+  as_postgres=(runuser -u postgres --)
+  [ "$(id -un)" = postgres ] && as_postgres=()
+  "${as_postgres[@]}" psql -q -v ON_ERROR_STOP=1 -d postgres <<'SQL'
+SELECT 'CREATE ROLE mthpt LOGIN PASSWORD ''mthpt'' CREATEDB'
+WHERE NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'mthpt') \gexec
+SELECT 'CREATE DATABASE mthpt_test OWNER mthpt'
+WHERE NOT EXISTS (SELECT 1 FROM pg_database WHERE datname = 'mthpt_test') \gexec
+SQL
+  export MTHPT_TEST_DATABASE_URL="postgres://mthpt:mthpt@127.0.0.1:5432/mthpt_test"
+fi
+# Schemas a crashed earlier run left behind.
+psql "$MTHPT_TEST_DATABASE_URL" -qAt -v ON_ERROR_STOP=1 <<'SQL' >/dev/null
+DO $$
+DECLARE s text;
+BEGIN
+  FOR s IN SELECT nspname FROM pg_namespace WHERE nspname LIKE 'mthpt\_test\_%' OR nspname LIKE 'mthpt\_cli\_%' LOOP
+    EXECUTE format('DROP SCHEMA %I CASCADE', s);
+  END LOOP;
+END $$;
+SQL
+
+# ---- RabbitMQ ------------------------------------------------------------------------------
+if ! command -v rabbitmq-server >/dev/null; then
+  apt_install rabbitmq-server
+fi
+if ! port_open 5672; then
+  say "starting RabbitMQ"
+  rabbitmq-server -detached || true
+  wait_port 5672 90 || die "RabbitMQ did not start on 127.0.0.1:5672"
+fi
+export MTHPT_TEST_AMQP_URL="${MTHPT_TEST_AMQP_URL:-amqp://guest:guest@127.0.0.1:5672/%2f}"
+
+# ---- Java + Quartz (the reference for cron semantics) ----------------------------------------
+missing=()
+command -v javac >/dev/null || missing+=(default-jdk-headless)
+[ -f /usr/share/java/quartz2.jar ] || missing+=(libquartz2-java)
+[ ${#missing[@]} -eq 0 ] || apt_install "${missing[@]}"
+
+# ---- Build, lint, test ----------------------------------------------------------------------
+if [ "$lint" = 1 ]; then
+  say "cargo fmt --check"
+  cargo fmt --all -- --check
+  say "cargo clippy"
+  cargo clippy --workspace --all-targets --locked -- -D warnings
+fi
+say "cargo test (PostgreSQL at ${MTHPT_TEST_DATABASE_URL%%@*}@..., SQLite in temp files)"
+cargo test --workspace --locked
+say "all checks passed"
