@@ -78,6 +78,7 @@ pub struct Run {
     pub scheduled_at: i64,
     /// When this attempt should fire.
     pub due_at: i64,
+    /// 1 for the first attempt, 2 for the first retry, …
     pub attempt: i32,
     pub shard_index: i32,
     pub shard_total: i32,
@@ -164,7 +165,7 @@ impl NewRun {
             node_group: node_group.to_owned(),
             scheduled_at: at,
             due_at: at,
-            attempt: 0,
+            attempt: 1,
             shard_index: 0,
             shard_total: 1,
             trigger_kind,

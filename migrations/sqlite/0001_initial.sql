@@ -122,7 +122,7 @@ CREATE TABLE runs (
     node_group         TEXT NOT NULL,
     scheduled_at       BIGINT NOT NULL,
     due_at             BIGINT NOT NULL,
-    attempt            INTEGER NOT NULL DEFAULT 0,
+    attempt            INTEGER NOT NULL DEFAULT 1 CHECK (attempt >= 1),
     shard_index        INTEGER NOT NULL DEFAULT 0,
     shard_total        INTEGER NOT NULL DEFAULT 1,
     trigger_kind       TEXT NOT NULL CHECK (trigger_kind IN ('schedule', 'manual', 'retry', 'chain', 'recovery')),

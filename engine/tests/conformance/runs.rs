@@ -86,7 +86,7 @@ pub async fn same_occurrence_inserted_by_two_nodes_exists_once(store: &dyn Store
     assert_eq!(all.len(), 2);
     // A retry of the same occurrence is a different attempt, hence a new row.
     let retry = NewRun::next_attempt(&all[1], T0 + 2 * MINUTE, TriggerKind::Retry);
-    assert_eq!(tx.insert_run(&retry, T0).await.unwrap().unwrap().attempt, 1);
+    assert_eq!(tx.insert_run(&retry, T0).await.unwrap().unwrap().attempt, 2);
 }
 
 pub async fn claims_take_due_runs_of_served_groups_in_order(store: &dyn Store) {

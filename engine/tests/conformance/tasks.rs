@@ -67,7 +67,7 @@ pub async fn creating_a_task_materialises_its_first_occurrence(store: &dyn Store
             assert_eq!(run.state, RunState::Pending);
             assert_eq!(run.trigger_kind, TriggerKind::Schedule);
             assert_eq!(run.due_at, run.scheduled_at);
-            assert_eq!((run.attempt, run.fence), (0, 0));
+            assert_eq!((run.attempt, run.fence), (1, 0));
             assert_eq!(run.node_group, "default");
             let mut tx = read(store).await;
             assert_eq!(
