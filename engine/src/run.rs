@@ -201,14 +201,19 @@ impl NewRun {
 /// What to change when a claimed run leaves the `claimed` state.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ClaimedTransition {
-    /// The executor accepted the run: `running` on that executor, with an optional deadline.
+    /// The executor accepted the run: `running` on that executor since the transition's
+    /// `now`, with the instant the request was sent and an optional deadline.
     Started {
         executor_id: ExecutorId,
+        dispatched_at: i64,
         deadline_at: Option<i64>,
     },
     /// Nobody accepted it: back to `pending`, keeping its due time so it stays first in line
     /// (FIFO throttling), with the attempt counted.
     Released,
+    /// Not yet: back to `pending`, due again at `due_at` (overlap policy "serial" waiting for
+    /// the previous run), without counting a dispatch attempt.
+    Deferred { due_at: i64 },
     /// Broadcast: the run becomes shard `index` of `total`, still claimed (the other shards are
     /// inserted alongside).
     Sharded { index: i32, total: i32 },

@@ -874,9 +874,9 @@ macro_rules! tx_impl {
                 now: i64,
             ) -> Result<Run> {
                 let q = match to {
-                    ClaimedTransition::Started { executor_id, deadline_at } => sqlx::query_as(
+                    ClaimedTransition::Started { executor_id, dispatched_at, deadline_at } => sqlx::query_as(
                         "UPDATE runs SET state = 'running', executor_id = $5, deadline_at = $6,
-                             dispatched_at = $4, started_at = $4, dispatch_attempts = dispatch_attempts + 1
+                             dispatched_at = $7, started_at = $4, dispatch_attempts = dispatch_attempts + 1
                          WHERE id = $1 AND state = 'claimed' AND claim_owner = $2 AND fence = $3
                            AND lease_until > $4 RETURNING *",
                     )
@@ -885,7 +885,18 @@ macro_rules! tx_impl {
                     .bind(fence.token)
                     .bind(now)
                     .bind(*executor_id)
-                    .bind(*deadline_at),
+                    .bind(*deadline_at)
+                    .bind(*dispatched_at),
+                    ClaimedTransition::Deferred { due_at } => sqlx::query_as(
+                        "UPDATE runs SET state = 'pending', claim_owner = NULL, lease_until = NULL, due_at = $5
+                         WHERE id = $1 AND state = 'claimed' AND claim_owner = $2 AND fence = $3
+                           AND lease_until > $4 RETURNING *",
+                    )
+                    .bind(fence.run_id)
+                    .bind(&fence.node)
+                    .bind(fence.token)
+                    .bind(now)
+                    .bind(*due_at),
                     ClaimedTransition::Released => sqlx::query_as(
                         "UPDATE runs SET state = 'pending', claim_owner = NULL, lease_until = NULL,
                              dispatch_attempts = dispatch_attempts + 1

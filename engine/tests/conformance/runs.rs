@@ -156,6 +156,7 @@ pub async fn expired_lease_fences_the_old_claimer_and_another_node_reclaims(stor
     // Node A stalls past its lease: it can no longer change the run.
     let start = ClaimedTransition::Started {
         executor_id: e.id,
+        dispatched_at: T0,
         deadline_at: None,
     };
     let mut tx = store.begin().await.unwrap();
@@ -188,17 +189,21 @@ pub async fn expired_lease_fences_the_old_claimer_and_another_node_reclaims(stor
 }
 
 pub async fn every_claimed_transition_needs_the_current_fence(store: &dyn Store) {
-    let (w, _, _) = with_runs(store, 6).await;
+    let (w, _, _) = with_runs(store, 7).await;
     let e = executor(store, w.app.id, "host-1", T0).await;
     let claimed = claim(store, &claim_req("node-a", T0)).await;
-    assert_eq!(claimed.len(), 6);
+    assert_eq!(claimed.len(), 7);
     let now = T0 + SECOND;
     let transitions = [
         ClaimedTransition::Started {
             executor_id: e.id,
+            dispatched_at: T0,
             deadline_at: Some(now + MINUTE),
         },
         ClaimedTransition::Released,
+        ClaimedTransition::Deferred {
+            due_at: now + MINUTE,
+        },
         ClaimedTransition::Sharded { index: 2, total: 3 },
         ClaimedTransition::Skipped {
             reason: "overlap: previous run still running".into(),
@@ -235,9 +240,19 @@ pub async fn every_claimed_transition_needs_the_current_fence(store: &dyn Store)
                 assert_eq!(after.deadline_at, Some(now + MINUTE));
                 assert_eq!(
                     (after.dispatched_at, after.started_at),
-                    (Some(now), Some(now))
+                    (Some(T0), Some(now)),
+                    "sent at T0, acknowledged now"
                 );
                 assert_eq!(after.dispatch_attempts, 1);
+            }
+            ClaimedTransition::Deferred { due_at } => {
+                assert_eq!(after.state, RunState::Pending);
+                assert_eq!(after.due_at, due_at);
+                assert_eq!(after.claim_owner, None);
+                assert_eq!(
+                    after.dispatch_attempts, 0,
+                    "waiting is not a dispatch attempt"
+                );
             }
             ClaimedTransition::Released => {
                 assert_eq!(after.state, RunState::Pending);
@@ -322,6 +337,7 @@ pub async fn results_are_recorded_once_and_repeats_are_ignored(store: &dyn Store
             &claimed[0].fence().unwrap(),
             &ClaimedTransition::Started {
                 executor_id: e.id,
+                dispatched_at: T0,
                 deadline_at: None
             },
             T0
@@ -402,6 +418,7 @@ pub async fn progress_and_logs_are_recorded_for_running_runs_only(store: &dyn St
             &claimed[0].fence().unwrap(),
             &ClaimedTransition::Started {
                 executor_id: e.id,
+                dispatched_at: T0,
                 deadline_at: None
             },
             T0
@@ -455,6 +472,7 @@ pub async fn watchdog_queries_find_overdue_lost_and_active_runs(store: &dyn Stor
     let claimed = claim(store, &claim_req("node-a", T0)).await;
     let start = |e, deadline| ClaimedTransition::Started {
         executor_id: e,
+        dispatched_at: T0,
         deadline_at: deadline,
     };
     in_tx!(store, |tx| {
