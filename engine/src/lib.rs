@@ -9,14 +9,17 @@ mod macros;
 pub mod alarm;
 pub mod app;
 pub mod audit;
+pub mod claimer;
 pub mod clock;
 pub mod node;
+pub mod outcome;
 pub mod run;
 pub mod schedule;
 pub mod store;
 pub mod task;
 pub mod tenant;
 pub mod validate;
+pub mod watchdog;
 
 /// A stored or submitted text value that is not one of an enum's spellings.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

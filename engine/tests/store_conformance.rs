@@ -8,33 +8,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod conformance;
+mod support;
 
-macro_rules! conformance_suite {
-    ($($module:ident :: $case:ident),* $(,)?) => {
-        mod postgres {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-                async fn $case() {
-                    let db = crate::conformance::harness::postgres().await;
-                    crate::conformance::$module::$case(db.store()).await;
-                    db.cleanup().await;
-                }
-            )*
-        }
-        mod sqlite {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-                async fn $case() {
-                    let db = crate::conformance::harness::sqlite().await;
-                    crate::conformance::$module::$case(db.store()).await;
-                    db.cleanup().await;
-                }
-            )*
-        }
-    };
-}
+use conformance::{alarms, apps, claims, isolation, runs, tasks, tenants};
 
-conformance_suite!(
+on_both_backends!(
     tenants::migrating_twice_changes_nothing,
     tenants::tenants_are_created_read_updated_and_deleted,
     tenants::moving_a_tenant_to_another_node_group_moves_its_pending_runs,
@@ -62,6 +40,7 @@ conformance_suite!(
     runs::results_are_recorded_once_and_repeats_are_ignored,
     runs::progress_and_logs_are_recorded_for_running_runs_only,
     runs::watchdog_queries_find_overdue_lost_and_active_runs,
+    runs::runs_past_their_start_timeout_are_found_until_alarmed,
     runs::chain_runs_are_found_by_root,
     runs::runs_are_listed_with_filters_and_pages,
     claims::concurrent_claimers_claim_every_run_exactly_once,

@@ -475,10 +475,13 @@ pub trait Tx: Send {
     ) -> Result<u64>;
     /// Running runs whose deadline is before `now`; concurrent callers get disjoint sets.
     async fn running_runs_past_deadline(&mut self, now: i64, limit: i64) -> Result<Vec<Run>>;
+    /// Runs still pending or claimed whose task's start timeout has passed since they were
+    /// due, and for which no "not started" alarm exists yet.
+    async fn runs_not_started(&mut self, now: i64, limit: i64) -> Result<Vec<Run>>;
     /// Running runs on the given executor instances.
     async fn running_runs_on_executors(&mut self, executors: &[ExecutorId]) -> Result<Vec<Run>>;
-    /// Runs of a task that are claimed or running (for overlap policies).
-    async fn active_runs_of_task(&mut self, task: TaskId) -> Result<Vec<Run>>;
+    /// Runs of a task that are not final: pending, claimed or running (for overlap policies).
+    async fn unfinished_runs_of_task(&mut self, task: TaskId) -> Result<Vec<Run>>;
     /// Runs of a chain (by root) of the given tasks, locking the chain root against concurrent
     /// joins until the transaction ends.
     async fn lock_chain_runs(&mut self, chain_root: RunId, tasks: &[TaskId]) -> Result<Vec<Run>>;

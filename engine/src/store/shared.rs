@@ -1055,9 +1055,23 @@ macro_rules! tx_impl {
                 .await?)
             }
 
-            async fn active_runs_of_task(&mut self, task: TaskId) -> Result<Vec<Run>> {
+            async fn runs_not_started(&mut self, now: i64, limit: i64) -> Result<Vec<Run>> {
                 Ok(sqlx::query_as(
-                    "SELECT * FROM runs WHERE task_id = $1 AND state IN ('claimed', 'running') ORDER BY id",
+                    "SELECT r.* FROM runs r JOIN tasks t ON t.id = r.task_id
+                     WHERE r.state IN ('pending', 'claimed') AND r.due_at < $1
+                       AND t.start_timeout_ms IS NOT NULL AND r.due_at + t.start_timeout_ms < $1
+                       AND NOT EXISTS (SELECT 1 FROM alarms a WHERE a.dedupe_key = 'not_started:' || r.id)
+                     ORDER BY r.due_at, r.id LIMIT $2",
+                )
+                .bind(now)
+                .bind(limit)
+                .fetch_all(&mut *self.tx)
+                .await?)
+            }
+
+            async fn unfinished_runs_of_task(&mut self, task: TaskId) -> Result<Vec<Run>> {
+                Ok(sqlx::query_as(
+                    "SELECT * FROM runs WHERE task_id = $1 AND state IN ('pending', 'claimed', 'running') ORDER BY id",
                 )
                 .bind(task)
                 .fetch_all(&mut *self.tx)

@@ -1,10 +1,13 @@
+use std::sync::Arc;
+
 use mthpt_engine::alarm::{AlarmFilter, AlarmKind, NewAlarm, Severity};
 use mthpt_engine::store::{Scope, Store, StoreError};
 
-use super::fixtures::*;
 use crate::in_tx;
+use crate::support::fixtures::*;
 
-pub async fn alarms_are_raised_once_published_once_and_acknowledged(store: &dyn Store) {
+pub async fn alarms_are_raised_once_published_once_and_acknowledged(store: Arc<dyn Store>) {
+    let store = &*store;
     let a = world(store, "acme").await;
     let b = world(store, "globex").await;
     let (task, run) = create_task(store, &a, &every(a.app.id, "tick", MINUTE)).await;

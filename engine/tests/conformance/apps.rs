@@ -1,11 +1,14 @@
+use std::sync::Arc;
+
 use mthpt_engine::app::{ExecutorHeartbeat, ExecutorRegistration, ExecutorState, NewApp};
 use mthpt_engine::node::{NodeHeartbeat, NodeState};
 use mthpt_engine::store::{Store, StoreError};
 
-use super::fixtures::*;
 use crate::in_tx;
+use crate::support::fixtures::*;
 
-pub async fn apps_are_created_read_and_deleted_unless_in_use(store: &dyn Store) {
+pub async fn apps_are_created_read_and_deleted_unless_in_use(store: Arc<dyn Store>) {
+    let store = &*store;
     let w = world(store, "acme").await;
     let mut tx = store.begin().await.unwrap();
     let err = tx
@@ -113,7 +116,8 @@ pub async fn apps_are_created_read_and_deleted_unless_in_use(store: &dyn Store) 
     assert_eq!(tx.find_app_by_key("acme", "billing").await.unwrap(), None);
 }
 
-pub async fn executors_register_heartbeat_drain_and_get_lost(store: &dyn Store) {
+pub async fn executors_register_heartbeat_drain_and_get_lost(store: Arc<dyn Store>) {
+    let store = &*store;
     let w = world(store, "acme").await;
     let e1 = executor(store, w.app.id, "host-1", T0).await;
     assert_eq!(e1.state, ExecutorState::Up);
@@ -241,7 +245,8 @@ pub async fn executors_register_heartbeat_drain_and_get_lost(store: &dyn Store) 
     tx.commit().await.unwrap();
 }
 
-pub async fn engine_nodes_heartbeat_and_are_reported_lost_once(store: &dyn Store) {
+pub async fn engine_nodes_heartbeat_and_are_reported_lost_once(store: Arc<dyn Store>) {
+    let store = &*store;
     let beat = |id: &str, state| NodeHeartbeat {
         id: id.into(),
         node_groups: vec!["default".into(), "eu".into()],

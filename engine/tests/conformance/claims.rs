@@ -1,17 +1,19 @@
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 use std::time::Instant;
 
 use futures::future::join_all;
 use mthpt_engine::run::{RunFilter, RunId, RunState};
 use mthpt_engine::store::{Backend, ClaimRequest, Store};
 
-use super::fixtures::*;
 use crate::in_tx;
+use crate::support::fixtures::*;
 
 const RUNS: i64 = 10_000;
 
 /// PostgreSQL: 4 concurrent claimers; SQLite: 2. Every due run is claimed exactly once.
-pub async fn concurrent_claimers_claim_every_run_exactly_once(store: &dyn Store) {
+pub async fn concurrent_claimers_claim_every_run_exactly_once(store: Arc<dyn Store>) {
+    let store = &*store;
     let claimers = match store.backend() {
         Backend::Postgres => 4,
         Backend::Sqlite => 2,

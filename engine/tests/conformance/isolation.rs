@@ -1,3 +1,5 @@
+use std::sync::Arc;
+
 use mthpt_engine::alarm::{AlarmFilter, AlarmKind, NewAlarm, Severity};
 use mthpt_engine::app::NewApp;
 use mthpt_engine::audit::NewAuditEvent;
@@ -6,8 +8,8 @@ use mthpt_engine::store::{Scope, Store, StoreError, UserUpdate};
 use mthpt_engine::task::{DependencyCondition, TaskFilter};
 use mthpt_engine::tenant::{NewApiToken, NewUser, Role};
 
-use super::fixtures::*;
 use crate::in_tx;
+use crate::support::fixtures::*;
 
 fn not_found<T: std::fmt::Debug>(what: &str, r: Result<T, StoreError>) {
     assert!(
@@ -18,7 +20,8 @@ fn not_found<T: std::fmt::Debug>(what: &str, r: Result<T, StoreError>) {
 
 /// Tenant B, using every tenant-scoped call on tenant A's ids and names, sees nothing of A and
 /// changes nothing of A.
-pub async fn tenant_b_sees_and_changes_nothing_of_tenant_a(store: &dyn Store) {
+pub async fn tenant_b_sees_and_changes_nothing_of_tenant_a(store: Arc<dyn Store>) {
+    let store = &*store;
     let a = world(store, "acme").await;
     let b = world(store, "globex").await;
     let (t1, run) = create_task(store, &a, &every(a.app.id, "a-tick", MINUTE)).await;

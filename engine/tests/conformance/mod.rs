@@ -3,8 +3,6 @@
 pub mod alarms;
 pub mod apps;
 pub mod claims;
-pub mod fixtures;
-pub mod harness;
 pub mod isolation;
 pub mod runs;
 pub mod tasks;

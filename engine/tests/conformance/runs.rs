@@ -1,3 +1,4 @@
+use std::sync::Arc;
 use std::time::Duration;
 
 use mthpt_engine::app::AppId;
@@ -7,8 +8,8 @@ use mthpt_engine::run::{
 };
 use mthpt_engine::store::{ClaimRequest, Completion, Store, StoreError};
 
-use super::fixtures::*;
 use crate::in_tx;
+use crate::support::fixtures::*;
 
 fn claim_req(node: &str, now: i64) -> ClaimRequest {
     ClaimRequest {
@@ -36,7 +37,8 @@ async fn with_runs(store: &dyn Store, n: i64) -> (World, mthpt_engine::task::Tas
     (w, task, runs)
 }
 
-pub async fn same_occurrence_inserted_by_two_nodes_exists_once(store: &dyn Store) {
+pub async fn same_occurrence_inserted_by_two_nodes_exists_once(store: Arc<dyn Store>) {
+    let store = &*store;
     let w = world(store, "acme").await;
     let (task, _) = create_task(store, &w, &manual(w.app.id, "job")).await;
     let occ = occurrence(&w, &task, T0 + MINUTE);
@@ -89,7 +91,8 @@ pub async fn same_occurrence_inserted_by_two_nodes_exists_once(store: &dyn Store
     assert_eq!(tx.insert_run(&retry, T0).await.unwrap().unwrap().attempt, 2);
 }
 
-pub async fn claims_take_due_runs_of_served_groups_in_order(store: &dyn Store) {
+pub async fn claims_take_due_runs_of_served_groups_in_order(store: Arc<dyn Store>) {
+    let store = &*store;
     let w = world(store, "acme").await;
     let (task, _) = create_task(store, &w, &manual(w.app.id, "job")).await;
     let at = |offset: i64, prio: i32, group: &str| {
@@ -137,7 +140,8 @@ pub async fn claims_take_due_runs_of_served_groups_in_order(store: &dyn Store) {
     assert!(claim(store, &req2).await.is_empty());
 }
 
-pub async fn expired_lease_fences_the_old_claimer_and_another_node_reclaims(store: &dyn Store) {
+pub async fn expired_lease_fences_the_old_claimer_and_another_node_reclaims(store: Arc<dyn Store>) {
+    let store = &*store;
     let (w, _, runs) = with_runs(store, 1).await;
     let e = executor(store, w.app.id, "host-1", T0).await;
     let mut req = claim_req("node-a", T0);
@@ -188,7 +192,8 @@ pub async fn expired_lease_fences_the_old_claimer_and_another_node_reclaims(stor
     assert_eq!(running.claim_owner.as_deref(), Some("node-b"));
 }
 
-pub async fn every_claimed_transition_needs_the_current_fence(store: &dyn Store) {
+pub async fn every_claimed_transition_needs_the_current_fence(store: Arc<dyn Store>) {
+    let store = &*store;
     let (w, _, _) = with_runs(store, 7).await;
     let e = executor(store, w.app.id, "host-1", T0).await;
     let claimed = claim(store, &claim_req("node-a", T0)).await;
@@ -292,7 +297,8 @@ pub async fn every_claimed_transition_needs_the_current_fence(store: &dyn Store)
     }
 }
 
-pub async fn released_run_keeps_its_place_in_line(store: &dyn Store) {
+pub async fn released_run_keeps_its_place_in_line(store: Arc<dyn Store>) {
+    let store = &*store;
     let (_, _, runs) = with_runs(store, 3).await;
     let mut req = claim_req("node-a", T0);
     req.limit = 1;
@@ -328,7 +334,8 @@ fn success(at: i64) -> RunCompletion {
     }
 }
 
-pub async fn results_are_recorded_once_and_repeats_are_ignored(store: &dyn Store) {
+pub async fn results_are_recorded_once_and_repeats_are_ignored(store: Arc<dyn Store>) {
+    let store = &*store;
     let (w, _, runs) = with_runs(store, 2).await;
     let e = executor(store, w.app.id, "host-1", T0).await;
     let claimed = claim(store, &claim_req("node-a", T0)).await;
@@ -409,7 +416,8 @@ pub async fn results_are_recorded_once_and_repeats_are_ignored(store: &dyn Store
     tx.commit().await.unwrap();
 }
 
-pub async fn progress_and_logs_are_recorded_for_running_runs_only(store: &dyn Store) {
+pub async fn progress_and_logs_are_recorded_for_running_runs_only(store: Arc<dyn Store>) {
+    let store = &*store;
     let (w, _, runs) = with_runs(store, 2).await;
     let e = executor(store, w.app.id, "host-1", T0).await;
     let claimed = claim(store, &claim_req("node-a", T0)).await;
@@ -465,7 +473,8 @@ pub async fn progress_and_logs_are_recorded_for_running_runs_only(store: &dyn St
     assert_eq!(run.log_tail, "a\nb\nc\n");
 }
 
-pub async fn watchdog_queries_find_overdue_lost_and_active_runs(store: &dyn Store) {
+pub async fn watchdog_queries_find_overdue_lost_and_active_runs(store: Arc<dyn Store>) {
+    let store = &*store;
     let (w, task, runs) = with_runs(store, 3).await;
     let e1 = executor(store, w.app.id, "host-1", T0).await;
     let e2 = executor(store, w.app.id, "host-2", T0).await;
@@ -507,10 +516,10 @@ pub async fn watchdog_queries_find_overdue_lost_and_active_runs(store: &dyn Stor
         on_e2.iter().map(|r| r.id).collect::<Vec<_>>(),
         vec![runs[1].id]
     );
-    let active = tx.active_runs_of_task(task.id).await.unwrap();
+    let unfinished = tx.unfinished_runs_of_task(task.id).await.unwrap();
     assert_eq!(
-        active.iter().map(|r| r.id).collect::<Vec<_>>(),
-        vec![runs[0].id, runs[1].id, runs[2].id]
+        unfinished.iter().map(|r| r.id).collect::<Vec<_>>(),
+        vec![runs[0].id, runs[1].id, runs[2].id, pending.id]
     );
     assert_eq!(
         tx.delete_pending_runs(task.id, &[TriggerKind::Retry])
@@ -532,7 +541,49 @@ pub async fn watchdog_queries_find_overdue_lost_and_active_runs(store: &dyn Stor
     tx.commit().await.unwrap();
 }
 
-pub async fn chain_runs_are_found_by_root(store: &dyn Store) {
+pub async fn runs_past_their_start_timeout_are_found_until_alarmed(store: Arc<dyn Store>) {
+    let store = &*store;
+    let w = world(store, "acme").await;
+    let mut def = manual(w.app.id, "strict");
+    def.start_timeout_ms = Some(5 * SECOND);
+    let (strict, _) = create_task(store, &w, &def).await;
+    let (lax, _) = create_task(store, &w, &manual(w.app.id, "lax")).await;
+    let late = insert(store, &occurrence(&w, &strict, T0)).await;
+    let _fresh = insert(store, &occurrence(&w, &strict, T0 + 4 * SECOND)).await;
+    let _no_timeout = insert(store, &occurrence(&w, &lax, T0)).await;
+    let mut tx = store.begin().await.unwrap();
+    let found = tx.runs_not_started(T0 + 6 * SECOND, 10).await.unwrap();
+    assert_eq!(
+        found.iter().map(|r| r.id).collect::<Vec<_>>(),
+        vec![late.id]
+    );
+    let mut alarm = mthpt_engine::alarm::NewAlarm::new(
+        Some(w.tenant.id),
+        mthpt_engine::alarm::AlarmKind::NotStarted,
+        mthpt_engine::alarm::Severity::Warning,
+        "late",
+    );
+    alarm.dedupe_key = Some(format!("not_started:{}", late.id));
+    tx.insert_alarm(&alarm, T0).await.unwrap();
+    assert!(
+        tx.runs_not_started(T0 + 6 * SECOND, 10)
+            .await
+            .unwrap()
+            .is_empty(),
+        "alarmed once"
+    );
+    assert_eq!(
+        tx.runs_not_started(T0 + 10 * SECOND, 10)
+            .await
+            .unwrap()
+            .len(),
+        1,
+        "the fresh one now"
+    );
+}
+
+pub async fn chain_runs_are_found_by_root(store: Arc<dyn Store>) {
+    let store = &*store;
     let w = world(store, "acme").await;
     let (parent, _) = create_task(store, &w, &manual(w.app.id, "parent")).await;
     let (left, _) = create_task(store, &w, &manual(w.app.id, "left")).await;
@@ -571,7 +622,8 @@ pub async fn chain_runs_are_found_by_root(store: &dyn Store) {
     ));
 }
 
-pub async fn runs_are_listed_with_filters_and_pages(store: &dyn Store) {
+pub async fn runs_are_listed_with_filters_and_pages(store: Arc<dyn Store>) {
+    let store = &*store;
     let (w, task, runs) = with_runs(store, 5).await;
     let (other_task, _) = create_task(store, &w, &manual(w.app.id, "other")).await;
     let other = insert(store, &occurrence(&w, &other_task, T0)).await;

@@ -1,14 +1,17 @@
+use std::sync::Arc;
+
 use mthpt_engine::run::{RunFilter, RunState, TriggerKind};
 use mthpt_engine::schedule::ScheduleSpec;
 use mthpt_engine::store::{Store, StoreError};
 use mthpt_engine::task::{DependencyCondition, TaskDefinition, TaskFilter};
 
-use super::fixtures::*;
 use crate::in_tx;
+use crate::support::fixtures::*;
 
 const HOUR: i64 = 60 * MINUTE;
 
-pub async fn creating_a_task_materialises_its_first_occurrence(store: &dyn Store) {
+pub async fn creating_a_task_materialises_its_first_occurrence(store: Arc<dyn Store>) {
+    let store = &*store;
     let w = world(store, "acme").await;
     let cases: Vec<(&str, ScheduleSpec, Option<i64>)> = vec![
         (
@@ -86,7 +89,8 @@ pub async fn creating_a_task_materialises_its_first_occurrence(store: &dyn Store
     assert!(run.is_none(), "a task created paused has no occurrence");
 }
 
-pub async fn invalid_definitions_are_refused_naming_the_field(store: &dyn Store) {
+pub async fn invalid_definitions_are_refused_naming_the_field(store: Arc<dyn Store>) {
+    let store = &*store;
     let w = world(store, "acme").await;
     let other = world(store, "globex").await;
     let cases: Vec<(TaskDefinition, &str)> = vec![
@@ -176,7 +180,8 @@ pub async fn invalid_definitions_are_refused_naming_the_field(store: &dyn Store)
     );
 }
 
-pub async fn stale_version_is_a_conflict_and_writes_nothing(store: &dyn Store) {
+pub async fn stale_version_is_a_conflict_and_writes_nothing(store: Arc<dyn Store>) {
+    let store = &*store;
     let w = world(store, "acme").await;
     let (task, run) = create_task(store, &w, &every(w.app.id, "tick", MINUTE)).await;
     let run = run.unwrap();
@@ -242,7 +247,8 @@ pub async fn stale_version_is_a_conflict_and_writes_nothing(store: &dyn Store) {
     );
 }
 
-pub async fn editing_a_task_replaces_its_pending_occurrence(store: &dyn Store) {
+pub async fn editing_a_task_replaces_its_pending_occurrence(store: Arc<dyn Store>) {
+    let store = &*store;
     let w = world(store, "acme").await;
     let (task, run) = create_task(store, &w, &every(w.app.id, "tick", MINUTE)).await;
     let run = run.unwrap();
@@ -292,7 +298,8 @@ pub async fn editing_a_task_replaces_its_pending_occurrence(store: &dyn Store) {
     );
 }
 
-pub async fn pausing_drops_the_occurrence_and_resuming_restores_it(store: &dyn Store) {
+pub async fn pausing_drops_the_occurrence_and_resuming_restores_it(store: Arc<dyn Store>) {
+    let store = &*store;
     let w = world(store, "acme").await;
     let (task, run) = create_task(store, &w, &every(w.app.id, "tick", MINUTE)).await;
     let paused = in_tx!(store, |tx| tx
@@ -316,7 +323,8 @@ pub async fn pausing_drops_the_occurrence_and_resuming_restores_it(store: &dyn S
     );
 }
 
-pub async fn deleting_a_task_removes_pending_runs_and_frees_its_name(store: &dyn Store) {
+pub async fn deleting_a_task_removes_pending_runs_and_frees_its_name(store: Arc<dyn Store>) {
+    let store = &*store;
     let w = world(store, "acme").await;
     let (task, run) = create_task(store, &w, &every(w.app.id, "tick", MINUTE)).await;
     let (child, _) = create_task(store, &w, &manual(w.app.id, "child")).await;
@@ -360,7 +368,8 @@ pub async fn deleting_a_task_removes_pending_runs_and_frees_its_name(store: &dyn
     tx.commit().await.unwrap();
 }
 
-pub async fn tasks_are_listed_with_filters_and_pages(store: &dyn Store) {
+pub async fn tasks_are_listed_with_filters_and_pages(store: Arc<dyn Store>) {
+    let store = &*store;
     let w = world(store, "acme").await;
     let mut ids = Vec::new();
     for name in ["alpha", "beta", "100%_done", "gamma", "delta"] {
@@ -454,7 +463,8 @@ pub async fn tasks_are_listed_with_filters_and_pages(store: &dyn Store) {
     );
 }
 
-pub async fn materialising_follows_window_and_max_fires(store: &dyn Store) {
+pub async fn materialising_follows_window_and_max_fires(store: Arc<dyn Store>) {
+    let store = &*store;
     let w = world(store, "acme").await;
     let mut def = every(w.app.id, "bounded", 10 * SECOND);
     def.window_start_at = Some(T0 + 25 * SECOND);
@@ -522,7 +532,8 @@ pub async fn materialising_follows_window_and_max_fires(store: &dyn Store) {
     );
 }
 
-pub async fn dependencies_are_kept_and_a_cycle_is_refused_naming_it(store: &dyn Store) {
+pub async fn dependencies_are_kept_and_a_cycle_is_refused_naming_it(store: Arc<dyn Store>) {
+    let store = &*store;
     let w = world(store, "acme").await;
     let other = world(store, "globex").await;
     let (a, _) = create_task(store, &w, &manual(w.app.id, "extract")).await;
@@ -587,7 +598,8 @@ pub async fn dependencies_are_kept_and_a_cycle_is_refused_naming_it(store: &dyn 
     tx.commit().await.unwrap();
 }
 
-pub async fn manual_triggers_in_the_same_millisecond_are_distinct_runs(store: &dyn Store) {
+pub async fn manual_triggers_in_the_same_millisecond_are_distinct_runs(store: Arc<dyn Store>) {
+    let store = &*store;
     let w = world(store, "acme").await;
     let (task, _) = create_task(store, &w, &manual(w.app.id, "adhoc")).await;
     let mut tx = store.begin().await.unwrap();

@@ -1,12 +1,15 @@
+use std::sync::Arc;
+
 use mthpt_engine::audit::NewAuditEvent;
 use mthpt_engine::run::RunState;
 use mthpt_engine::store::{Scope, Store, StoreError, UserUpdate};
 use mthpt_engine::tenant::{NewApiToken, NewTenant, NewUser, Role, TenantUpdate};
 
-use super::fixtures::*;
 use crate::in_tx;
+use crate::support::fixtures::*;
 
-pub async fn migrating_twice_changes_nothing(store: &dyn Store) {
+pub async fn migrating_twice_changes_nothing(store: Arc<dyn Store>) {
+    let store = &*store;
     let w = world(store, "acme").await;
     store.migrate().await.unwrap();
     store.migrate().await.unwrap();
@@ -14,7 +17,8 @@ pub async fn migrating_twice_changes_nothing(store: &dyn Store) {
     assert_eq!(tx.get_tenant(w.tenant.id).await.unwrap(), w.tenant);
 }
 
-pub async fn tenants_are_created_read_updated_and_deleted(store: &dyn Store) {
+pub async fn tenants_are_created_read_updated_and_deleted(store: Arc<dyn Store>) {
+    let store = &*store;
     let acme = in_tx!(store, |tx| tx
         .create_tenant(
             &NewTenant {
@@ -105,7 +109,8 @@ pub async fn tenants_are_created_read_updated_and_deleted(store: &dyn Store) {
     ));
 }
 
-pub async fn moving_a_tenant_to_another_node_group_moves_its_pending_runs(store: &dyn Store) {
+pub async fn moving_a_tenant_to_another_node_group_moves_its_pending_runs(store: Arc<dyn Store>) {
+    let store = &*store;
     let w = world(store, "acme").await;
     let (_, run) = create_task(store, &w, &every(w.app.id, "tick", MINUTE)).await;
     let run = run.unwrap();
@@ -127,7 +132,8 @@ pub async fn moving_a_tenant_to_another_node_group_moves_its_pending_runs(store:
     assert_eq!(moved.state, RunState::Pending);
 }
 
-pub async fn users_are_scoped_to_their_tenant_and_operators_to_none(store: &dyn Store) {
+pub async fn users_are_scoped_to_their_tenant_and_operators_to_none(store: Arc<dyn Store>) {
+    let store = &*store;
     let a = world(store, "acme").await;
     let b = world(store, "globex").await;
     let user = |tenant, name: &str, role| NewUser {
@@ -255,7 +261,8 @@ pub async fn users_are_scoped_to_their_tenant_and_operators_to_none(store: &dyn 
     ));
 }
 
-pub async fn api_tokens_authenticate_until_revoked_or_expired(store: &dyn Store) {
+pub async fn api_tokens_authenticate_until_revoked_or_expired(store: Arc<dyn Store>) {
+    let store = &*store;
     let a = world(store, "acme").await;
     let mut tx = store.begin().await.unwrap();
     let alice = tx
@@ -383,7 +390,8 @@ pub async fn api_tokens_authenticate_until_revoked_or_expired(store: &dyn Store)
     );
 }
 
-pub async fn audit_events_are_appended_and_listed_newest_first(store: &dyn Store) {
+pub async fn audit_events_are_appended_and_listed_newest_first(store: Arc<dyn Store>) {
+    let store = &*store;
     let a = world(store, "acme").await;
     let b = world(store, "globex").await;
     let mut tx = store.begin().await.unwrap();

@@ -29,6 +29,10 @@ impl TestDb {
         self.store.as_ref()
     }
 
+    pub fn shared(&self) -> Arc<dyn Store> {
+        self.store.clone()
+    }
+
     /// Drops the schema (PostgreSQL) or the file (SQLite).
     pub async fn cleanup(self) {
         self.store.close().await;

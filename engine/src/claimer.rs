@@ -1,0 +1,389 @@
+//! Claiming due runs: the first half of every engine node's loop.
+//!
+//! One [`Claimer::run_once`] is one transaction: claim a batch of runs of the node's groups
+//! that are due within the look-ahead window (or whose claim expired), decide for each what
+//! the task's policies say, and materialise each claimed scheduled occurrence's successor — so
+//! every active task always has its next occurrence as a pending run, and a node that dies
+//! after claiming leaves nothing behind that another node cannot pick up once the lease ends.
+//!
+//! Misfire (a scheduled occurrence found due more than the task's threshold ago, before any
+//! dispatch attempt — the engine was down; runs held back because no executor had room are not
+//! misfires, they keep their place in line):
+//! - `fire_once_now`: fire it now; the schedule continues from now (missed occurrences are
+//!   dropped);
+//! - `skip`: skip it; the schedule continues from now;
+//! - `fire_all`: fire it and every occurrence missed since, oldest first; when more than
+//!   `misfire_max_catch_up` are missed, only the most recent that many fire.
+//!
+//! Overlap (a scheduled occurrence due while an earlier run of the task is still running):
+//! `parallel` fires anyway; `skip` skips it; `serial` puts it back to wait (rechecked every
+//! [`SERIAL_RECHECK_MS`]); `replace` cancels the earlier runs and fires.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use crate::alarm::{AlarmKind, NewAlarm, Severity};
+use crate::run::{ClaimedTransition, NewRun, Run, RunCompletion, RunState, TriggerKind};
+use crate::schedule::Schedule;
+use crate::store::{ClaimRequest, Completion, Result, Store, Tx};
+use crate::task::{MisfirePolicy, OverlapPolicy, Task, TaskId};
+
+/// How often a run waiting behind its predecessor (overlap policy `serial`) looks again.
+pub const SERIAL_RECHECK_MS: i64 = 500;
+/// The most missed occurrences `fire_all` looks through.
+const MAX_MISSED_SCAN: usize = 100_000;
+
+/// What a node claims and for how long.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimConfig {
+    pub node: String,
+    pub groups: Vec<String>,
+    /// Claim runs due up to this far ahead.
+    pub horizon_ms: i64,
+    /// How long a claim holds.
+    pub lease_ms: i64,
+    /// At most this many runs per claim.
+    pub batch: i64,
+}
+
+/// A claimed run ready to be fired at its due time, with its task.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fire {
+    pub run: Run,
+    pub task: Arc<Task>,
+}
+
+/// A running run the overlap policy `replace` cancelled: its executor should be told.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cancellation {
+    pub run: Run,
+    pub task: Arc<Task>,
+}
+
+/// What one claim did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ClaimReport {
+    /// Runs to fire, in due order.
+    pub fires: Vec<Fire>,
+    /// Runs skipped by a misfire or overlap policy.
+    pub skipped: usize,
+    /// Runs put back to wait (overlap `serial`).
+    pub deferred: usize,
+    /// Runs of deleted tasks, cancelled.
+    pub cancelled: usize,
+    /// Scheduled occurrences found late.
+    pub misfires: usize,
+    /// New pending occurrences written.
+    pub materialised: usize,
+    /// Running runs cancelled by overlap `replace`.
+    pub replaced: Vec<Cancellation>,
+}
+
+impl ClaimReport {
+    /// How many runs the claim took in all.
+    pub fn claimed(&self) -> usize {
+        self.fires.len() + self.skipped + self.deferred + self.cancelled
+    }
+}
+
+/// Claims due runs for one node.
+#[derive(Debug, Clone)]
+pub struct Claimer {
+    store: Arc<dyn Store>,
+    config: ClaimConfig,
+}
+
+impl Claimer {
+    pub fn new(store: Arc<dyn Store>, config: ClaimConfig) -> Self {
+        Self { store, config }
+    }
+
+    pub fn config(&self) -> &ClaimConfig {
+        &self.config
+    }
+
+    /// Claims one batch at `now` and commits it.
+    pub async fn run_once(&self, now: i64) -> Result<ClaimReport> {
+        let mut tx = self.store.begin().await?;
+        let report = self.claim_in(tx.as_mut(), now).await?;
+        tx.commit().await?;
+        Ok(report)
+    }
+
+    async fn claim_in(&self, tx: &mut dyn Tx, now: i64) -> Result<ClaimReport> {
+        let mut report = ClaimReport::default();
+        let runs = tx
+            .claim_due_runs(&ClaimRequest {
+                node: self.config.node.clone(),
+                groups: self.config.groups.clone(),
+                now,
+                horizon_ms: self.config.horizon_ms,
+                lease_ms: self.config.lease_ms,
+                limit: self.config.batch,
+            })
+            .await?;
+        if runs.is_empty() {
+            return Ok(report);
+        }
+        let mut ids: Vec<TaskId> = runs.iter().map(|r| r.task_id).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let tasks: HashMap<TaskId, Arc<Task>> = tx
+            .lock_tasks(&ids)
+            .await?
+            .into_iter()
+            .map(|t| (t.id, Arc::new(t)))
+            .collect();
+        let mut schedules: HashMap<TaskId, Option<Schedule>> = HashMap::new();
+        let mut successors: Vec<NewRun> = Vec::new();
+
+        for run in runs {
+            let Some(fence) = run.fence() else { continue };
+            let task = match tasks.get(&run.task_id) {
+                Some(t) if t.deleted_at.is_none() => t.clone(),
+                _ => {
+                    let reason = "task deleted".to_owned();
+                    tx.transition_claimed(&fence, &ClaimedTransition::Cancelled { reason }, now)
+                        .await?;
+                    report.cancelled += 1;
+                    continue;
+                }
+            };
+            let schedule = schedules
+                .entry(task.id)
+                .or_insert_with(|| task.schedule().ok())
+                .clone();
+            let scheduled = run.trigger_kind == TriggerKind::Schedule
+                && run.attempt == 1
+                && run.shard_index == 0;
+            let late_ms = now - run.due_at;
+            let misfire =
+                scheduled && run.dispatch_attempts == 0 && late_ms > task.misfire_threshold_ms;
+
+            // Where the schedule continues from, and whether this run fires.
+            let mut continue_after = run.scheduled_at;
+            let mut fire = true;
+            if misfire {
+                report.misfires += 1;
+                let decision = self
+                    .misfire(tx, &task, schedule.as_ref(), &run, now, &mut successors)
+                    .await?;
+                continue_after = decision.continue_after;
+                fire = decision.fire;
+            }
+            if scheduled
+                && let Some(s) = &schedule
+                && s.follows_on_claim()
+                && let Some(at) = task.next_occurrence(s, continue_after)
+            {
+                successors.push(NewRun::occurrence(
+                    &task,
+                    &run.node_group,
+                    at,
+                    TriggerKind::Schedule,
+                ));
+            }
+            if !fire {
+                let reason = format!(
+                    "misfire: found {late_ms} ms late; policy {}",
+                    task.misfire_policy
+                );
+                tx.transition_claimed(&fence, &ClaimedTransition::Skipped { reason }, now)
+                    .await?;
+                report.skipped += 1;
+                continue;
+            }
+            if scheduled && task.overlap_policy != OverlapPolicy::Parallel {
+                let earlier = earlier_unfinished(tx, &run, task.overlap_policy).await?;
+                if !earlier.is_empty() {
+                    match task.overlap_policy {
+                        OverlapPolicy::Parallel => {}
+                        OverlapPolicy::Skip => {
+                            let reason = format!(
+                                "overlap: run {} of this task is still running; policy skip",
+                                earlier[0].id
+                            );
+                            tx.transition_claimed(
+                                &fence,
+                                &ClaimedTransition::Skipped { reason },
+                                now,
+                            )
+                            .await?;
+                            report.skipped += 1;
+                            continue;
+                        }
+                        OverlapPolicy::Serial => {
+                            let due_at = now + SERIAL_RECHECK_MS;
+                            tx.transition_claimed(
+                                &fence,
+                                &ClaimedTransition::Deferred { due_at },
+                                now,
+                            )
+                            .await?;
+                            report.deferred += 1;
+                            continue;
+                        }
+                        OverlapPolicy::Replace => {
+                            for prev in earlier.into_iter().filter(|r| r.state != RunState::Pending)
+                            {
+                                let completion = RunCompletion {
+                                    state: RunState::Cancelled,
+                                    output: None,
+                                    error: Some(format!(
+                                        "replaced by run {} (overlap policy replace)",
+                                        run.id
+                                    )),
+                                    log: None,
+                                    started_at: None,
+                                    finished_at: now,
+                                };
+                                if let Completion::Applied(prev) =
+                                    tx.complete_run(prev.id, None, &completion).await?
+                                {
+                                    // An earlier run of this batch no longer fires.
+                                    report.fires.retain(|f| f.run.id != prev.id);
+                                    if prev.executor_id.is_some() {
+                                        report.replaced.push(Cancellation {
+                                            run: prev,
+                                            task: task.clone(),
+                                        });
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            report.fires.push(Fire { run, task });
+        }
+
+        if !successors.is_empty() {
+            let inserted = tx.insert_runs(&successors, now).await?;
+            report.materialised = inserted.len();
+            let mut per_task: BTreeMap<TaskId, i64> = BTreeMap::new();
+            for r in inserted
+                .iter()
+                .filter(|r| r.trigger_kind == TriggerKind::Schedule)
+            {
+                *per_task.entry(r.task_id).or_default() += 1;
+            }
+            for (task, n) in per_task {
+                tx.add_fires_scheduled(task, n).await?;
+            }
+        }
+        Ok(report)
+    }
+
+    /// Applies the misfire policy to a late scheduled occurrence: whether it fires, and where
+    /// the schedule continues from. `fire_all` pushes the missed occurrences it fires.
+    async fn misfire(
+        &self,
+        tx: &mut dyn Tx,
+        task: &Task,
+        schedule: Option<&Schedule>,
+        run: &Run,
+        now: i64,
+        successors: &mut Vec<NewRun>,
+    ) -> Result<MisfireDecision> {
+        let late_ms = now - run.due_at;
+        let mut decision = MisfireDecision {
+            fire: task.misfire_policy != MisfirePolicy::Skip,
+            continue_after: now,
+        };
+        let mut fired_missed = 0usize;
+        let mut skipped_missed = 0usize;
+        if task.misfire_policy == MisfirePolicy::FireAll
+            && let Some(s) = schedule
+        {
+            let mut missed = Vec::new();
+            let mut at = run.scheduled_at;
+            let mut left = task.max_fires.map(|m| m - task.fires_scheduled);
+            while missed.len() < MAX_MISSED_SCAN && left.is_none_or(|l| l > 0) {
+                match task.next_occurrence(s, at) {
+                    Some(next) if next <= now => {
+                        missed.push(next);
+                        at = next;
+                        left = left.map(|l| l - 1);
+                    }
+                    _ => break,
+                }
+            }
+            let bound = usize::try_from(task.misfire_max_catch_up)
+                .unwrap_or(1)
+                .max(1);
+            let total = missed.len() + 1;
+            let keep_from = total.saturating_sub(bound);
+            if keep_from > 0 {
+                // Too many: the oldest are skipped, this one among them.
+                decision.fire = false;
+                skipped_missed = keep_from - 1;
+            }
+            for &at in missed.iter().skip(keep_from.saturating_sub(1)) {
+                let mut r = NewRun::occurrence(task, &run.node_group, at, TriggerKind::Schedule);
+                // Due now: they are being caught up, not late again.
+                r.due_at = now;
+                successors.push(r);
+                fired_missed += 1;
+            }
+            decision.continue_after = missed.last().copied().unwrap_or(run.scheduled_at);
+        }
+        let what = match task.misfire_policy {
+            MisfirePolicy::FireOnceNow => "fired once now; missed occurrences dropped".to_owned(),
+            MisfirePolicy::Skip => "skipped; the schedule continues from now".to_owned(),
+            MisfirePolicy::FireAll => format!(
+                "catching up: {} occurrence(s) fire, {} skipped (bound {})",
+                usize::from(decision.fire) + fired_missed,
+                skipped_missed + usize::from(!decision.fire),
+                task.misfire_max_catch_up
+            ),
+        };
+        let mut alarm = NewAlarm::new(
+            Some(task.tenant_id),
+            AlarmKind::Misfire,
+            Severity::Warning,
+            format!(
+                "task {:?}: occurrence due at {} found {late_ms} ms late; {what}",
+                task.name,
+                crate::clock::ms_to_datetime(run.due_at).to_rfc3339()
+            ),
+        );
+        alarm.task_id = Some(task.id);
+        alarm.run_id = Some(run.id);
+        alarm.details = serde_json::json!({
+            "late_ms": late_ms,
+            "policy": task.misfire_policy.as_str(),
+            "fired_missed": fired_missed,
+            "skipped_missed": skipped_missed,
+        });
+        alarm.dedupe_key = Some(format!("misfire:{}", run.id));
+        tx.insert_alarm(&alarm, now).await?;
+        Ok(decision)
+    }
+}
+
+/// Earlier runs of the same task that `run` overlaps under `policy`: running ones, claimed
+/// ones scheduled before it and — for `serial`, which keeps order — pending ones scheduled before
+/// it (runs already waiting). This transaction's own decisions are visible: runs it skipped or
+/// deferred are no longer claimed.
+async fn earlier_unfinished(tx: &mut dyn Tx, run: &Run, policy: OverlapPolicy) -> Result<Vec<Run>> {
+    Ok(tx
+        .unfinished_runs_of_task(run.task_id)
+        .await?
+        .into_iter()
+        .filter(|r| {
+            let earlier = (r.scheduled_at, r.id) < (run.scheduled_at, run.id);
+            r.id != run.id
+                && match r.state {
+                    RunState::Running => true,
+                    RunState::Claimed => earlier,
+                    RunState::Pending => earlier && policy == OverlapPolicy::Serial,
+                    _ => false,
+                }
+        })
+        .collect())
+}
+
+struct MisfireDecision {
+    fire: bool,
+    continue_after: i64,
+}

@@ -1,0 +1,410 @@
+//! What a finished run causes: retries with exponential backoff and jitter, recovery of lost
+//! runs, chain children (with joins), the next occurrence of a fixed-delay schedule, and alarms —
+//! all written in the caller's transaction together with the run's final state.
+//!
+//! Rules:
+//! - `failed` (retryable) and `timed_out` retry while the task has retries left
+//!   (`attempt <= max_retries`), after `backoff_ms · 2^(attempt-1)` capped at `backoff_max_ms`,
+//!   of which the second half is random (equal jitter). A fatal failure never retries.
+//! - `lost` (the executor died) starts a recovery run at once when the task allows it
+//!   (`recover_lost`) and it has attempts left (`attempt <= max_retries + 1`).
+//! - When no further attempt follows, the occurrence is over: its children run according to
+//!   their dependency condition (`succeeded` counts as success, `failed`, `timed_out` and `lost`
+//!   as failure; `cancelled` and `skipped` run no child). A child with several parents runs once
+//!   every parent that belongs to the chain has finished in that chain and all of their
+//!   conditions admit it. Alarms: `run_failed` for a final failure without retries,
+//!   `retries_exhausted` when retries ran out, `timed_out` for every timeout.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::alarm::{Alarm, AlarmKind, NewAlarm, Severity};
+use crate::app::AppId;
+use crate::run::{NewRun, Run, RunCompletion, RunId, RunState, TriggerKind};
+use crate::schedule::Schedule;
+use crate::store::{Completion, Result, StoreError, Tx};
+use crate::task::{Dependency, Task, TaskId};
+
+/// A run's end as reported (or decided by the watchdog).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Finish {
+    pub completion: RunCompletion,
+    /// For `failed`: whether another attempt may help (false for fatal failures).
+    pub retryable: bool,
+}
+
+/// What finishing a run wrote.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Effects {
+    /// The next attempt (retry or recovery), if any.
+    pub next_attempt: Option<Run>,
+    /// Chain children started.
+    pub children: Vec<Run>,
+    /// The next occurrence of a fixed-delay task.
+    pub next_occurrence: Option<Run>,
+    pub alarms: Vec<Alarm>,
+}
+
+/// The result of [`finish_run`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Finished {
+    /// The run is final now, with these effects.
+    Applied { run: Run, effects: Effects },
+    /// It already was; nothing changed (a repeated or late result).
+    AlreadyFinal(Run),
+}
+
+/// The delay before retrying after attempt `attempt` (1-based) failed, for a random
+/// `jitter` in `0.0..=1.0`: half of the capped exponential delay, plus up to the other half.
+pub fn retry_delay_ms(task: &Task, attempt: i32, jitter: f64) -> i64 {
+    let exp = u32::try_from(attempt.saturating_sub(1))
+        .unwrap_or(0)
+        .min(40);
+    let full = task
+        .retry_backoff_ms
+        .saturating_mul(1_i64 << exp)
+        .min(task.retry_backoff_max_ms)
+        .max(0);
+    let half = full / 2;
+    half + ((full - half) as f64 * jitter.clamp(0.0, 1.0)).round() as i64
+}
+
+/// Finishes run `id` with `finish` and writes everything that follows from it, in `tx`.
+/// `app` restricts the run to that app's tasks (for results reported by a wrapper).
+pub async fn finish_run(
+    tx: &mut dyn Tx,
+    id: RunId,
+    app: Option<AppId>,
+    finish: &Finish,
+    jitter: f64,
+) -> Result<Finished> {
+    let run = match tx.complete_run(id, app, &finish.completion).await? {
+        Completion::AlreadyFinal(run) => return Ok(Finished::AlreadyFinal(run)),
+        Completion::Applied(run) => run,
+    };
+    let task = tx
+        .lock_tasks(&[run.task_id])
+        .await?
+        .pop()
+        .ok_or_else(|| StoreError::NotFound(format!("task {}", run.task_id)))?;
+    let now = finish.completion.finished_at;
+    let mut effects = Effects::default();
+
+    let next = next_attempt(&task, &run, finish, now, jitter);
+    if let Some(next) = &next {
+        effects.next_attempt = tx.insert_run(next, now).await?;
+    }
+    let alarms = alarms_for(&task, &run, finish, next.is_some());
+    for alarm in alarms {
+        if let Some(a) = tx.insert_alarm(&alarm, now).await? {
+            effects.alarms.push(a);
+        }
+    }
+    let occurrence_over = next.is_none();
+    if occurrence_over
+        && matches!(
+            run.state,
+            RunState::Succeeded | RunState::Failed | RunState::TimedOut | RunState::Lost
+        )
+    {
+        effects.children = start_children(tx, &task, &run, now).await?;
+    }
+    if occurrence_over && is_scheduled_occurrence(&run) {
+        let schedule = task.schedule().map_err(StoreError::Invalid)?;
+        if matches!(schedule, Schedule::FixedDelay { .. }) {
+            effects.next_occurrence = tx
+                .materialise_next(&task, &schedule, &run.node_group, now, now)
+                .await?;
+        }
+    }
+    Ok(Finished::Applied { run, effects })
+}
+
+/// Whether `run` is (an attempt of) an occurrence of the task's own schedule, rather than a
+/// manual trigger or a chain child.
+fn is_scheduled_occurrence(run: &Run) -> bool {
+    matches!(
+        run.trigger_kind,
+        TriggerKind::Schedule | TriggerKind::Retry | TriggerKind::Recovery
+    ) && run.triggered_by.is_none()
+        && run.parent_run_id.is_none()
+        && run.shard_index == 0
+}
+
+fn next_attempt(task: &Task, run: &Run, finish: &Finish, now: i64, jitter: f64) -> Option<NewRun> {
+    if task.deleted_at.is_some() {
+        return None;
+    }
+    match run.state {
+        RunState::Failed if finish.retryable && run.attempt <= task.max_retries => {
+            let due = now.saturating_add(retry_delay_ms(task, run.attempt, jitter));
+            Some(NewRun::next_attempt(run, due, TriggerKind::Retry))
+        }
+        RunState::TimedOut if run.attempt <= task.max_retries => {
+            let due = now.saturating_add(retry_delay_ms(task, run.attempt, jitter));
+            Some(NewRun::next_attempt(run, due, TriggerKind::Retry))
+        }
+        RunState::Lost if task.recover_lost && run.attempt <= task.max_retries + 1 => {
+            Some(NewRun::next_attempt(run, now, TriggerKind::Recovery))
+        }
+        _ => None,
+    }
+}
+
+fn alarms_for(task: &Task, run: &Run, finish: &Finish, retrying: bool) -> Vec<NewAlarm> {
+    let error = finish
+        .completion
+        .error
+        .as_deref()
+        .unwrap_or("no error message");
+    let mut alarms = Vec::new();
+    let mut alarm = |kind: AlarmKind, severity: Severity, message: String| {
+        let mut a = NewAlarm::new(Some(run.tenant_id), kind, severity, message);
+        a.task_id = Some(run.task_id);
+        a.run_id = Some(run.id);
+        a.executor_id = run.executor_id;
+        a.details = serde_json::json!({
+            "task": task.name,
+            "attempt": run.attempt,
+            "state": run.state.as_str(),
+            "error": finish.completion.error,
+        });
+        a.dedupe_key = Some(format!("{kind}:{}", run.id));
+        alarms.push(a);
+    };
+    if run.state == RunState::TimedOut {
+        alarm(
+            AlarmKind::TimedOut,
+            Severity::Warning,
+            format!(
+                "task {:?} run {} (attempt {}) did not finish before its deadline",
+                task.name, run.id, run.attempt
+            ),
+        );
+    }
+    if retrying
+        || !matches!(
+            run.state,
+            RunState::Failed | RunState::TimedOut | RunState::Lost
+        )
+    {
+        return alarms;
+    }
+    if run.attempt > 1 || (task.max_retries > 0 && finish.retryable) {
+        alarm(
+            AlarmKind::RetriesExhausted,
+            Severity::Critical,
+            format!(
+                "task {:?} failed after {} attempt(s); last error: {error}",
+                task.name, run.attempt
+            ),
+        );
+    } else {
+        alarm(
+            AlarmKind::RunFailed,
+            Severity::Critical,
+            format!("task {:?} run {} {}: {error}", task.name, run.id, run.state),
+        );
+    }
+    alarms
+}
+
+/// Starts the children of `task` that the finished `run` lets run.
+async fn start_children(tx: &mut dyn Tx, task: &Task, run: &Run, now: i64) -> Result<Vec<Run>> {
+    let edges = tx.children_of(task.id).await?;
+    if edges.is_empty() {
+        return Ok(Vec::new());
+    }
+    let succeeded = run.state == RunState::Succeeded;
+    let root = run.chain_root_id.unwrap_or(run.id);
+    let mut started = Vec::new();
+    for edge in edges {
+        if !edge.condition.admits(succeeded) {
+            continue;
+        }
+        let parents = tx.parents_of(edge.child_task_id).await?;
+        if parents.len() > 1 && !join_complete(tx, run, root, &edge, &parents).await? {
+            continue;
+        }
+        let Some(child) = tx
+            .lock_tasks(&[edge.child_task_id])
+            .await?
+            .pop()
+            .filter(|c| c.deleted_at.is_none() && !c.paused)
+        else {
+            continue;
+        };
+        let mut new = NewRun::occurrence(&child, &run.node_group, now, TriggerKind::Chain);
+        new.parent_run_id = Some(run.id);
+        new.chain_root_id = Some(root);
+        // Two chain runs of one task finishing in the same millisecond: the next free one.
+        for offset in 0..1000 {
+            new.scheduled_at = now + offset;
+            if let Some(r) = tx.insert_run(&new, now).await? {
+                started.push(r);
+                break;
+            }
+        }
+    }
+    Ok(started)
+}
+
+/// For a child with several parents: whether every parent that belongs to the chain has
+/// finished in it with an outcome the child's condition admits, and the child has not run in
+/// the chain yet. The chain root is locked, so concurrent parents decide one after the other.
+async fn join_complete(
+    tx: &mut dyn Tx,
+    run: &Run,
+    root: RunId,
+    edge: &Dependency,
+    parents: &[Dependency],
+) -> Result<bool> {
+    let root_run = if root == run.id {
+        run.clone()
+    } else {
+        match tx.find_run(root).await? {
+            Some(r) => r,
+            None => return Ok(false),
+        }
+    };
+    let edges = tx.list_dependencies(run.tenant_id).await?;
+    let in_chain = reachable_from(&edges, root_run.task_id);
+    let mut tasks: Vec<TaskId> = parents
+        .iter()
+        .map(|p| p.parent_task_id)
+        .filter(|t| in_chain.contains(t))
+        .collect();
+    tasks.push(edge.child_task_id);
+    let chain_runs = tx.lock_chain_runs(root, &tasks).await?;
+    if chain_runs.iter().any(|r| r.task_id == edge.child_task_id) {
+        return Ok(false);
+    }
+    // The latest attempt of each parent (all shards of it).
+    let mut latest: BTreeMap<TaskId, (i32, Vec<&Run>)> = BTreeMap::new();
+    for r in &chain_runs {
+        let entry = latest.entry(r.task_id).or_insert((r.attempt, Vec::new()));
+        if r.attempt > entry.0 {
+            *entry = (r.attempt, Vec::new());
+        }
+        if r.attempt == entry.0 {
+            entry.1.push(r);
+        }
+    }
+    for parent in parents
+        .iter()
+        .filter(|p| in_chain.contains(&p.parent_task_id))
+    {
+        let Some((_, runs)) = latest.get(&parent.parent_task_id) else {
+            return Ok(false);
+        };
+        if runs.iter().any(|r| !r.state.is_final()) {
+            return Ok(false);
+        }
+        let ok = runs.iter().all(|r| r.state == RunState::Succeeded);
+        let ran = runs
+            .iter()
+            .all(|r| !matches!(r.state, RunState::Cancelled | RunState::Skipped));
+        if !ran || !parent.condition.admits(ok) {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// `from` and every task reachable from it along dependency edges.
+fn reachable_from(edges: &[Dependency], from: TaskId) -> BTreeSet<TaskId> {
+    let mut seen = BTreeSet::from([from]);
+    let mut stack = vec![from];
+    while let Some(at) = stack.pop() {
+        for e in edges.iter().filter(|e| e.parent_task_id == at) {
+            if seen.insert(e.child_task_id) {
+                stack.push(e.child_task_id);
+            }
+        }
+    }
+    seen
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schedule::ScheduleSpec;
+    use crate::task::TaskDefinition;
+
+    fn task(backoff: i64, max: i64) -> Task {
+        let def = TaskDefinition::new(crate::app::AppId(1), "t", "h", ScheduleSpec::Manual);
+        Task {
+            id: TaskId(1),
+            tenant_id: crate::tenant::TenantId(1),
+            app_id: def.app_id,
+            name: def.name,
+            description: String::new(),
+            handler: def.handler,
+            params: sqlx::types::Json(def.params),
+            schedule_kind: crate::schedule::ScheduleKind::Manual,
+            cron_expr: None,
+            interval_ms: None,
+            anchor_at: None,
+            timezone: "UTC".into(),
+            window_start_at: None,
+            window_end_at: None,
+            max_fires: None,
+            fires_scheduled: 0,
+            misfire_policy: def.misfire_policy,
+            misfire_threshold_ms: def.misfire_threshold_ms,
+            misfire_max_catch_up: def.misfire_max_catch_up,
+            overlap_policy: def.overlap_policy,
+            routing: def.routing,
+            timeout_ms: None,
+            start_timeout_ms: None,
+            max_retries: 5,
+            retry_backoff_ms: backoff,
+            retry_backoff_max_ms: max,
+            recover_lost: true,
+            priority: 0,
+            paused: false,
+            version: 1,
+            created_at: 0,
+            updated_at: 0,
+            deleted_at: None,
+        }
+    }
+
+    #[test]
+    fn retry_delay_doubles_per_attempt_up_to_the_cap() {
+        let t = task(1_000, 10_000);
+        let no_jitter: Vec<i64> = (1..=6).map(|a| retry_delay_ms(&t, a, 1.0)).collect();
+        assert_eq!(no_jitter, vec![1_000, 2_000, 4_000, 8_000, 10_000, 10_000]);
+    }
+
+    #[test]
+    fn retry_jitter_keeps_at_least_half_the_delay() {
+        let t = task(1_000, 60_000);
+        assert_eq!(retry_delay_ms(&t, 3, 0.0), 2_000);
+        assert_eq!(retry_delay_ms(&t, 3, 0.5), 3_000);
+        assert_eq!(retry_delay_ms(&t, 3, 1.0), 4_000);
+        assert_eq!(retry_delay_ms(&t, 3, 7.0), 4_000, "jitter is clamped");
+    }
+
+    #[test]
+    fn huge_attempt_numbers_do_not_overflow() {
+        let t = task(300_000, 86_400_000);
+        assert_eq!(retry_delay_ms(&t, i32::MAX, 1.0), 86_400_000);
+    }
+
+    #[test]
+    fn reachability_follows_edges_downward_only() {
+        let e = |p, c| Dependency {
+            tenant_id: crate::tenant::TenantId(1),
+            parent_task_id: TaskId(p),
+            child_task_id: TaskId(c),
+            condition: crate::task::DependencyCondition::Always,
+            created_at: 0,
+        };
+        let edges = [e(1, 2), e(1, 3), e(2, 4), e(3, 4), e(5, 4)];
+        let r = reachable_from(&edges, TaskId(1));
+        assert_eq!(
+            r,
+            BTreeSet::from([TaskId(1), TaskId(2), TaskId(3), TaskId(4)])
+        );
+    }
+}

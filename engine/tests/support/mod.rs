@@ -1,0 +1,34 @@
+//! Test support shared by the engine's test binaries: fresh databases and fixtures.
+
+#![allow(dead_code)]
+
+pub mod fixtures;
+pub mod harness;
+
+/// Expands each listed `module::case` (an `async fn(&dyn Store)`) into a PostgreSQL test (fresh
+/// schema) and a SQLite test (fresh file).
+#[macro_export]
+macro_rules! on_both_backends {
+    ($($module:ident :: $case:ident),* $(,)?) => {
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $case() {
+                    let db = $crate::support::harness::postgres().await;
+                    $crate::$module::$case(db.shared()).await;
+                    db.cleanup().await;
+                }
+            )*
+        }
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $case() {
+                    let db = $crate::support::harness::sqlite().await;
+                    $crate::$module::$case(db.shared()).await;
+                    db.cleanup().await;
+                }
+            )*
+        }
+    };
+}
