@@ -1,0 +1,3 @@
+pub mod claiming;
+pub mod outcomes;
+pub mod watching;

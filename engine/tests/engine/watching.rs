@@ -1,0 +1,235 @@
+use std::sync::Arc;
+
+use mthpt_engine::alarm::{AlarmFilter, AlarmKind};
+use mthpt_engine::app::ExecutorHeartbeat;
+use mthpt_engine::claimer::{ClaimConfig, Claimer};
+use mthpt_engine::node::{NodeHeartbeat, NodeState};
+use mthpt_engine::run::{ClaimedTransition, Run, RunState, TriggerKind};
+use mthpt_engine::store::{Scope, Store};
+use mthpt_engine::watchdog::{WatchConfig, Watchdog};
+
+use crate::in_tx;
+use crate::support::fixtures::*;
+
+fn watchdog(store: &Arc<dyn Store>) -> Watchdog {
+    Watchdog::new(
+        store.clone(),
+        WatchConfig {
+            executor_timeout_ms: 5 * SECOND,
+            node_timeout_ms: 10 * SECOND,
+            batch: 100,
+        },
+    )
+}
+
+/// A run of a fresh manual task, claimed and started on `instance` at T0.
+async fn running(
+    store: &Arc<dyn Store>,
+    w: &World,
+    name: &str,
+    instance: &str,
+    deadline: Option<i64>,
+) -> Run {
+    let mut def = manual(w.app.id, name);
+    def.max_retries = 1;
+    let (task, _) = create_task(&**store, w, &def).await;
+    in_tx!(&**store, |tx| tx
+        .trigger_task(w.tenant.id, task.id, None, "alice", T0)
+        .await
+        .unwrap());
+    let claimer = Claimer::new(
+        store.clone(),
+        ClaimConfig {
+            node: "node-a".into(),
+            groups: vec!["default".into()],
+            horizon_ms: 0,
+            lease_ms: 5 * SECOND,
+            batch: 10,
+        },
+    );
+    let fire = claimer.run_once(T0).await.unwrap().fires.remove(0);
+    let e = executor(&**store, w.app.id, instance, T0).await;
+    in_tx!(&**store, |tx| tx
+        .transition_claimed(
+            &fire.run.fence().unwrap(),
+            &ClaimedTransition::Started {
+                executor_id: e.id,
+                dispatched_at: T0,
+                deadline_at: deadline
+            },
+            T0
+        )
+        .await
+        .unwrap())
+}
+
+async fn alarm_kinds(store: &dyn Store, scope: Scope) -> Vec<AlarmKind> {
+    let mut kinds: Vec<_> = read(store)
+        .await
+        .list_alarms(scope, &AlarmFilter::default())
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|a| a.kind)
+        .collect();
+    kinds.sort_by_key(|k| k.as_str());
+    kinds
+}
+
+pub async fn run_past_its_deadline_is_timed_out_retried_and_cancelled(store: Arc<dyn Store>) {
+    let w = world(&*store, "acme").await;
+    let run = running(&store, &w, "slow", "host-1", Some(T0 + 10 * SECOND)).await;
+    let wd = watchdog(&store);
+    // Keep the executor alive so only the deadline matters.
+    let beat = ExecutorHeartbeat {
+        capacity: 4,
+        running: 1,
+    };
+    in_tx!(&*store, |tx| tx
+        .heartbeat_executor(w.app.id, "host-1", beat, T0 + 10 * SECOND)
+        .await
+        .unwrap());
+    assert!(
+        wd.run_once(T0 + 10 * SECOND, 0.0)
+            .await
+            .unwrap()
+            .cancel
+            .is_empty(),
+        "at the deadline, not past it"
+    );
+    let report = wd.run_once(T0 + 11 * SECOND, 0.0).await.unwrap();
+    assert_eq!(
+        report.cancel.iter().map(|r| r.id).collect::<Vec<_>>(),
+        vec![run.id]
+    );
+    assert_eq!(report.cancel[0].state, RunState::TimedOut);
+    assert_eq!(report.retried, 1);
+    assert_eq!(
+        alarm_kinds(&*store, Scope::Tenant(w.tenant.id)).await,
+        vec![AlarmKind::TimedOut]
+    );
+    assert!(
+        wd.run_once(T0 + 12 * SECOND, 0.0)
+            .await
+            .unwrap()
+            .cancel
+            .is_empty(),
+        "handled once"
+    );
+}
+
+pub async fn silent_executor_is_lost_and_its_runs_recovered(store: Arc<dyn Store>) {
+    let w = world(&*store, "acme").await;
+    let on_dead = running(&store, &w, "a", "host-dead", None).await;
+    let on_alive = running(&store, &w, "b", "host-alive", None).await;
+    let beat = ExecutorHeartbeat {
+        capacity: 4,
+        running: 1,
+    };
+    in_tx!(&*store, |tx| tx
+        .heartbeat_executor(w.app.id, "host-alive", beat, T0 + 4 * SECOND)
+        .await
+        .unwrap());
+    let wd = watchdog(&store);
+    let report = wd.run_once(T0 + 6 * SECOND, 0.0).await.unwrap();
+    assert_eq!(
+        report.lost.iter().map(|r| r.id).collect::<Vec<_>>(),
+        vec![on_dead.id]
+    );
+    assert_eq!(report.lost[0].state, RunState::Lost);
+    assert_eq!(report.executors_lost.len(), 1);
+    assert_eq!(report.retried, 1);
+    let runs = read(&*store)
+        .await
+        .unfinished_runs_of_task(on_dead.task_id)
+        .await
+        .unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(
+        (runs[0].trigger_kind, runs[0].attempt),
+        (TriggerKind::Recovery, 2)
+    );
+    assert_eq!(
+        alarm_kinds(&*store, Scope::Tenant(w.tenant.id)).await,
+        vec![AlarmKind::ExecutorLost]
+    );
+    let still = read(&*store)
+        .await
+        .find_run(on_alive.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(still.state, RunState::Running);
+    assert!(
+        wd.run_once(T0 + 7 * SECOND, 0.0)
+            .await
+            .unwrap()
+            .lost
+            .is_empty(),
+        "handled once"
+    );
+}
+
+pub async fn silent_node_is_reported_once(store: Arc<dyn Store>) {
+    let beat = |id: &str| NodeHeartbeat {
+        id: id.into(),
+        node_groups: vec!["default".into()],
+        address: String::new(),
+        state: NodeState::Up,
+    };
+    in_tx!(&*store, |tx| {
+        tx.heartbeat_node(&beat("node-a"), T0).await.unwrap();
+        tx.heartbeat_node(&beat("node-b"), T0 + 8 * SECOND)
+            .await
+            .unwrap();
+    });
+    let wd = watchdog(&store);
+    let report = wd.run_once(T0 + 11 * SECOND, 0.0).await.unwrap();
+    assert_eq!(report.nodes_lost, vec!["node-a".to_string()]);
+    assert!(
+        wd.run_once(T0 + 12 * SECOND, 0.0)
+            .await
+            .unwrap()
+            .nodes_lost
+            .is_empty()
+    );
+    assert_eq!(
+        alarm_kinds(&*store, Scope::Cluster).await,
+        vec![AlarmKind::NodeLost]
+    );
+}
+
+pub async fn run_not_started_in_time_raises_one_alarm(store: Arc<dyn Store>) {
+    let w = world(&*store, "acme").await;
+    let mut def = manual(w.app.id, "urgent");
+    def.start_timeout_ms = Some(3 * SECOND);
+    let (task, _) = create_task(&*store, &w, &def).await;
+    let run = in_tx!(&*store, |tx| tx
+        .trigger_task(w.tenant.id, task.id, None, "alice", T0)
+        .await
+        .unwrap());
+    let wd = watchdog(&store);
+    assert!(
+        wd.run_once(T0 + 3 * SECOND, 0.0)
+            .await
+            .unwrap()
+            .not_started
+            .is_empty()
+    );
+    let report = wd.run_once(T0 + 4 * SECOND, 0.0).await.unwrap();
+    assert_eq!(
+        report.not_started.iter().map(|r| r.id).collect::<Vec<_>>(),
+        vec![run.id]
+    );
+    assert!(
+        wd.run_once(T0 + 5 * SECOND, 0.0)
+            .await
+            .unwrap()
+            .not_started
+            .is_empty()
+    );
+    assert_eq!(
+        alarm_kinds(&*store, Scope::Tenant(w.tenant.id)).await,
+        vec![AlarmKind::NotStarted]
+    );
+}

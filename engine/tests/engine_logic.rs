@@ -1,0 +1,36 @@
+//! Deterministic tests of the engine's decisions — claiming (misfire and overlap policies,
+//! successors, fencing), outcomes (retries, recovery, chains, joins, fixed delay, alarms) and
+//! the watchdog — stepping `run_once` with explicit times on both backends.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod engine;
+mod support;
+
+use engine::{claiming, outcomes, watching};
+
+on_both_backends!(
+    claiming::claiming_fires_due_runs_and_materialises_their_successors,
+    claiming::misfire_fire_once_now_fires_late_occurrence_and_continues_from_now,
+    claiming::misfire_skip_skips_late_occurrence_and_continues_from_now,
+    claiming::misfire_fire_all_catches_up_every_missed_occurrence_within_its_bound,
+    claiming::misfire_fire_all_beyond_its_bound_fires_only_the_most_recent,
+    claiming::run_held_back_for_capacity_is_not_a_misfire,
+    claiming::overlap_skip_skips_while_the_previous_run_runs,
+    claiming::overlap_serial_waits_for_the_previous_run_in_order,
+    claiming::overlap_replace_cancels_the_previous_run,
+    claiming::runs_of_a_deleted_task_are_cancelled_when_claimed,
+    claiming::node_that_lost_its_lease_is_fenced_and_another_node_fires,
+    outcomes::success_starts_the_children_its_condition_admits,
+    outcomes::retryable_failure_retries_with_backoff_then_raises_retries_exhausted,
+    outcomes::fatal_failure_does_not_retry_and_raises_run_failed,
+    outcomes::timeout_retries_and_raises_timed_out,
+    outcomes::lost_run_is_recovered_while_attempts_remain,
+    outcomes::repeated_result_changes_nothing,
+    outcomes::join_child_runs_once_after_all_parents_in_the_chain,
+    outcomes::fixed_delay_occurrence_follows_the_finish,
+    watching::run_past_its_deadline_is_timed_out_retried_and_cancelled,
+    watching::silent_executor_is_lost_and_its_runs_recovered,
+    watching::silent_node_is_reported_once,
+    watching::run_not_started_in_time_raises_one_alarm,
+);
