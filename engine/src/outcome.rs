@@ -48,7 +48,7 @@ pub struct Effects {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Finished {
     /// The run is final now, with these effects.
-    Applied { run: Run, effects: Effects },
+    Applied { run: Run, effects: Box<Effects> },
     /// It already was; nothing changed (a repeated or late result).
     AlreadyFinal(Run),
 }
@@ -116,7 +116,10 @@ pub async fn finish_run(
                 .await?;
         }
     }
-    Ok(Finished::Applied { run, effects })
+    Ok(Finished::Applied {
+        run,
+        effects: Box::new(effects),
+    })
 }
 
 /// Whether `run` is (an attempt of) an occurrence of the task's own schedule, rather than a
