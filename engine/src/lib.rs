@@ -13,6 +13,7 @@ pub mod claimer;
 pub mod clock;
 pub mod node;
 pub mod outcome;
+pub mod routing;
 pub mod run;
 pub mod schedule;
 pub mod store;

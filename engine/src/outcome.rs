@@ -330,46 +330,13 @@ fn reachable_from(edges: &[Dependency], from: TaskId) -> BTreeSet<TaskId> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::schedule::ScheduleSpec;
-    use crate::task::TaskDefinition;
 
     fn task(backoff: i64, max: i64) -> Task {
-        let def = TaskDefinition::new(crate::app::AppId(1), "t", "h", ScheduleSpec::Manual);
-        Task {
-            id: TaskId(1),
-            tenant_id: crate::tenant::TenantId(1),
-            app_id: def.app_id,
-            name: def.name,
-            description: String::new(),
-            handler: def.handler,
-            params: sqlx::types::Json(def.params),
-            schedule_kind: crate::schedule::ScheduleKind::Manual,
-            cron_expr: None,
-            interval_ms: None,
-            anchor_at: None,
-            timezone: "UTC".into(),
-            window_start_at: None,
-            window_end_at: None,
-            max_fires: None,
-            fires_scheduled: 0,
-            misfire_policy: def.misfire_policy,
-            misfire_threshold_ms: def.misfire_threshold_ms,
-            misfire_max_catch_up: def.misfire_max_catch_up,
-            overlap_policy: def.overlap_policy,
-            routing: def.routing,
-            timeout_ms: None,
-            start_timeout_ms: None,
-            max_retries: 5,
-            retry_backoff_ms: backoff,
-            retry_backoff_max_ms: max,
-            recover_lost: true,
-            priority: 0,
-            paused: false,
-            version: 1,
-            created_at: 0,
-            updated_at: 0,
-            deleted_at: None,
-        }
+        let mut t = crate::task::tests::sample_task();
+        t.max_retries = 5;
+        t.retry_backoff_ms = backoff;
+        t.retry_backoff_max_ms = max;
+        t
     }
 
     #[test]

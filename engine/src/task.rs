@@ -490,8 +490,48 @@ pub struct TaskFilter {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// A stored manual task with default settings, for unit tests.
+    pub(crate) fn sample_task() -> Task {
+        let d = TaskDefinition::new(AppId(1), "sample", "noop", ScheduleSpec::Manual);
+        Task {
+            id: TaskId(1),
+            tenant_id: TenantId(1),
+            app_id: d.app_id,
+            name: d.name,
+            description: d.description,
+            handler: d.handler,
+            params: Json(d.params),
+            schedule_kind: ScheduleKind::Manual,
+            cron_expr: None,
+            interval_ms: None,
+            anchor_at: None,
+            timezone: "UTC".into(),
+            window_start_at: None,
+            window_end_at: None,
+            max_fires: None,
+            fires_scheduled: 0,
+            misfire_policy: d.misfire_policy,
+            misfire_threshold_ms: d.misfire_threshold_ms,
+            misfire_max_catch_up: d.misfire_max_catch_up,
+            overlap_policy: d.overlap_policy,
+            routing: d.routing,
+            timeout_ms: None,
+            start_timeout_ms: None,
+            max_retries: d.max_retries,
+            retry_backoff_ms: d.retry_backoff_ms,
+            retry_backoff_max_ms: d.retry_backoff_max_ms,
+            recover_lost: d.recover_lost,
+            priority: 0,
+            paused: false,
+            version: 1,
+            created_at: 0,
+            updated_at: 0,
+            deleted_at: None,
+        }
+    }
 
     fn def() -> TaskDefinition {
         TaskDefinition::new(
