@@ -240,15 +240,43 @@ pub trait Store: Send + Sync + fmt::Debug {
     /// Begins a transaction that only reads.
     async fn begin_read(&self) -> Result<Box<dyn Tx>>;
 
+    /// Listens for [`Tx::notify_due`] signals of committed transactions (from any process on
+    /// PostgreSQL; from this process on SQLite).
+    async fn listen_due(&self) -> Result<Box<dyn DueListener>>;
+
     /// Closes the connection pool.
     async fn close(&self);
+}
+
+/// Receives due signals: the node groups that have new runs due soon.
+#[async_trait]
+pub trait DueListener: Send + fmt::Debug {
+    /// The next signalled node group. Signals may be lost (e.g. while reconnecting); nodes poll
+    /// anyway, a signal only wakes them sooner.
+    async fn recv(&mut self) -> Result<String>;
+}
+
+/// The channel due signals travel on (PostgreSQL `LISTEN`/`NOTIFY`).
+pub const DUE_CHANNEL: &str = "mthpt_due";
+
+/// A claimed run accepted by an executor, for [`Tx::start_claimed_runs`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StartClaimed {
+    pub fence: Fence,
+    pub executor_id: ExecutorId,
+    pub dispatched_at: i64,
+    pub deadline_at: Option<i64>,
 }
 
 /// One transaction. Every operation runs inside it; [`Tx::commit`] makes them durable together.
 #[async_trait]
 pub trait Tx: Send {
-    /// Makes every change of this transaction durable.
+    /// Makes every change of this transaction durable (and delivers its due signals).
     async fn commit(self: Box<Self>) -> Result<()>;
+
+    /// Signals, when this transaction commits, that `group` has new runs due soon (a manual
+    /// trigger, a retry, a chain child), so nodes claim them before their next poll.
+    async fn notify_due(&mut self, group: &str) -> Result<()>;
 
     // ---- tenants (operator operations) -------------------------------------------------
 
@@ -449,6 +477,11 @@ pub trait Tx: Send {
         to: &ClaimedTransition,
         now: i64,
     ) -> Result<Run>;
+    /// Many [`ClaimedTransition::Started`] at once; returns the runs that moved (the others
+    /// were fenced: lease expired or claimed by another node since).
+    async fn start_claimed_runs(&mut self, items: &[StartClaimed], now: i64) -> Result<Vec<RunId>>;
+    /// Many [`ClaimedTransition::Released`] at once; returns the runs that moved.
+    async fn release_claimed_runs(&mut self, fences: &[Fence], now: i64) -> Result<Vec<RunId>>;
     /// Finishes a run (pending, claimed or running) with a final state. A run that is already
     /// final is left as it is ([`Completion::AlreadyFinal`]). With `app`, a run of another
     /// app's task is "not found".

@@ -6,14 +6,15 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use sqlx::migrate::Migrator;
-use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
+use sqlx::postgres::{PgConnectOptions, PgConnection, PgListener, PgPool, PgPoolOptions};
 use sqlx::types::Json;
 use sqlx::{Connection, Postgres, Transaction};
 
 use super::shared::{check_or, fk_or, found, is_fk, tx_impl, unique_or};
 use super::{
-    Backend, ClaimRequest, Completion, MigrationReport, Result, Scope, Store, StoreError, Tx,
-    UserUpdate, apply_migrations, like_escape, page_limit, redact_url,
+    Backend, ClaimRequest, Completion, DUE_CHANNEL, DueListener, MigrationReport, Result, Scope,
+    StartClaimed, Store, StoreError, Tx, UserUpdate, apply_migrations, like_escape, page_limit,
+    redact_url,
 };
 use crate::alarm::{Alarm, AlarmFilter, AlarmId, NewAlarm};
 use crate::app::{
@@ -99,8 +100,26 @@ impl Store for PgStore {
         }))
     }
 
+    async fn listen_due(&self) -> Result<Box<dyn DueListener>> {
+        let mut listener = PgListener::connect_with(&self.pool).await?;
+        listener.listen(DUE_CHANNEL).await?;
+        Ok(Box::new(PgDueListener { listener }))
+    }
+
     async fn close(&self) {
         self.pool.close().await;
+    }
+}
+
+#[derive(Debug)]
+struct PgDueListener {
+    listener: PgListener,
+}
+
+#[async_trait]
+impl DueListener for PgDueListener {
+    async fn recv(&mut self) -> Result<String> {
+        Ok(self.listener.recv().await?.payload().to_owned())
     }
 }
 
@@ -119,6 +138,71 @@ tx_impl!(
     for_update = " FOR UPDATE",
     skip_locked = " FOR UPDATE SKIP LOCKED",
     {
+        async fn commit(self: Box<Self>) -> Result<()> {
+            self.tx.commit().await.map_err(StoreError::from)
+        }
+
+        async fn notify_due(&mut self, group: &str) -> Result<()> {
+            // Delivered when (and only if) the transaction commits.
+            sqlx::query("SELECT pg_notify($1, $2)")
+                .bind(DUE_CHANNEL)
+                .bind(group)
+                .execute(&mut *self.tx)
+                .await?;
+            Ok(())
+        }
+
+        async fn start_claimed_runs(
+            &mut self,
+            items: &[StartClaimed],
+            now: i64,
+        ) -> Result<Vec<RunId>> {
+            if items.is_empty() {
+                return Ok(Vec::new());
+            }
+            let rows: Vec<(RunId,)> = sqlx::query_as(
+                "UPDATE runs r SET state = 'running', executor_id = u.executor_id,
+                     dispatched_at = u.dispatched_at, started_at = $7, deadline_at = u.deadline_at,
+                     dispatch_attempts = r.dispatch_attempts + 1
+                 FROM UNNEST($1::bigint[], $2::text[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[])
+                   AS u(id, owner, fence, executor_id, dispatched_at, deadline_at)
+                 WHERE r.id = u.id AND r.state = 'claimed' AND r.claim_owner = u.owner
+                   AND r.fence = u.fence AND r.lease_until > $7
+                 RETURNING r.id",
+            )
+            .bind(items.iter().map(|i| i.fence.run_id.0).collect::<Vec<_>>())
+            .bind(items.iter().map(|i| i.fence.node.clone()).collect::<Vec<_>>())
+            .bind(items.iter().map(|i| i.fence.token).collect::<Vec<_>>())
+            .bind(items.iter().map(|i| i.executor_id.0).collect::<Vec<_>>())
+            .bind(items.iter().map(|i| i.dispatched_at).collect::<Vec<_>>())
+            .bind(items.iter().map(|i| i.deadline_at).collect::<Vec<_>>())
+            .bind(now)
+            .fetch_all(&mut *self.tx)
+            .await?;
+            Ok(rows.into_iter().map(|(id,)| id).collect())
+        }
+
+        async fn release_claimed_runs(&mut self, fences: &[Fence], now: i64) -> Result<Vec<RunId>> {
+            if fences.is_empty() {
+                return Ok(Vec::new());
+            }
+            let rows: Vec<(RunId,)> = sqlx::query_as(
+                "UPDATE runs r SET state = 'pending', claim_owner = NULL, lease_until = NULL,
+                     dispatch_attempts = r.dispatch_attempts + 1
+                 FROM UNNEST($1::bigint[], $2::text[], $3::bigint[]) AS u(id, owner, fence)
+                 WHERE r.id = u.id AND r.state = 'claimed' AND r.claim_owner = u.owner
+                   AND r.fence = u.fence AND r.lease_until > $4
+                 RETURNING r.id",
+            )
+            .bind(fences.iter().map(|f| f.run_id.0).collect::<Vec<_>>())
+            .bind(fences.iter().map(|f| f.node.clone()).collect::<Vec<_>>())
+            .bind(fences.iter().map(|f| f.token).collect::<Vec<_>>())
+            .bind(now)
+            .fetch_all(&mut *self.tx)
+            .await?;
+            Ok(rows.into_iter().map(|(id,)| id).collect())
+        }
+
         async fn get_apps_by_ids(&mut self, ids: &[AppId]) -> Result<Vec<App>> {
             Ok(
                 sqlx::query_as("SELECT * FROM apps WHERE id = ANY($1) ORDER BY id")

@@ -58,10 +58,6 @@ macro_rules! tx_impl {
         impl $crate::store::Tx for $tx {
             $($dialect)*
 
-            async fn commit(self: Box<Self>) -> Result<()> {
-                self.tx.commit().await.map_err(StoreError::from)
-            }
-
             // ---- tenants -------------------------------------------------------------
 
             async fn create_tenant(&mut self, new: &NewTenant, now: i64) -> Result<Tenant> {

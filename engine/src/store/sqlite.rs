@@ -13,11 +13,12 @@ use sqlx::sqlite::{
 };
 use sqlx::types::Json;
 use sqlx::{Sqlite, Transaction};
+use tokio::sync::broadcast;
 
 use super::shared::{check_or, fk_or, found, is_fk, tx_impl, unique_or};
 use super::{
-    Backend, ClaimRequest, Completion, MigrationReport, Result, Scope, Store, StoreError, Tx,
-    UserUpdate, apply_migrations, like_escape, page_limit,
+    Backend, ClaimRequest, Completion, DueListener, MigrationReport, Result, Scope, StartClaimed,
+    Store, StoreError, Tx, UserUpdate, apply_migrations, like_escape, page_limit,
 };
 use crate::alarm::{Alarm, AlarmFilter, AlarmId, NewAlarm};
 use crate::app::{
@@ -44,6 +45,8 @@ static MIGRATOR: Migrator = sqlx::migrate!("../migrations/sqlite");
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
     pool: SqlitePool,
+    /// Due signals within this process (SQLite has no `NOTIFY`).
+    due: broadcast::Sender<String>,
 }
 
 impl SqliteStore {
@@ -74,7 +77,8 @@ impl SqliteStore {
             .acquire_timeout(Duration::from_secs(30))
             .connect_with(options)
             .await?;
-        Ok(Self { pool })
+        let (due, _) = broadcast::channel(1024);
+        Ok(Self { pool, due })
     }
 
     /// The connection pool.
@@ -96,12 +100,22 @@ impl Store for SqliteStore {
     async fn begin(&self) -> Result<Box<dyn Tx>> {
         Ok(Box::new(SqliteTx {
             tx: self.pool.begin_with("BEGIN IMMEDIATE").await?,
+            due: self.due.clone(),
+            signals: Vec::new(),
         }))
     }
 
     async fn begin_read(&self) -> Result<Box<dyn Tx>> {
         Ok(Box::new(SqliteTx {
             tx: self.pool.begin().await?,
+            due: self.due.clone(),
+            signals: Vec::new(),
+        }))
+    }
+
+    async fn listen_due(&self) -> Result<Box<dyn DueListener>> {
+        Ok(Box::new(LocalDueListener {
+            rx: self.due.subscribe(),
         }))
     }
 
@@ -114,6 +128,30 @@ impl Store for SqliteStore {
 #[derive(Debug)]
 pub struct SqliteTx {
     tx: Transaction<'static, Sqlite>,
+    due: broadcast::Sender<String>,
+    /// Due signals to send once committed.
+    signals: Vec<String>,
+}
+
+#[derive(Debug)]
+struct LocalDueListener {
+    rx: broadcast::Receiver<String>,
+}
+
+#[async_trait]
+impl DueListener for LocalDueListener {
+    async fn recv(&mut self) -> Result<String> {
+        loop {
+            match self.rx.recv().await {
+                Ok(group) => return Ok(group),
+                // Missed signals: any group may have work, wake up for all.
+                Err(broadcast::error::RecvError::Lagged(_)) => return Ok(String::new()),
+                Err(broadcast::error::RecvError::Closed) => {
+                    return Err(StoreError::Unavailable("the store was closed".to_owned()));
+                }
+            }
+        }
+    }
 }
 
 fn json_ids<T: Copy>(ids: &[T], f: impl Fn(T) -> i64) -> String {
@@ -121,6 +159,55 @@ fn json_ids<T: Copy>(ids: &[T], f: impl Fn(T) -> i64) -> String {
 }
 
 tx_impl!(SqliteTx, for_update = "", skip_locked = "", {
+    async fn commit(self: Box<Self>) -> Result<()> {
+        let SqliteTx { tx, due, signals } = *self;
+        tx.commit().await?;
+        for group in signals {
+            // Nobody listening is fine.
+            let _ = due.send(group);
+        }
+        Ok(())
+    }
+
+    async fn notify_due(&mut self, group: &str) -> Result<()> {
+        if !self.signals.iter().any(|g| g == group) {
+            self.signals.push(group.to_owned());
+        }
+        Ok(())
+    }
+
+    async fn start_claimed_runs(&mut self, items: &[StartClaimed], now: i64) -> Result<Vec<RunId>> {
+        let mut started = Vec::with_capacity(items.len());
+        for item in items {
+            let to = ClaimedTransition::Started {
+                executor_id: item.executor_id,
+                dispatched_at: item.dispatched_at,
+                deadline_at: item.deadline_at,
+            };
+            match self.transition_claimed(&item.fence, &to, now).await {
+                Ok(run) => started.push(run.id),
+                Err(StoreError::Fenced { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(started)
+    }
+
+    async fn release_claimed_runs(&mut self, fences: &[Fence], now: i64) -> Result<Vec<RunId>> {
+        let mut released = Vec::with_capacity(fences.len());
+        for fence in fences {
+            match self
+                .transition_claimed(fence, &ClaimedTransition::Released, now)
+                .await
+            {
+                Ok(run) => released.push(run.id),
+                Err(StoreError::Fenced { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(released)
+    }
+
     async fn get_apps_by_ids(&mut self, ids: &[AppId]) -> Result<Vec<App>> {
         Ok(sqlx::query_as(
             "SELECT * FROM apps WHERE id IN (SELECT value FROM json_each($1)) ORDER BY id",

@@ -6,7 +6,7 @@ use mthpt_engine::run::{
     ClaimedTransition, Fence, NewRun, Run, RunCompletion, RunFilter, RunId, RunProgress, RunState,
     TriggerKind,
 };
-use mthpt_engine::store::{ClaimRequest, Completion, Store, StoreError};
+use mthpt_engine::store::{ClaimRequest, Completion, StartClaimed, Store, StoreError};
 
 use crate::in_tx;
 use crate::support::fixtures::*;
@@ -295,6 +295,82 @@ pub async fn every_claimed_transition_needs_the_current_fence(store: Arc<dyn Sto
             ));
         }
     }
+}
+
+pub async fn batch_start_and_release_move_only_runs_still_held(store: Arc<dyn Store>) {
+    let store = &*store;
+    let (w, _, runs) = with_runs(store, 4).await;
+    let e = executor(store, w.app.id, "host-1", T0).await;
+    let claimed = claim(store, &claim_req("node-a", T0)).await;
+    let fences: Vec<Fence> = claimed.iter().map(|r| r.fence().unwrap()).collect();
+    let stale = Fence {
+        token: fences[1].token + 1,
+        ..fences[1].clone()
+    };
+    let items: Vec<StartClaimed> = [fences[0].clone(), stale]
+        .into_iter()
+        .map(|fence| StartClaimed {
+            fence,
+            executor_id: e.id,
+            dispatched_at: T0 + 1,
+            deadline_at: Some(T0 + MINUTE),
+        })
+        .collect();
+    let (started, released) = in_tx!(store, |tx| (
+        tx.start_claimed_runs(&items, T0 + 2).await.unwrap(),
+        tx.release_claimed_runs(&[fences[2].clone(), fences[0].clone()], T0 + 2)
+            .await
+            .unwrap()
+    ));
+    assert_eq!(started, vec![runs[0].id], "the stale fence moved nothing");
+    assert_eq!(
+        released,
+        vec![runs[2].id],
+        "a started run is no longer claimed"
+    );
+    let mut tx = read(store).await;
+    let r0 = tx.find_run(runs[0].id).await.unwrap().unwrap();
+    assert_eq!(r0.state, RunState::Running);
+    assert_eq!(
+        (r0.dispatched_at, r0.started_at, r0.deadline_at),
+        (Some(T0 + 1), Some(T0 + 2), Some(T0 + MINUTE))
+    );
+    assert_eq!(
+        tx.find_run(runs[1].id).await.unwrap().unwrap().state,
+        RunState::Claimed
+    );
+    let r2 = tx.find_run(runs[2].id).await.unwrap().unwrap();
+    assert_eq!((r2.state, r2.dispatch_attempts), (RunState::Pending, 1));
+    // After the lease, nothing moves.
+    drop(tx);
+    let late = in_tx!(store, |tx| tx
+        .release_claimed_runs(&[fences[3].clone()], T0 + MINUTE)
+        .await
+        .unwrap());
+    assert!(late.is_empty());
+}
+
+pub async fn due_signals_arrive_only_after_commit(store: Arc<dyn Store>) {
+    let mut listener = store.listen_due().await.unwrap();
+    async fn wait(
+        l: &mut Box<dyn mthpt_engine::store::DueListener>,
+    ) -> Result<mthpt_engine::store::Result<String>, tokio::time::error::Elapsed> {
+        tokio::time::timeout(Duration::from_millis(500), l.recv()).await
+    }
+    // Rolled back: no signal.
+    let mut tx = store.begin().await.unwrap();
+    tx.notify_due("eu").await.unwrap();
+    drop(tx);
+    assert!(
+        wait(&mut listener).await.is_err(),
+        "a rolled-back signal must not arrive"
+    );
+    // Committed: one signal per group.
+    let mut tx = store.begin().await.unwrap();
+    tx.notify_due("eu").await.unwrap();
+    tx.notify_due("eu").await.unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(wait(&mut listener).await.unwrap().unwrap(), "eu");
 }
 
 pub async fn released_run_keeps_its_place_in_line(store: Arc<dyn Store>) {
