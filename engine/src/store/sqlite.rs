@@ -141,14 +141,12 @@ struct LocalDueListener {
 #[async_trait]
 impl DueListener for LocalDueListener {
     async fn recv(&mut self) -> Result<String> {
-        loop {
-            match self.rx.recv().await {
-                Ok(group) => return Ok(group),
-                // Missed signals: any group may have work, wake up for all.
-                Err(broadcast::error::RecvError::Lagged(_)) => return Ok(String::new()),
-                Err(broadcast::error::RecvError::Closed) => {
-                    return Err(StoreError::Unavailable("the store was closed".to_owned()));
-                }
+        match self.rx.recv().await {
+            Ok(group) => Ok(group),
+            // Missed signals: any group may have work, wake up for all.
+            Err(broadcast::error::RecvError::Lagged(_)) => Ok(String::new()),
+            Err(broadcast::error::RecvError::Closed) => {
+                Err(StoreError::Unavailable("the store was closed".to_owned()))
             }
         }
     }
