@@ -116,6 +116,15 @@ pub async fn finish_run(
                 .await?;
         }
     }
+    let soon = effects
+        .next_attempt
+        .iter()
+        .chain(&effects.children)
+        .chain(&effects.next_occurrence)
+        .any(|r| r.due_at <= now + crate::store::DUE_SOON_MS);
+    if soon {
+        tx.notify_due(&run.node_group).await?;
+    }
     Ok(Finished::Applied {
         run,
         effects: Box::new(effects),

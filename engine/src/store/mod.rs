@@ -256,6 +256,10 @@ pub trait DueListener: Send + fmt::Debug {
     async fn recv(&mut self) -> Result<String>;
 }
 
+/// Runs inserted due within this many milliseconds are signalled to the nodes (later ones are
+/// found by polling well before they are due).
+pub const DUE_SOON_MS: i64 = 5_000;
+
 /// The channel due signals travel on (PostgreSQL `LISTEN`/`NOTIFY`).
 pub const DUE_CHANNEL: &str = "mthpt_due";
 

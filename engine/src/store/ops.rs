@@ -180,6 +180,7 @@ impl dyn Tx + '_ {
             run.params = params.clone();
             run.triggered_by = Some(by.to_owned());
             if let Some(run) = self.insert_run(&run, now).await? {
+                self.notify_due(&run.node_group).await?;
                 return Ok(run);
             }
         }
