@@ -4,3 +4,4 @@
 //! and handle their results. See `docs/` and the workspace README for the architecture.
 
 pub mod clock;
+pub mod schedule;
