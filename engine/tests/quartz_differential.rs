@@ -53,6 +53,8 @@ const DST_ZONES: [&str; 5] = [
     "Pacific/Chatham",
 ];
 const FIRES: usize = 5;
+/// Random valid expressions evaluated in every zone.
+const GENERATED: usize = 900;
 /// Fire times from here on are not compared (chrono-tz has no rules after 2099).
 const COMPARE_BEFORE_MS: i64 = 4_070_908_800_000; // 2099-01-01T00:00:00Z
 
@@ -454,10 +456,38 @@ const DST_SWEEP: &[&str] = &[
     "0 0,15,40 2 * * ?",
     "30 59 1,2 * * ?",
     "0 0 1-3 ? * SUN",
-    "0 30 2 ? * 1#1,1#2",
+    "0 30 2 ? * 1#2",
     "0 15 2 L * ?",
     "0 0/20 2-3 * * ?",
 ];
+
+/// Random expressions for the DST sweep.
+const DST_GENERATED: usize = 40;
+
+/// An expression that fires often during the small hours, sometimes only on rule-chosen days.
+fn gen_dst_expression(r: &mut Rng) -> String {
+    let sec = if r.chance(70) {
+        "0".to_string()
+    } else {
+        gen_plain(r, 0, 59, 30)
+    };
+    let min = gen_plain(r, 0, 59, 30);
+    let hour = match r.int(0, 5) {
+        0 => "*".to_string(),
+        1 => format!("{}-{}", r.int(0, 2), r.int(2, 4)),
+        2 => format!("{},{}", r.int(0, 2), r.int(2, 4)),
+        3 => format!("*/{}", r.int(1, 3)),
+        4 => r.int(1, 3).to_string(),
+        _ => gen_plain(r, 0, 23, 20),
+    };
+    let (dom, dow) = match r.int(0, 9) {
+        0 => (gen_dom(r), "?".to_string()),
+        1 => ("?".to_string(), gen_dow(r)),
+        2 => ("?".to_string(), "1".to_string()),
+        _ => ("*".to_string(), "?".to_string()),
+    };
+    format!("{sec} {min} {hour} {dom} * {dow}")
+}
 
 /// Invalid expressions; `true` marks junk that Quartz 2.3.2 accepts (parses without error).
 const INVALID: &[(&str, bool)] = &[
@@ -862,7 +892,7 @@ fn cron_spec_agrees_with_quartz() {
 
     // Curated and random expressions, in every zone, from random and DST-edge instants.
     let mut general: Vec<String> = CURATED.iter().map(|s| s.to_string()).collect();
-    while general.len() < CURATED.len() + 620 {
+    while general.len() < CURATED.len() + GENERATED {
         let e = gen_valid(&mut r);
         if !general.contains(&e) {
             general.push(e);
@@ -882,12 +912,14 @@ fn cron_spec_agrees_with_quartz() {
             let mut starts = vec![random_instant_ms(&mut r), random_instant_ms(&mut r)];
             match transitions_by_zone.get(zone) {
                 Some(ts) if !ts.is_empty() => {
-                    let (t, d) = ts[r.int(0, ts.len() as i64 - 1) as usize];
-                    let around = around_transition(&mut r, t, d);
-                    starts.push(around[r.int(0, 5) as usize]);
-                    starts.push(around[r.int(0, 5) as usize]);
+                    for _ in 0..3 {
+                        let (t, d) = ts[r.int(0, ts.len() as i64 - 1) as usize];
+                        let around = around_transition(&mut r, t, d);
+                        starts.push(around[r.int(0, 5) as usize]);
+                    }
                 }
                 _ => {
+                    starts.push(random_instant_ms(&mut r));
                     starts.push(random_instant_ms(&mut r));
                 }
             }
@@ -906,8 +938,8 @@ fn cron_spec_agrees_with_quartz() {
     // Day rules from many start days.
     for expr in day_rule_sweep() {
         valid.push(expr.clone());
-        for zone in ["UTC", "America/New_York"] {
-            for _ in 0..24 {
+        for zone in ["UTC", "America/New_York", "Australia/Lord_Howe"] {
+            for _ in 0..30 {
                 // Random day in 2024-2031, at a time near the fire time or midnight.
                 let day = r.int(19_723, 22_644) * 86_400;
                 let secs =
@@ -923,8 +955,16 @@ fn cron_spec_agrees_with_quartz() {
         }
     }
 
-    // DST: every expression from every edge of transitions in a few years.
-    for expr in DST_SWEEP {
+    // DST: every expression from every edge of transitions in a few years; the fixed list plus
+    // random expressions with busy time-of-day fields and day rules.
+    let mut dst_sweep: Vec<String> = DST_SWEEP.iter().map(|s| s.to_string()).collect();
+    while dst_sweep.len() < DST_SWEEP.len() + DST_GENERATED {
+        let e = gen_dst_expression(&mut r);
+        if !dst_sweep.contains(&e) && !general.contains(&e) {
+            dst_sweep.push(e);
+        }
+    }
+    for expr in &dst_sweep {
         valid.push(expr.to_string());
         for zone in DST_ZONES {
             let ts: Vec<(i64, i64)> = [2024, 2027, 2031, 2035]
@@ -987,7 +1027,8 @@ fn cron_spec_agrees_with_quartz() {
             .map(|d| d.to_rfc3339())
             .unwrap_or_default();
         let agree = match (&mine, theirs) {
-            (Outcome::Refused(_), Outcome::Refused(_)) => {
+            // Generated "valid" expressions must be valid; invalid ones must be refused by both.
+            (Outcome::Refused(_), Outcome::Refused(_)) if case.count == 0 => {
                 quartz_refused += 1;
                 true
             }
@@ -1031,7 +1072,7 @@ fn cron_spec_agrees_with_quartz() {
         CURATED.len(),
         general.len() - CURATED.len(),
         day_rule_sweep().len(),
-        DST_SWEEP.len()
+        dst_sweep.len()
     );
     let _ = writeln!(summary, "  invalid expressions: {}", invalid.len());
     let _ = writeln!(summary, "  zones: {}", ZONES.join(", "));
@@ -1043,7 +1084,10 @@ fn cron_spec_agrees_with_quartz() {
         cases.iter().filter(|c| c.count == 0).count()
     );
     let _ = writeln!(summary, "  agreements: {agreements} / {}", cases.len());
-    let _ = writeln!(summary, "  refused by both: {quartz_refused}");
+    let _ = writeln!(
+        summary,
+        "  invalid expressions refused by both: {quartz_refused}"
+    );
     let _ = writeln!(
         summary,
         "  refused junk (Quartz accepts, we refuse): {}",
