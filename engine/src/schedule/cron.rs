@@ -33,14 +33,19 @@
 //!   `FRI-MON` is Friday to Monday. `*/n`, `a/n` (from `a` to the end of the range) and `a-b/n`
 //!   step through values (`0/15` in minutes: 0, 15, 30, 45); a wrapping range steps on past the
 //!   end (`50-10/5` seconds: 50, 55, 0, 5, 10). Steps are not allowed after names.
-//! - Day-of-month: `L` is the last day of the month, `L-n` the n-th day before it (0-30; a month
-//!   too short for it has no such day), `LW` the last weekday (Monday-Friday) of the month, `L-nW`
-//!   the weekday nearest to `L-n`, `nW` the weekday nearest to day n: a Saturday moves back to
-//!   Friday, a Sunday forward to Monday, but never into another month (the 1st on a Saturday
-//!   moves forward to Monday the 3rd, the last day on a Sunday back to Friday). When n is
-//!   beyond the month's end (`31W` in April), Quartz reads it as the overflowing date (May 1st)
-//!   and only fires in that month when that date is a Saturday (then on the 30th). These forms
-//!   stand alone in the field.
+//! - Day-of-month: `L` is the last day of the month, `L-n` the n-th day before it (n = 0-30; a
+//!   month too short for it has no such day: `L-30` is the 1st of 31-day months only), `LW` the
+//!   last weekday (Monday-Friday) of the month, `L-nW` the weekday nearest to `L-n` (n = 0-27),
+//!   `nW` the weekday nearest to day n: a Saturday moves back to Friday, a Sunday forward to
+//!   Monday, but never into another month (the 1st on a Saturday moves forward to Monday the
+//!   3rd, the last day on a Sunday back to Friday). These forms stand alone in the field.
+//!   Quartz's quirks with `nW` are kept: when n is beyond the month's end (`31W` in April) it is
+//!   read as the overflowing date (May 1st), so the month only fires when that date is a
+//!   Saturday (then on Friday the 30th); and after the month's fire day has passed the search
+//!   continues from day n of the next month, so that month's fire day can be the Friday before
+//!   n (`15W` with the 15th on a Saturday fires on the 14th) while such a short-month fire
+//!   (`29W` on February 28th when March 1st is a Saturday) is only seen by a search that starts
+//!   inside February.
 //! - Day-of-week: `L` alone means 7 (Saturday); `nL` is the last such weekday of the month
 //!   (`6L` = last Friday); `n#k` is the k-th such weekday (`2#1` = first Monday, k = 1-5; months
 //!   without a fifth one are skipped). These forms stand alone in the field.
@@ -80,9 +85,10 @@
 //! refused, with the field and the reason: more than seven fields; trailing characters
 //! (`?x`, `15WW`, `6Lx`); doubled or dangling operators (`**`, `1-5-`, `/15`); steps of 0; steps
 //! after names (`MON-WED/2`, where Quartz ignores the step); names that only start like a name
-//! (`MONKEY`); `L`, `W` or `#` in lists or ranges (`1,15W`, `2,6#3`, `1-5#2`, where Quartz drops
-//! part of the list); `L` outside the day fields; `0W`; `L-n` for day-of-week; years before 1970
-//! or after 2199. Everything Quartz itself refuses is refused too.
+//! (`MONKEY`, `TUES`); `L`, `W` or `#` in lists or ranges (`1,15W`, `2,6#3`, `1-5#2`, where Quartz
+//! drops part of the list); `L` outside the day fields; `0W` and `L-nW` with n above 27 (Quartz
+//! can loop forever on them); `L-n` for day-of-week; years before 1970 or after 2199. Everything
+//! Quartz itself refuses is refused too.
 //!
 //! # Example
 //!
@@ -95,8 +101,8 @@
 //! let next = spec.next_after(after, &chrono_tz::UTC);
 //! assert_eq!(next, Some("2026-06-08T12:00:00Z".parse()?)); // Monday noon
 //!
-//! let err = "0 0 12 * * *".parse::<CronSpec>().unwrap_err();
-//! assert!(err.to_string().contains("cannot both be specified"));
+//! let refused = "0 0 12 * * *".parse::<CronSpec>();
+//! assert!(refused.is_err_and(|e| e.to_string().contains("cannot both be specified")));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 

@@ -54,7 +54,20 @@ pub(crate) fn next_after(
             Round::Moved => continue,
             Round::Found => {
                 let instant = zone::resolve(tz, &cursor.wall)?;
-                return (instant > after).then_some(instant);
+                if instant > after {
+                    return Some(instant);
+                }
+                // The resolution rules never map a settled cursor before the start; should a
+                // zone ever do so, step on rather than end the schedule.
+                let w = cursor.wall;
+                cursor.set(
+                    w.year(),
+                    i64::from(w.month()),
+                    i64::from(w.day()),
+                    i64::from(w.hour()),
+                    i64::from(w.minute()),
+                    i64::from(w.second()) + 1,
+                )?;
             }
         }
     }
@@ -216,6 +229,7 @@ impl Search<'_> {
         }
         Some(Round::Found)
     }
+
     /// Whether the cursor's day satisfies the day rule, and if not where to move. `None` aborts
     /// the search.
     fn day_check(&self, wall: &NaiveDateTime) -> Option<DayCheck> {
