@@ -16,8 +16,10 @@
 //! OpenJDK 17 here) and chrono-tz's (2025b) agree for the instants tested. chrono-tz stops
 //! applying rules after 2099 while Java goes on, so fire times from 2099 on are not compared.
 //!
-//! Requires `javac`/`java` (OpenJDK 17) and the Debian Quartz jars:
-//! `apt-get install openjdk-17-jdk-headless libquartz2-java`.
+//! Requires `javac`/`java` (OpenJDK 17; `JAVA_HOME/bin` is tried before `PATH`) and the Debian
+//! Quartz jars: `apt-get install openjdk-17-jdk-headless libquartz2-java`. Set
+//! `QUARTZ_ORACLE_DUMP=<file>` to keep the oracle's input for running it by hand. Run with
+//! `-- --nocapture` to see the summary of a passing run.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
