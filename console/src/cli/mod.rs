@@ -1,5 +1,6 @@
 //! The `mthpt` command line: one binary, one subcommand per role.
 
+pub mod cron;
 pub mod migrate;
 
 use std::process::ExitCode;
@@ -17,6 +18,8 @@ pub struct Cli {
 /// The subcommands of `mthpt`.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Inspect Quartz cron expressions (e.g. `mthpt cron next "0 0 12 * * ?"`).
+    Cron(cron::CronArgs),
     /// Apply database migrations (PostgreSQL or SQLite); safe to run repeatedly.
     Migrate(migrate::MigrateArgs),
 }
@@ -24,6 +27,7 @@ pub enum Command {
 /// Runs the parsed command line and returns the process exit code.
 pub async fn run(cli: Cli) -> ExitCode {
     match cli.command {
+        Command::Cron(args) => cron::run(args),
         Command::Migrate(args) => migrate::run(args).await,
     }
 }
