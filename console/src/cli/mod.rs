@@ -4,6 +4,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+pub mod wrapper;
+
 /// MTHPT: a multi-tenant, highly available task scheduling platform.
 #[derive(Debug, Parser)]
 #[command(name = "mthpt", version, about)]
@@ -14,9 +16,14 @@ pub struct Cli {
 
 /// The subcommands of `mthpt`.
 #[derive(Debug, Subcommand)]
-pub enum Command {}
+pub enum Command {
+    /// A standalone executor with the built-in handlers (shell, http).
+    Wrapper(wrapper::WrapperArgs),
+}
 
 /// Runs the parsed command line and returns the process exit code.
 pub async fn run(cli: Cli) -> ExitCode {
-    match cli.command {}
+    match cli.command {
+        Command::Wrapper(args) => wrapper::run(args).await,
+    }
 }
