@@ -13,6 +13,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::hash::{BuildHasher, RandomState};
 use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -258,15 +259,21 @@ impl Signer {
 
 /// Remembers the nonces of accepted requests while their timestamps are inside the skew window,
 /// so that a captured request cannot be played again. One guard serves any number of apps.
+///
+/// Memory: one small entry (about 40 bytes) per request accepted in the last five minutes. The
+/// entries are keyed by a keyed 64-bit hash of app and nonce; a collision between two genuine
+/// requests would refuse the second one as a replay, which its sender then retries with a fresh
+/// nonce (odds about 1 in 10^7 at a million requests in the window).
 #[derive(Debug, Default)]
 pub struct ReplayGuard {
+    hasher: RandomState,
     seen: Mutex<Seen>,
 }
 
 #[derive(Debug, Default)]
 struct Seen {
-    /// `app \0 nonce` → Unix second after which the entry can be forgotten.
-    expiry: HashMap<String, i64>,
+    /// Hash of (app, nonce) → Unix second after which the entry can be forgotten.
+    expiry: HashMap<u64, i64>,
     next_prune: i64,
 }
 
@@ -298,7 +305,7 @@ impl ReplayGuard {
         headers: &SignatureHeaders,
         now_unix: i64,
     ) -> Result<(), SignatureError> {
-        let key = format!("{}\0{}", headers.app, headers.nonce);
+        let key = self.hasher.hash_one((&headers.app, &headers.nonce));
         // The request is acceptable until its timestamp leaves the window; keep the nonce that long.
         let expires = headers.timestamp.saturating_add(MAX_CLOCK_SKEW_SECS + 1);
         let mut seen = self
