@@ -86,6 +86,7 @@ pub mod protocol;
 mod routes;
 mod runtime;
 mod spool;
+mod threads;
 
 use std::net::TcpListener;
 use std::sync::Arc;

@@ -34,6 +34,7 @@ use crate::protocol::{
     LocalRunState, Outcome, ReplayGuard, RunAck, RunId, RunRequest, RunResult, RunStatus,
 };
 use crate::spool::Spool;
+use crate::threads::ThreadCache;
 
 /// Settings fixed at build time.
 #[derive(Debug, Clone)]
@@ -133,6 +134,7 @@ pub(crate) struct Inner {
     pub(crate) replay: ReplayGuard,
     pub(crate) client: SignedClient,
     pub(crate) runtime: Handle,
+    threads: Arc<ThreadCache>,
     table: Mutex<RunTable>,
     pub(crate) draining: AtomicBool,
     run_finished: Notify,
@@ -238,6 +240,7 @@ impl Inner {
             replay: ReplayGuard::new(),
             client: parts.client,
             runtime: parts.runtime,
+            threads: Arc::new(ThreadCache::new(Duration::from_secs(60))),
             table: Mutex::new(table),
             draining: AtomicBool::new(false),
             run_finished: Notify::new(),
@@ -422,9 +425,8 @@ impl Inner {
             Handler::Blocking(f) => {
                 let inner = self.clone();
                 let thread_ctx = ctx.clone();
-                std::thread::Builder::new()
-                    .name(format!("mthpt-run-{run_id}"))
-                    .spawn(move || {
+                self.threads
+                    .run(Box::new(move || {
                         let result =
                             std::panic::catch_unwind(AssertUnwindSafe(|| f(thread_ctx.clone())))
                                 .unwrap_or_else(|payload| {
@@ -434,7 +436,7 @@ impl Inner {
                                     )))
                                 });
                         inner.complete(&thread_ctx, started_at, result);
-                    })
+                    }))
                     .map_err(|e| format!("cannot start a thread for run {run_id}: {e}"))?;
             }
             Handler::Async { f, .. } => {

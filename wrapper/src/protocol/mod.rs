@@ -335,7 +335,7 @@ pub struct HealthResponse {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum HandlerKind {
-    /// Blocking code on its own OS thread per run.
+    /// Blocking code, on an OS thread of its own per run.
     Blocking,
     /// An async task.
     Async,
