@@ -244,7 +244,8 @@ impl WrapperBuilder {
         self
     }
 
-    /// Registers a blocking handler: each run gets its own OS thread.
+    /// Registers a blocking handler: each run gets an OS thread of its own (threads are reused
+    /// once their run is over).
     pub fn blocking_handler<F>(self, name: impl Into<String>, f: F) -> Self
     where
         F: Fn(RunContext) -> HandlerResult + Send + Sync + 'static,

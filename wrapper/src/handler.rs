@@ -77,7 +77,7 @@ type AsyncFn = dyn Fn(RunContext) -> BoxFuture + Send + Sync;
 /// A registered handler.
 #[derive(Clone)]
 pub(crate) enum Handler {
-    /// Runs on a new OS thread per run.
+    /// Runs on an OS thread of its own per run.
     Blocking(Arc<BlockingFn>),
     /// Runs as a tokio task per run.
     Async { f: Arc<AsyncFn>, builtin: bool },

@@ -120,6 +120,50 @@ async fn restarted_wrapper_delivers_what_the_previous_process_had_not() -> anyho
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn results_spooled_before_a_crash_are_delivered_by_the_next_process() -> anyhow::Result<()> {
+    // The first process never reaches an engine that takes results, and never shuts down:
+    // what a hard kill leaves behind is its spool directory as it is on disk.
+    let unreachable_db = EngineStandIn::start()?;
+    unreachable_db.refuse_results(true);
+    let spool = tempfile::tempdir()?;
+    let first = TestWrapper::start(&[&unreachable_db.url], spool.path(), |b| {
+        b.blocking_handler("work", |ctx| Ok(json!({"run": ctx.run_id()})))
+    })?;
+    let client = engine_client()?;
+    for run_id in [31, 32, 33] {
+        let resp = post(
+            &client,
+            &first.url,
+            paths::RUNS,
+            &run_request(run_id, "work"),
+        )
+        .await?;
+        assert_eq!(resp.status.as_u16(), 202);
+    }
+    assert!(eventually(WAIT, || spooled_files(spool.path()) == 3).await);
+    let after_crash = tempfile::tempdir()?;
+    for entry in std::fs::read_dir(spool.path())? {
+        let path = entry?.path();
+        if let Some(name) = path.file_name() {
+            std::fs::copy(&path, after_crash.path().join(name))?;
+        }
+    }
+
+    let engine = EngineStandIn::start()?;
+    let _second = TestWrapper::start(&[&engine.url], after_crash.path(), |b| {
+        b.blocking_handler("work", |_| Ok(json!(null)))
+    })?;
+    assert!(eventually(WAIT, || engine.log().results.len() == 3).await);
+    for run_id in [31, 32, 33] {
+        let delivered = engine.results_for(run_id);
+        assert_eq!(delivered.len(), 1);
+        assert_eq!(delivered[0].output, json!({"run": run_id}));
+    }
+    assert!(eventually(WAIT, || spooled_files(after_crash.path()) == 0).await);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_fail_over_to_the_next_engine_url() -> anyhow::Result<()> {
     let engine = EngineStandIn::start()?;
     let dead = dead_url()?;
