@@ -2,6 +2,7 @@
 
 pub mod cron;
 pub mod migrate;
+pub mod wrapper;
 
 use std::process::ExitCode;
 
@@ -22,6 +23,8 @@ pub enum Command {
     Cron(cron::CronArgs),
     /// Apply database migrations (PostgreSQL or SQLite); safe to run repeatedly.
     Migrate(migrate::MigrateArgs),
+    /// A standalone executor with the built-in handlers (shell, http).
+    Wrapper(wrapper::WrapperArgs),
 }
 
 /// Runs the parsed command line and returns the process exit code.
@@ -29,5 +32,6 @@ pub async fn run(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Cron(args) => cron::run(args),
         Command::Migrate(args) => migrate::run(args).await,
+        Command::Wrapper(args) => wrapper::run(args).await,
     }
 }

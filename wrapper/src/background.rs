@@ -1,0 +1,302 @@
+//! Background loops: result delivery, progress/log batching, registration and heartbeat.
+//!
+//! Every call to an engine goes to the engine URL under the shared cursor; a failure moves the
+//! cursor to the next URL, so all loops fail over together.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use chrono::Utc;
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+
+use crate::client::ClientError;
+use crate::context::ProgressEvent;
+use crate::protocol::{
+    DeregisterRequest, DeregisterResponse, HeartbeatRequest, HeartbeatResponse, ItemStatus,
+    MAX_BATCH_ITEMS, ProgressBatch, ProgressBatchResponse, RegisterRequest, RegisterResponse,
+    ResultBatch, ResultBatchResponse, paths,
+};
+use crate::runtime::Inner;
+
+fn engine_url(inner: &Inner) -> &str {
+    let urls = &inner.settings.engine_urls;
+    let i = inner.engine_cursor.load(Ordering::Relaxed) % urls.len().max(1);
+    urls.get(i).map(String::as_str).unwrap_or_default()
+}
+
+fn next_engine(inner: &Inner) {
+    inner.engine_cursor.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Exponential backoff with jitter: `initial * 2^round`, capped at `max`, then a random value
+/// between half of that and all of it, so that many wrappers do not retry in step.
+pub(crate) fn backoff(initial: Duration, max: Duration, round: u32) -> Duration {
+    let factor = 2u32.saturating_pow(round.min(20));
+    let full = initial.saturating_mul(factor).min(max);
+    let half = full / 2;
+    let jitter_ms = u64::try_from(half.as_millis()).unwrap_or(u64::MAX);
+    half + Duration::from_millis(if jitter_ms == 0 {
+        0
+    } else {
+        rand::random_range(0..=jitter_ms)
+    })
+}
+
+async fn sleep_or_stop(dur: Duration, stop: &mut watch::Receiver<bool>) -> bool {
+    tokio::select! {
+        _ = tokio::time::sleep(dur) => false,
+        _ = stop.wait_for(|s| *s) => true,
+    }
+}
+
+/// Delivers outbox results until stopped. Results leave the outbox only when an engine settles
+/// them (accepted, duplicate or rejected).
+pub(crate) async fn deliver_results(inner: Arc<Inner>) {
+    let mut stop = inner.stop.subscribe();
+    let urls = inner.settings.engine_urls.len().max(1);
+    let mut failures: u32 = 0;
+    loop {
+        let notified = inner.outbox_changed.notified();
+        let batch: Vec<_> = inner
+            .outbox
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .values()
+            .take(MAX_BATCH_ITEMS)
+            .cloned()
+            .collect();
+        if batch.is_empty() {
+            tokio::select! {
+                _ = notified => continue,
+                _ = stop.wait_for(|s| *s) => return,
+            }
+        }
+        let count = batch.len();
+        let base = engine_url(&inner).to_owned();
+        let body = ResultBatch {
+            instance_id: inner.settings.instance_id.clone(),
+            results: batch,
+        };
+        let sent: Result<ResultBatchResponse, ClientError> =
+            inner.client.post_json(&base, paths::RESULTS, &body).await;
+        let settled_any = match sent {
+            Ok(resp) => {
+                let mut settled = Vec::new();
+                for item in &resp.items {
+                    if item.status == ItemStatus::Rejected {
+                        tracing::warn!(
+                            run_id = item.run_id,
+                            message = item.message.as_deref().unwrap_or(""),
+                            "engine rejected a result; dropping it"
+                        );
+                    }
+                    if item.status.is_settled() {
+                        settled.push(item.run_id);
+                    }
+                }
+                tracing::debug!(engine = %base, sent = count, settled = settled.len(), "results delivered");
+                let any = !settled.is_empty();
+                let worker = inner.clone();
+                let _ = tokio::task::spawn_blocking(move || worker.settle(&settled)).await;
+                any
+            }
+            Err(e) => {
+                tracing::warn!(engine = %base, error = %e, pending = count, "result delivery failed");
+                next_engine(&inner);
+                false
+            }
+        };
+        if settled_any {
+            failures = 0;
+            continue;
+        }
+        failures = failures.saturating_add(1);
+        // Try every engine URL once before waiting; then back off, longer each full round.
+        let per_round = u32::try_from(urls).unwrap_or(u32::MAX);
+        if failures.is_multiple_of(per_round) {
+            let round = failures / per_round - 1;
+            let wait = backoff(
+                inner.settings.retry_initial,
+                inner.settings.retry_max,
+                round,
+            );
+            if sleep_or_stop(wait, &mut stop).await {
+                return;
+            }
+        }
+    }
+}
+
+/// Batches progress updates and log lines and sends them, best effort, until stopped.
+pub(crate) async fn forward_progress(inner: Arc<Inner>, mut events: mpsc::Receiver<ProgressEvent>) {
+    let mut stop = inner.stop.subscribe();
+    loop {
+        let first = tokio::select! {
+            ev = events.recv() => match ev {
+                Some(ev) => ev,
+                None => return,
+            },
+            _ = stop.wait_for(|s| *s) => return,
+        };
+        let mut batch = ProgressBatch {
+            instance_id: inner.settings.instance_id.clone(),
+            updates: Vec::new(),
+            logs: Vec::new(),
+        };
+        let mut push = |ev| match ev {
+            ProgressEvent::Update(u) => batch.updates.push(u),
+            ProgressEvent::Log(l) => batch.logs.push(l),
+        };
+        push(first);
+        let until = Instant::now() + inner.settings.progress_flush_interval;
+        let mut size = 1;
+        while size < MAX_BATCH_ITEMS {
+            tokio::select! {
+                ev = events.recv() => match ev {
+                    Some(ev) => { push(ev); size += 1; }
+                    None => break,
+                },
+                _ = tokio::time::sleep_until(until) => break,
+            }
+        }
+        let base = engine_url(&inner).to_owned();
+        let sent: Result<ProgressBatchResponse, ClientError> =
+            inner.client.post_json(&base, paths::PROGRESS, &batch).await;
+        if let Err(e) = sent {
+            tracing::debug!(engine = %base, error = %e, items = size, "progress batch dropped");
+            next_engine(&inner);
+        }
+    }
+}
+
+async fn register_once(inner: &Inner) -> Result<RegisterResponse, ClientError> {
+    let body = RegisterRequest {
+        instance_id: inner.settings.instance_id.clone(),
+        base_url: inner.settings.advertise_url.clone(),
+        capacity: inner.settings.capacity,
+        running: inner.running(),
+        handlers: inner.handler_infos(),
+        labels: inner.settings.labels.clone(),
+        version: crate::VERSION.to_owned(),
+        started_at: inner.started_at,
+    };
+    let base = engine_url(inner).to_owned();
+    let resp = inner
+        .client
+        .post_json(&base, paths::REGISTER, &body)
+        .await
+        .inspect_err(|_| next_engine(inner))?;
+    tracing::info!(engine = %base, instance = %inner.settings.instance_id, "registered");
+    Ok(resp)
+}
+
+/// Sends one heartbeat to the current engine.
+pub(crate) async fn heartbeat_once(inner: &Inner) -> Result<HeartbeatResponse, ClientError> {
+    let body = HeartbeatRequest {
+        instance_id: inner.settings.instance_id.clone(),
+        capacity: inner.settings.capacity,
+        running: inner.running(),
+        draining: inner.draining.load(Ordering::SeqCst),
+        running_runs: inner.running_ids(),
+        sent_at: Utc::now(),
+    };
+    let base = engine_url(inner).to_owned();
+    inner
+        .client
+        .post_json(&base, paths::HEARTBEAT, &body)
+        .await
+        .inspect_err(|_| next_engine(inner))
+}
+
+/// Registers, then heartbeats, re-registering when an engine no longer knows the instance.
+pub(crate) async fn keep_membership(inner: Arc<Inner>) {
+    let mut stop = inner.stop.subscribe();
+    let mut interval = inner.settings.heartbeat_interval;
+    let mut failures: u32 = 0;
+    loop {
+        let outcome = if inner.registered.load(Ordering::SeqCst) {
+            heartbeat_once(&inner).await.map(|resp| {
+                if !resp.known {
+                    tracing::info!("engine does not know this instance; registering again");
+                    inner.registered.store(false, Ordering::SeqCst);
+                }
+            })
+        } else {
+            register_once(&inner).await.map(|resp| {
+                inner.registered.store(true, Ordering::SeqCst);
+                if let Some(ms) = resp.heartbeat_interval_ms {
+                    interval = Duration::from_millis(ms.clamp(100, 3_600_000));
+                }
+            })
+        };
+        let wait = match outcome {
+            Ok(()) => {
+                failures = 0;
+                if inner.registered.load(Ordering::SeqCst) {
+                    interval
+                } else {
+                    Duration::ZERO
+                }
+            }
+            Err(e) => {
+                failures = failures.saturating_add(1);
+                tracing::warn!(error = %e, "engine unreachable for registration/heartbeat");
+                backoff(inner.settings.retry_initial, interval, failures - 1)
+            }
+        };
+        if sleep_or_stop(wait, &mut stop).await {
+            return;
+        }
+    }
+}
+
+/// Tells an engine the instance is leaving, trying each engine URL once.
+pub(crate) async fn deregister(inner: &Inner) -> bool {
+    let body = DeregisterRequest {
+        instance_id: inner.settings.instance_id.clone(),
+        reason: "shutdown".to_owned(),
+    };
+    for _ in 0..inner.settings.engine_urls.len() {
+        let base = engine_url(inner).to_owned();
+        let sent: Result<DeregisterResponse, ClientError> = inner
+            .client
+            .post_json(&base, paths::DEREGISTER, &body)
+            .await;
+        match sent {
+            Ok(_) => {
+                inner.registered.store(false, Ordering::SeqCst);
+                tracing::info!(engine = %base, "deregistered");
+                return true;
+            }
+            Err(e) => {
+                tracing::warn!(engine = %base, error = %e, "deregistration failed");
+                next_engine(inner);
+            }
+        }
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_and_stays_within_bounds() {
+        let initial = Duration::from_millis(100);
+        let max = Duration::from_secs(5);
+        for round in 0..30 {
+            let full = initial
+                .saturating_mul(2u32.saturating_pow(round.min(20)))
+                .min(max);
+            let d = backoff(initial, max, round);
+            assert!(
+                d >= full / 2 && d <= full,
+                "round {round}: {d:?} not in [{:?}, {full:?}]",
+                full / 2
+            );
+        }
+    }
+}

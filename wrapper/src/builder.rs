@@ -1,0 +1,402 @@
+//! Building a [`Wrapper`]: engines, identity, capacity, handlers, spool.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+
+use crate::Wrapper;
+use crate::builtin::{self, ShellOptions};
+use crate::client::{ClientError, SignedClient, join_url};
+use crate::context::RunContext;
+use crate::handler::{Handler, HandlerResult};
+use crate::protocol::Signer;
+use crate::runtime::{Inner, InnerParts, Settings};
+use crate::spool::{Spool, SpoolError};
+
+/// Why a wrapper could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// `build` was called outside a tokio runtime.
+    #[error(
+        "the wrapper must be built inside a tokio runtime (e.g. in #[tokio::main] or #[actix_web::main])"
+    )]
+    NoRuntime,
+    /// The app name is empty or has characters other than `A-Z a-z 0-9 . _ -`.
+    #[error("app name {0:?} must be 1 to 128 characters of A-Z a-z 0-9 . _ -")]
+    InvalidApp(String),
+    /// The secret is empty.
+    #[error("the app secret is empty")]
+    EmptySecret,
+    /// No engine URL was given.
+    #[error("no engine URL given (at least one is needed to register and deliver results)")]
+    NoEngine,
+    /// An engine URL is not an http(s) URL.
+    #[error("engine URL {url:?} is invalid: {reason}")]
+    InvalidEngineUrl {
+        /// What was given.
+        url: String,
+        /// Why.
+        reason: String,
+    },
+    /// No advertised URL was given.
+    #[error(
+        "no advertised URL given (the URL engines use to reach this instance, e.g. http://10.0.0.5:9010)"
+    )]
+    NoAdvertiseUrl,
+    /// The advertised URL is not an http(s) URL.
+    #[error("advertised URL {url:?} is invalid: {reason}")]
+    InvalidAdvertiseUrl {
+        /// What was given.
+        url: String,
+        /// Why.
+        reason: String,
+    },
+    /// Capacity 0.
+    #[error("capacity must be 1 or more")]
+    ZeroCapacity,
+    /// No handler registered and no built-in enabled.
+    #[error("no handler registered (register one, or enable a built-in handler)")]
+    NoHandlers,
+    /// Two handlers with one name.
+    #[error("handler name {0:?} is registered twice")]
+    DuplicateHandler(String),
+    /// An invalid handler name.
+    #[error("handler name {0:?} must be 1 to 128 characters of A-Z a-z 0-9 . _ - : /")]
+    InvalidHandlerName(String),
+    /// The spool directory could not be opened.
+    #[error(transparent)]
+    Spool(#[from] SpoolError),
+    /// The HTTP client could not be built.
+    #[error(transparent)]
+    Client(#[from] ClientError),
+}
+
+fn valid_name(name: &str, extra: &[u8]) -> bool {
+    (1..=128).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b) || extra.contains(&b))
+}
+
+/// Configures and builds a [`Wrapper`]. Start with [`Wrapper::builder`].
+#[derive(Debug)]
+pub struct WrapperBuilder {
+    app: String,
+    secret: Vec<u8>,
+    engine_urls: Vec<String>,
+    advertise_url: Option<String>,
+    capacity: u32,
+    labels: BTreeMap<String, String>,
+    instance_id: Option<String>,
+    spool_dir: Option<PathBuf>,
+    heartbeat_interval: Duration,
+    retry_initial: Duration,
+    retry_max: Duration,
+    connect_timeout: Duration,
+    request_timeout: Duration,
+    flush_timeout: Duration,
+    cancel_wait: Duration,
+    progress_flush_interval: Duration,
+    log_tail_lines: usize,
+    remember_finished: usize,
+    handlers: BTreeMap<String, Handler>,
+    duplicate: Option<String>,
+    shell: Option<ShellOptions>,
+    http: bool,
+}
+
+impl WrapperBuilder {
+    pub(crate) fn new(app: impl Into<String>, secret: impl Into<Vec<u8>>) -> Self {
+        Self {
+            app: app.into(),
+            secret: secret.into(),
+            engine_urls: Vec::new(),
+            advertise_url: None,
+            capacity: 64,
+            labels: BTreeMap::new(),
+            instance_id: None,
+            spool_dir: None,
+            heartbeat_interval: Duration::from_secs(5),
+            retry_initial: Duration::from_millis(200),
+            retry_max: Duration::from_secs(30),
+            connect_timeout: Duration::from_secs(3),
+            request_timeout: Duration::from_secs(10),
+            flush_timeout: Duration::from_secs(10),
+            cancel_wait: Duration::from_secs(5),
+            progress_flush_interval: Duration::from_millis(250),
+            log_tail_lines: 100,
+            remember_finished: 100_000,
+            handlers: BTreeMap::new(),
+            duplicate: None,
+            shell: None,
+            http: false,
+        }
+    }
+
+    /// Adds an engine base URL (e.g. `http://engine-1:8080`). Calls go to one engine at a time
+    /// and move to the next URL when it fails.
+    pub fn engine_url(mut self, url: impl Into<String>) -> Self {
+        self.engine_urls.push(url.into());
+        self
+    }
+
+    /// Adds several engine base URLs.
+    pub fn engine_urls<I, S>(mut self, urls: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.engine_urls.extend(urls.into_iter().map(Into::into));
+        self
+    }
+
+    /// The base URL engines use to reach this instance (required). When the wrapper scope is
+    /// mounted under a prefix, include it: `http://10.0.0.5:8080/jobs`.
+    pub fn advertise_url(mut self, url: impl Into<String>) -> Self {
+        self.advertise_url = Some(url.into());
+        self
+    }
+
+    /// Most runs executed at once (default 64). Beyond it run requests get 503.
+    pub fn capacity(mut self, capacity: u32) -> Self {
+        self.capacity = capacity;
+        self
+    }
+
+    /// Adds a label, sent with registration (e.g. `zone=eu-1`), for routing.
+    pub fn label(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.labels.insert(key.into(), value.into());
+        self
+    }
+
+    /// The instance id (default: app name and a random suffix).
+    pub fn instance_id(mut self, id: impl Into<String>) -> Self {
+        self.instance_id = Some(id.into());
+        self
+    }
+
+    /// The result spool directory (default `.mthpt/spool/<app>`). Each running instance needs
+    /// its own; reusing it after a restart delivers the results the previous process had not.
+    pub fn spool_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.spool_dir = Some(dir.into());
+        self
+    }
+
+    /// Heartbeat interval (default 5 s; an engine may ask for another at registration).
+    pub fn heartbeat_interval(mut self, interval: Duration) -> Self {
+        self.heartbeat_interval = interval;
+        self
+    }
+
+    /// Result delivery backoff: first wait and longest wait (default 200 ms and 30 s). The wait
+    /// doubles after each round of failures over all engine URLs, with jitter.
+    pub fn retry_backoff(mut self, initial: Duration, max: Duration) -> Self {
+        self.retry_initial = initial;
+        self.retry_max = max.max(initial);
+        self
+    }
+
+    /// Timeouts of calls to engines: connecting and the whole request (default 3 s and 10 s).
+    pub fn engine_timeouts(mut self, connect: Duration, request: Duration) -> Self {
+        self.connect_timeout = connect;
+        self.request_timeout = request;
+        self
+    }
+
+    /// How long a shutdown waits for spooled results to be delivered (default 10 s).
+    pub fn flush_timeout(mut self, timeout: Duration) -> Self {
+        self.flush_timeout = timeout;
+        self
+    }
+
+    /// How long a shutdown waits for runs to stop after cancelling them (default 5 s).
+    pub fn cancel_wait(mut self, wait: Duration) -> Self {
+        self.cancel_wait = wait;
+        self
+    }
+
+    /// How long progress updates and log lines are gathered before a batch is sent (default 250 ms).
+    pub fn progress_flush_interval(mut self, interval: Duration) -> Self {
+        self.progress_flush_interval = interval;
+        self
+    }
+
+    /// How many last log lines a result carries (default 100).
+    pub fn log_tail_lines(mut self, lines: usize) -> Self {
+        self.log_tail_lines = lines;
+        self
+    }
+
+    /// How many finished run ids are remembered to recognise re-sent dispatches (default 100,000).
+    pub fn remember_finished(mut self, runs: usize) -> Self {
+        self.remember_finished = runs;
+        self
+    }
+
+    fn add(mut self, name: String, handler: Handler) -> Self {
+        if self.handlers.insert(name.clone(), handler).is_some() && self.duplicate.is_none() {
+            self.duplicate = Some(name);
+        }
+        self
+    }
+
+    /// Registers a blocking handler: each run gets an OS thread of its own (threads are reused
+    /// once their run is over).
+    pub fn blocking_handler<F>(self, name: impl Into<String>, f: F) -> Self
+    where
+        F: Fn(RunContext) -> HandlerResult + Send + Sync + 'static,
+    {
+        self.add(name.into(), Handler::blocking(f))
+    }
+
+    /// Registers an async handler: each run is a tokio task.
+    pub fn async_handler<F, Fut>(self, name: impl Into<String>, f: F) -> Self
+    where
+        F: Fn(RunContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = HandlerResult> + Send + 'static,
+    {
+        self.add(name.into(), Handler::asynchronous(f, false))
+    }
+
+    /// Enables the `shell` built-in handler (runs bash scripts; see [`crate::builtin`]).
+    pub fn enable_shell(mut self, options: ShellOptions) -> Self {
+        self.shell = Some(options);
+        self
+    }
+
+    /// Enables the `http` built-in handler (performs HTTP requests described in params).
+    pub fn enable_http(mut self) -> Self {
+        self.http = true;
+        self
+    }
+
+    /// Validates the settings, opens the spool (reading back undelivered results), and starts
+    /// the background work: registration and heartbeat, result delivery, progress batching.
+    /// Must be called inside a tokio runtime.
+    pub fn build(mut self) -> Result<Wrapper, BuildError> {
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| BuildError::NoRuntime)?;
+        if !valid_name(&self.app, b"") {
+            return Err(BuildError::InvalidApp(self.app));
+        }
+        if self.secret.is_empty() {
+            return Err(BuildError::EmptySecret);
+        }
+        if self.engine_urls.is_empty() {
+            return Err(BuildError::NoEngine);
+        }
+        for url in &self.engine_urls {
+            join_url(url, "/").map_err(|e| BuildError::InvalidEngineUrl {
+                url: url.clone(),
+                reason: match e {
+                    ClientError::Url { reason, .. } => reason,
+                    other => other.to_string(),
+                },
+            })?;
+        }
+        let advertise_url = self
+            .advertise_url
+            .take()
+            .ok_or(BuildError::NoAdvertiseUrl)?;
+        join_url(&advertise_url, "/").map_err(|e| BuildError::InvalidAdvertiseUrl {
+            url: advertise_url.clone(),
+            reason: match e {
+                ClientError::Url { reason, .. } => reason,
+                other => other.to_string(),
+            },
+        })?;
+        if self.capacity == 0 {
+            return Err(BuildError::ZeroCapacity);
+        }
+        if let Some(shell) = self.shell.take() {
+            self = self.add(
+                builtin::SHELL.to_owned(),
+                Handler::asynchronous(move |ctx| builtin::shell::run(ctx, shell.clone()), true),
+            );
+        }
+        if self.http {
+            let client = reqwest::Client::builder()
+                .connect_timeout(Duration::from_secs(5))
+                .timeout(Duration::from_secs(600))
+                .build()
+                .map_err(|e| BuildError::Client(ClientError::Build(e)))?;
+            self = self.add(
+                builtin::HTTP.to_owned(),
+                Handler::asynchronous(move |ctx| builtin::http::run(ctx, client.clone()), true),
+            );
+        }
+        if let Some(name) = self.duplicate {
+            return Err(BuildError::DuplicateHandler(name));
+        }
+        if self.handlers.is_empty() {
+            return Err(BuildError::NoHandlers);
+        }
+        if let Some(bad) = self.handlers.keys().find(|n| !valid_name(n, b":/")) {
+            return Err(BuildError::InvalidHandlerName(bad.clone()));
+        }
+        let instance_id = self
+            .instance_id
+            .unwrap_or_else(|| format!("{}-{:08x}", self.app, rand::random::<u32>()));
+        let spool_dir = self
+            .spool_dir
+            .unwrap_or_else(|| PathBuf::from(".mthpt").join("spool").join(&self.app));
+        let (spool, replayed) = Spool::open(&spool_dir)?;
+        if !replayed.is_empty() {
+            tracing::info!(
+                count = replayed.len(),
+                dir = %spool_dir.display(),
+                "found undelivered results in the spool; delivering them"
+            );
+        }
+        let client = SignedClient::new(
+            Signer::new(self.app.clone(), self.secret),
+            self.connect_timeout,
+            self.request_timeout,
+        )?;
+        let (events_tx, events_rx) = mpsc::channel(10_000);
+        let settings = Settings {
+            app: self.app,
+            instance_id,
+            engine_urls: self.engine_urls,
+            advertise_url,
+            capacity: self.capacity,
+            labels: self.labels,
+            heartbeat_interval: self.heartbeat_interval,
+            retry_initial: self.retry_initial,
+            retry_max: self.retry_max,
+            flush_timeout: self.flush_timeout,
+            cancel_wait: self.cancel_wait,
+            progress_flush_interval: self.progress_flush_interval,
+            log_tail_lines: self.log_tail_lines,
+            remember_finished: self.remember_finished,
+        };
+        let inner = Arc::new(Inner::new(
+            InnerParts {
+                settings,
+                handlers: self.handlers,
+                client,
+                runtime: runtime.clone(),
+                spool,
+                events: events_tx,
+            },
+            replayed,
+        ));
+        inner.add_task(runtime.spawn(crate::background::keep_membership(inner.clone())));
+        inner.add_task(runtime.spawn(crate::background::deliver_results(inner.clone())));
+        inner.add_task(runtime.spawn(crate::background::forward_progress(
+            inner.clone(),
+            events_rx,
+        )));
+        tracing::info!(
+            app = %inner.settings.app,
+            instance = %inner.settings.instance_id,
+            handlers = ?inner.handlers.keys().collect::<Vec<_>>(),
+            spool = %inner.spool.dir().display(),
+            "wrapper started"
+        );
+        Ok(Wrapper { inner })
+    }
+}

@@ -1,0 +1,273 @@
+//! The `shell` built-in handler: runs a bash script in its own process group.
+//!
+//! Params: either a string (the script) or an object
+//! `{"script": "...", "env": {"NAME": "value"}, "cwd": "/path", "kill_grace_ms": 2000}`.
+//! The script runs as `bash -c SCRIPT` with stdin closed and these variables set:
+//! `MTHPT_RUN_ID`, `MTHPT_TASK_ID`, `MTHPT_TASK_NAME`, `MTHPT_ATTEMPT`, `MTHPT_SHARD_INDEX`,
+//! `MTHPT_SHARD_TOTAL`, `MTHPT_SCHEDULED_AT_MS`.
+//! Each line of stdout and stderr becomes a log line of the run. Exit status 0 is success; any
+//! other status, or death by a signal, is a retryable failure.
+//!
+//! The run owns its process group: on cancellation or deadline the whole group gets SIGTERM,
+//! then SIGKILL after the grace period; when the script ends, whatever is left of its group is
+//! terminated the same way. No process the script started outlives the run (unless it left the
+//! group on purpose, with `setsid`).
+
+use std::collections::BTreeMap;
+use std::process::Stdio;
+use std::time::Duration;
+
+use nix::errno::Errno;
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
+use tokio::process::Command;
+use tokio::time::Instant;
+
+use crate::context::{MAX_LOG_LINE_BYTES, RunContext};
+use crate::handler::{HandlerError, HandlerResult};
+use crate::protocol::LogStream;
+
+/// Options of the `shell` handler, set by the wrapper's operator.
+#[derive(Debug, Clone)]
+pub struct ShellOptions {
+    /// The bash executable (default `bash`, looked up in `PATH`).
+    pub bash: String,
+    /// How long the process group has between SIGTERM and SIGKILL, unless the params say
+    /// otherwise (default 2 s).
+    pub kill_grace: Duration,
+}
+
+impl Default for ShellOptions {
+    fn default() -> Self {
+        Self {
+            bash: "bash".to_owned(),
+            kill_grace: Duration::from_secs(2),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ShellParams {
+    script: String,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    #[serde(default)]
+    cwd: Option<String>,
+    #[serde(default)]
+    kill_grace_ms: Option<u64>,
+}
+
+fn parse_params(params: &Value) -> Result<ShellParams, HandlerError> {
+    let parsed = match params {
+        Value::String(script) => ShellParams {
+            script: script.clone(),
+            env: BTreeMap::new(),
+            cwd: None,
+            kill_grace_ms: None,
+        },
+        other => ShellParams::deserialize(other).map_err(|e| {
+            HandlerError::fatal(format!(
+                "shell params must be a script string or {{\"script\": ..., \"env\": {{}}, \"cwd\": ..., \"kill_grace_ms\": ...}}: {e}"
+            ))
+        })?,
+    };
+    if parsed.script.trim().is_empty() {
+        return Err(HandlerError::fatal("shell script is empty"));
+    }
+    Ok(parsed)
+}
+
+/// Whether any live (not zombie) process is in group `pgid`. Reads `/proc`; where that is not
+/// available, asks the kernel with signal 0 (which also counts zombies).
+pub(crate) fn group_alive(pgid: i32) -> bool {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return killpg(Pid::from_raw(pgid), None).is_ok();
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if !name.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // Fields after the command name, which is in parentheses and may contain anything.
+        let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
+            continue;
+        };
+        let mut fields = rest.split_whitespace();
+        let state = fields.next();
+        let _ppid = fields.next();
+        let pgrp = fields.next().and_then(|f| f.parse::<i32>().ok());
+        if pgrp == Some(pgid) && state != Some("Z") && state != Some("X") {
+            return true;
+        }
+    }
+    false
+}
+
+fn signal_group(pgid: i32, signal: Signal) {
+    match killpg(Pid::from_raw(pgid), signal) {
+        Ok(()) | Err(Errno::ESRCH) => {}
+        Err(e) => tracing::warn!(pgid, ?signal, error = %e, "could not signal process group"),
+    }
+}
+
+/// SIGTERM to the group, wait up to `grace` for it to empty, then SIGKILL.
+async fn terminate_group(pgid: i32, grace: Duration) {
+    if !group_alive(pgid) {
+        return;
+    }
+    signal_group(pgid, Signal::SIGTERM);
+    let until = Instant::now() + grace;
+    while Instant::now() < until {
+        if !group_alive(pgid) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    signal_group(pgid, Signal::SIGKILL);
+}
+
+async fn pump<R: AsyncRead + Unpin>(reader: R, ctx: RunContext, stream: LogStream) {
+    let mut reader = BufReader::new(reader);
+    let mut line: Vec<u8> = Vec::new();
+    let emit = |line: &mut Vec<u8>| {
+        if line.last() == Some(&b'\r') {
+            line.pop();
+        }
+        ctx.log_stream(stream, String::from_utf8_lossy(line).into_owned());
+        line.clear();
+    };
+    loop {
+        let (consumed, newline) = {
+            let Ok(buf) = reader.fill_buf().await else {
+                break;
+            };
+            if buf.is_empty() {
+                break;
+            }
+            let (chunk, consumed, newline) = match buf.iter().position(|b| *b == b'\n') {
+                Some(i) => (&buf[..i], i + 1, true),
+                None => (buf, buf.len(), false),
+            };
+            // Keep at most one log line's worth; the rest of an overlong line is dropped.
+            let room = MAX_LOG_LINE_BYTES.saturating_sub(line.len());
+            line.extend_from_slice(&chunk[..chunk.len().min(room)]);
+            (consumed, newline)
+        };
+        reader.consume(consumed);
+        if newline {
+            emit(&mut line);
+        }
+    }
+    if !line.is_empty() {
+        emit(&mut line);
+    }
+}
+
+/// Runs the script of `ctx`'s params.
+pub(crate) async fn run(ctx: RunContext, options: ShellOptions) -> HandlerResult {
+    let params = parse_params(ctx.params())?;
+    let grace = params
+        .kill_grace_ms
+        .map(Duration::from_millis)
+        .unwrap_or(options.kill_grace);
+    let mut cmd = Command::new(&options.bash);
+    cmd.arg("-c")
+        .arg(&params.script)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .env("MTHPT_RUN_ID", ctx.run_id().to_string())
+        .env("MTHPT_TASK_ID", ctx.task_id().to_string())
+        .env("MTHPT_TASK_NAME", ctx.task_name())
+        .env("MTHPT_ATTEMPT", ctx.attempt().to_string())
+        .env("MTHPT_SHARD_INDEX", ctx.shard_index().to_string())
+        .env("MTHPT_SHARD_TOTAL", ctx.shard_total().to_string())
+        .env(
+            "MTHPT_SCHEDULED_AT_MS",
+            ctx.scheduled_at().timestamp_millis().to_string(),
+        )
+        .envs(&params.env);
+    if let Some(cwd) = &params.cwd {
+        cmd.current_dir(cwd);
+    }
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| HandlerError::fatal(format!("cannot start {:?}: {e}", options.bash)))?;
+    let Some(pgid) = child.id().and_then(|id| i32::try_from(id).ok()) else {
+        return Err(HandlerError::retryable(
+            "script exited before it could be tracked",
+        ));
+    };
+    let mut readers = Vec::new();
+    if let Some(out) = child.stdout.take() {
+        readers.push(tokio::spawn(pump(out, ctx.clone(), LogStream::Stdout)));
+    }
+    if let Some(err) = child.stderr.take() {
+        readers.push(tokio::spawn(pump(err, ctx.clone(), LogStream::Stderr)));
+    }
+    let status = tokio::select! {
+        status = child.wait() => status,
+        reason = ctx.cancelled() => {
+            tracing::info!(run_id = ctx.run_id(), pgid, ?reason, "terminating script process group");
+            terminate_group(pgid, grace).await;
+            child.wait().await
+        }
+    };
+    // Whatever the script left running in its group ends with the run.
+    terminate_group(pgid, grace).await;
+    for reader in readers {
+        let abort = reader.abort_handle();
+        if tokio::time::timeout(Duration::from_secs(2), reader)
+            .await
+            .is_err()
+        {
+            abort.abort();
+        }
+    }
+    let status =
+        status.map_err(|e| HandlerError::retryable(format!("waiting for bash failed: {e}")))?;
+    if status.success() {
+        return Ok(json!({ "exit_code": 0 }));
+    }
+    if ctx.is_cancelled() {
+        return Err(HandlerError::cancelled());
+    }
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => Err(HandlerError::retryable(format!(
+            "script exited with status {code}"
+        ))),
+        (None, Some(signal)) => Err(HandlerError::retryable(format!(
+            "script was killed by signal {signal}"
+        ))),
+        (None, None) => Err(HandlerError::retryable("script ended without a status")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn params_accept_a_plain_script() -> Result<(), HandlerError> {
+        let p = parse_params(&json!("echo hi"))?;
+        assert_eq!(p.script, "echo hi");
+        Ok(())
+    }
+
+    #[test]
+    fn params_refuse_unknown_fields_and_empty_scripts() {
+        assert!(parse_params(&json!({"script": "x", "scirpt": "y"})).is_err());
+        assert!(parse_params(&json!({"script": "  "})).is_err());
+        assert!(parse_params(&json!(42)).is_err());
+    }
+}

@@ -1,0 +1,695 @@
+//! The running wrapper: the run table, starting handlers, finishing runs, drain.
+//!
+//! Life of a run on one instance:
+//!
+//! ```text
+//!  run request ──accept──> running ──handler returns──> finished ──engine confirms──> reported
+//!                            │  ^                         (spooled, being delivered)
+//!        cancel / deadline / │  │
+//!        shutdown            v  │ handler returns
+//!                         cancelling
+//! ```
+//!
+//! A run id enters the table once; a second request for it gets 409 with the entry's state, so
+//! the handler never starts twice for one run id on this instance. Finished entries are kept
+//! (up to a configurable number) so that late re-dispatches are still recognised.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use tokio::runtime::Handle;
+use tokio::sync::{Notify, mpsc, watch};
+use tokio::task::{AbortHandle, JoinHandle};
+use tokio::time::Instant;
+
+use crate::client::SignedClient;
+use crate::context::{CancelReason, Cancellation, ContextParts, ProgressEvent, RunContext};
+use crate::handler::{FailureKind, Handler, HandlerError, HandlerResult};
+use crate::protocol::{
+    AckStatus, CancelResponse, CancelStatus, HandlerInfo, HealthResponse, InstanceState,
+    LocalRunState, Outcome, ReplayGuard, RunAck, RunId, RunRequest, RunResult, RunStatus,
+};
+use crate::spool::Spool;
+use crate::threads::ThreadCache;
+
+/// Settings fixed at build time.
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    pub(crate) app: String,
+    pub(crate) instance_id: String,
+    pub(crate) engine_urls: Vec<String>,
+    pub(crate) advertise_url: String,
+    pub(crate) capacity: u32,
+    pub(crate) labels: BTreeMap<String, String>,
+    pub(crate) heartbeat_interval: Duration,
+    pub(crate) retry_initial: Duration,
+    pub(crate) retry_max: Duration,
+    pub(crate) flush_timeout: Duration,
+    pub(crate) cancel_wait: Duration,
+    pub(crate) progress_flush_interval: Duration,
+    pub(crate) log_tail_lines: usize,
+    pub(crate) remember_finished: usize,
+}
+
+#[derive(Debug)]
+struct RunEntry {
+    handler: String,
+    state: LocalRunState,
+    started_at: DateTime<Utc>,
+    finished_at: Option<DateTime<Utc>>,
+    outcome: Option<Outcome>,
+    cancel: Arc<Cancellation>,
+    deadline_timer: Option<AbortHandle>,
+}
+
+impl RunEntry {
+    fn status(&self, run_id: RunId) -> RunStatus {
+        let state = match self.state {
+            LocalRunState::Running if self.cancel.reason().is_some() => LocalRunState::Cancelling,
+            other => other,
+        };
+        RunStatus {
+            run_id,
+            handler: self.handler.clone(),
+            state,
+            started_at: self.started_at,
+            finished_at: self.finished_at,
+            outcome: self.outcome,
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct RunTable {
+    runs: HashMap<RunId, RunEntry>,
+    running: u32,
+    /// Finished run ids, oldest first, to bound how many are remembered.
+    finished_order: VecDeque<RunId>,
+}
+
+impl RunTable {
+    fn forget_old(&mut self, keep: usize) {
+        while self.finished_order.len() > keep {
+            let Some(id) = self.finished_order.pop_front() else {
+                break;
+            };
+            match self.runs.get(&id).map(|e| e.state) {
+                Some(LocalRunState::Reported) => {
+                    self.runs.remove(&id);
+                }
+                // Not yet confirmed: keep it (its result is still in the outbox) and look again later.
+                Some(_) => {
+                    self.finished_order.push_back(id);
+                    break;
+                }
+                None => {}
+            }
+        }
+    }
+}
+
+/// What [`Wrapper::shutdown`](crate::Wrapper::shutdown) did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct DrainReport {
+    /// Runs that were running when the drain began.
+    pub running_at_start: u32,
+    /// Runs still running when the grace period ended, whose cancellation was then signalled.
+    pub cancelled: u32,
+    /// Runs whose handler had still not returned after cancellation (their threads are left
+    /// behind; their results are lost unless they finish before the process exits).
+    pub abandoned: u32,
+    /// Results not confirmed by any engine; they stay in the spool for the next start.
+    pub undelivered: u32,
+    /// Whether an engine confirmed the deregistration.
+    pub deregistered: bool,
+}
+
+pub(crate) struct Inner {
+    pub(crate) settings: Settings,
+    pub(crate) handlers: BTreeMap<String, Handler>,
+    pub(crate) replay: ReplayGuard,
+    pub(crate) client: SignedClient,
+    pub(crate) runtime: Handle,
+    threads: Arc<ThreadCache>,
+    table: Mutex<RunTable>,
+    pub(crate) draining: AtomicBool,
+    run_finished: Notify,
+    pub(crate) spool: Spool,
+    pub(crate) outbox: Mutex<BTreeMap<RunId, RunResult>>,
+    pub(crate) outbox_changed: Notify,
+    events: mpsc::Sender<ProgressEvent>,
+    /// Index (modulo the number of engine URLs) of the engine to call next.
+    pub(crate) engine_cursor: AtomicUsize,
+    pub(crate) registered: AtomicBool,
+    pub(crate) stop: watch::Sender<bool>,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
+    pub(crate) started_at: DateTime<Utc>,
+}
+
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Inner")
+            .field("settings", &self.settings)
+            .field("handlers", &self.handlers.keys().collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "non-string panic payload".to_owned()
+    }
+}
+
+/// Maps what the handler returned, and whether cancellation was signalled, to the outcome.
+fn classify(
+    result: HandlerResult,
+    reason: Option<CancelReason>,
+) -> (Outcome, serde_json::Value, Option<String>) {
+    match result {
+        Ok(output) => (Outcome::Succeeded, output, None),
+        Err(err) => {
+            let (outcome, why) = match (reason, err.kind()) {
+                (Some(CancelReason::Deadline), _) => (Outcome::TimedOut, "deadline passed"),
+                (Some(CancelReason::Requested), _) => (Outcome::Cancelled, "cancel requested"),
+                (Some(CancelReason::Shutdown), _) => (
+                    Outcome::Cancelled,
+                    "wrapper shut down before the run finished",
+                ),
+                (None, FailureKind::Cancelled) => (Outcome::Cancelled, "handler cancelled itself"),
+                (None, FailureKind::Retryable) => (Outcome::FailedRetryable, ""),
+                (None, FailureKind::Fatal) => (Outcome::FailedFatal, ""),
+            };
+            let message = if why.is_empty() {
+                err.message().to_owned()
+            } else if err.kind() == FailureKind::Cancelled {
+                why.to_owned()
+            } else {
+                format!("{why}: {}", err.message())
+            };
+            (outcome, serde_json::Value::Null, Some(message))
+        }
+    }
+}
+
+pub(crate) struct InnerParts {
+    pub(crate) settings: Settings,
+    pub(crate) handlers: BTreeMap<String, Handler>,
+    pub(crate) client: SignedClient,
+    pub(crate) runtime: Handle,
+    pub(crate) spool: Spool,
+    pub(crate) events: mpsc::Sender<ProgressEvent>,
+}
+
+impl Inner {
+    pub(crate) fn new(parts: InnerParts, replayed: Vec<RunResult>) -> Self {
+        let (stop, _) = watch::channel(false);
+        let mut table = RunTable::default();
+        let mut outbox = BTreeMap::new();
+        for result in replayed {
+            table.runs.insert(
+                result.run_id,
+                RunEntry {
+                    handler: result.handler.clone(),
+                    state: LocalRunState::Finished,
+                    started_at: result.started_at,
+                    finished_at: Some(result.finished_at),
+                    outcome: Some(result.outcome),
+                    cancel: Arc::new(Cancellation::new()),
+                    deadline_timer: None,
+                },
+            );
+            table.finished_order.push_back(result.run_id);
+            outbox.insert(result.run_id, result);
+        }
+        Self {
+            settings: parts.settings,
+            handlers: parts.handlers,
+            replay: ReplayGuard::new(),
+            client: parts.client,
+            runtime: parts.runtime,
+            threads: Arc::new(ThreadCache::new(Duration::from_secs(60))),
+            table: Mutex::new(table),
+            draining: AtomicBool::new(false),
+            run_finished: Notify::new(),
+            spool: parts.spool,
+            outbox: Mutex::new(outbox),
+            outbox_changed: Notify::new(),
+            events: parts.events,
+            engine_cursor: AtomicUsize::new(0),
+            registered: AtomicBool::new(false),
+            stop,
+            tasks: Mutex::new(Vec::new()),
+            started_at: Utc::now(),
+        }
+    }
+
+    pub(crate) fn add_task(&self, task: JoinHandle<()>) {
+        lock(&self.tasks).push(task);
+    }
+
+    pub(crate) fn running(&self) -> u32 {
+        lock(&self.table).running
+    }
+
+    pub(crate) fn running_ids(&self) -> Vec<RunId> {
+        let table = lock(&self.table);
+        let mut ids: Vec<RunId> = table
+            .runs
+            .iter()
+            .filter(|(_, e)| e.state == LocalRunState::Running)
+            .map(|(id, _)| *id)
+            .collect();
+        ids.sort_unstable();
+        ids
+    }
+
+    pub(crate) fn pending_results(&self) -> usize {
+        lock(&self.outbox).len()
+    }
+
+    pub(crate) fn handler_infos(&self) -> Vec<HandlerInfo> {
+        self.handlers
+            .iter()
+            .map(|(name, h)| HandlerInfo {
+                name: name.clone(),
+                kind: h.kind(),
+            })
+            .collect()
+    }
+
+    pub(crate) fn health(&self) -> HealthResponse {
+        HealthResponse {
+            app: self.settings.app.clone(),
+            instance_id: self.settings.instance_id.clone(),
+            state: if self.draining.load(Ordering::SeqCst) {
+                InstanceState::Draining
+            } else {
+                InstanceState::Ready
+            },
+            capacity: self.settings.capacity,
+            running: self.running(),
+            pending_results: u32::try_from(self.pending_results()).unwrap_or(u32::MAX),
+            handlers: self.handlers.keys().cloned().collect(),
+            labels: self.settings.labels.clone(),
+            version: crate::VERSION.to_owned(),
+        }
+    }
+
+    pub(crate) fn run_status(&self, run_id: RunId) -> Option<RunStatus> {
+        lock(&self.table)
+            .runs
+            .get(&run_id)
+            .map(|e| e.status(run_id))
+    }
+
+    /// Decides on a run request and, when accepted, starts its thread or task before returning.
+    pub(crate) fn accept(self: &Arc<Self>, request: RunRequest) -> RunAck {
+        let run_id = request.run_id;
+        let refuse = |status, message: String| RunAck {
+            run_id: Some(run_id),
+            status,
+            run: None,
+            message: Some(message),
+        };
+        if let Err(problem) = request.validate() {
+            return refuse(
+                AckStatus::Malformed,
+                format!("invalid run request: {problem}"),
+            );
+        }
+        let handler = self.handlers.get(&request.handler).cloned();
+        let cancel = Arc::new(Cancellation::new());
+        let started_at = Utc::now();
+        {
+            let mut table = lock(&self.table);
+            if let Some(entry) = table.runs.get(&run_id) {
+                return RunAck {
+                    run_id: Some(run_id),
+                    status: AckStatus::AlreadyKnown,
+                    run: Some(entry.status(run_id)),
+                    message: Some(format!("run {run_id} is already known on this instance")),
+                };
+            }
+            if self.draining.load(Ordering::SeqCst) {
+                return refuse(
+                    AckStatus::Draining,
+                    "instance is shutting down and takes no new runs".to_owned(),
+                );
+            }
+            if handler.is_none() {
+                return refuse(
+                    AckStatus::UnknownHandler,
+                    format!(
+                        "no handler {:?} on this instance (handlers: {})",
+                        request.handler,
+                        self.handlers.keys().cloned().collect::<Vec<_>>().join(", ")
+                    ),
+                );
+            }
+            if table.running >= self.settings.capacity {
+                return refuse(
+                    AckStatus::AtCapacity,
+                    format!(
+                        "all {} slots of this instance are busy",
+                        self.settings.capacity
+                    ),
+                );
+            }
+            table.runs.insert(
+                run_id,
+                RunEntry {
+                    handler: request.handler.clone(),
+                    state: LocalRunState::Running,
+                    started_at,
+                    finished_at: None,
+                    outcome: None,
+                    cancel: cancel.clone(),
+                    deadline_timer: None,
+                },
+            );
+            table.running += 1;
+        }
+        let Some(handler) = handler else {
+            // Checked above under the lock; kept total without a panic path.
+            return refuse(AckStatus::UnknownHandler, "handler vanished".to_owned());
+        };
+        match self.launch(request, handler, cancel, started_at) {
+            Ok(()) => RunAck {
+                run_id: Some(run_id),
+                status: AckStatus::Accepted,
+                run: None,
+                message: None,
+            },
+            Err(problem) => {
+                tracing::error!(run_id, %problem, "could not start run");
+                {
+                    let mut table = lock(&self.table);
+                    table.runs.remove(&run_id);
+                    table.running = table.running.saturating_sub(1);
+                }
+                self.run_finished.notify_waiters();
+                refuse(AckStatus::AtCapacity, problem)
+            }
+        }
+    }
+
+    fn launch(
+        self: &Arc<Self>,
+        request: RunRequest,
+        handler: Handler,
+        cancel: Arc<Cancellation>,
+        started_at: DateTime<Utc>,
+    ) -> Result<(), String> {
+        let run_id = request.run_id;
+        let deadline = request.deadline;
+        let ctx = RunContext::new(ContextParts {
+            request,
+            cancel: cancel.clone(),
+            events: self.events.clone(),
+            tail_lines: self.settings.log_tail_lines,
+        });
+        match handler {
+            Handler::Blocking(f) => {
+                let inner = self.clone();
+                let thread_ctx = ctx.clone();
+                self.threads
+                    .run(Box::new(move || {
+                        let result =
+                            std::panic::catch_unwind(AssertUnwindSafe(|| f(thread_ctx.clone())))
+                                .unwrap_or_else(|payload| {
+                                    Err(HandlerError::fatal(format!(
+                                        "handler panicked: {}",
+                                        panic_message(payload.as_ref())
+                                    )))
+                                });
+                        inner.complete(&thread_ctx, started_at, result);
+                    }))
+                    .map_err(|e| format!("cannot start a thread for run {run_id}: {e}"))?;
+            }
+            Handler::Async { f, .. } => {
+                let inner = self.clone();
+                let task_ctx = ctx.clone();
+                let _guard = self.runtime.enter();
+                let future = f(ctx.clone());
+                let work = self.runtime.spawn(future);
+                self.runtime.spawn(async move {
+                    let result = match work.await {
+                        Ok(result) => result,
+                        Err(e) if e.is_panic() => Err(HandlerError::fatal(format!(
+                            "handler panicked: {}",
+                            panic_message(e.into_panic().as_ref())
+                        ))),
+                        Err(_) => Err(HandlerError::cancelled()),
+                    };
+                    let finisher = inner.clone();
+                    let done = tokio::task::spawn_blocking(move || {
+                        finisher.complete(&task_ctx, started_at, result);
+                    })
+                    .await;
+                    if let Err(e) = done {
+                        tracing::error!(run_id, error = %e, "finishing the run failed");
+                    }
+                });
+            }
+        }
+        if let Some(deadline) = deadline {
+            let delay = (deadline - Utc::now()).to_std().unwrap_or(Duration::ZERO);
+            let timer = self.runtime.spawn(async move {
+                tokio::time::sleep(delay).await;
+                if cancel.cancel(CancelReason::Deadline) {
+                    tracing::info!(run_id, "run deadline passed, cancelling");
+                }
+            });
+            let mut table = lock(&self.table);
+            match table.runs.get_mut(&run_id) {
+                Some(entry) if entry.state == LocalRunState::Running => {
+                    entry.deadline_timer = Some(timer.abort_handle());
+                }
+                _ => timer.abort(),
+            }
+        }
+        Ok(())
+    }
+
+    /// Records a finished run: spool first (durable), then the table, then the delivery outbox.
+    /// Blocking (fsync); called on the run's own thread or a blocking-pool thread.
+    fn complete(&self, ctx: &RunContext, started_at: DateTime<Utc>, result: HandlerResult) {
+        let run_id = ctx.run_id();
+        let (outcome, output, error) = classify(result, ctx.cancel_reason());
+        let result = RunResult {
+            run_id,
+            attempt: ctx.attempt(),
+            handler: ctx.handler().to_owned(),
+            outcome,
+            output,
+            error,
+            started_at,
+            finished_at: Utc::now(),
+            log_tail: ctx.log_tail(),
+        };
+        if let Err(e) = self.spool.write(&result) {
+            // Delivery still goes ahead from memory; only a crash before it would lose the result.
+            tracing::error!(run_id, error = %e, "could not spool the result");
+        }
+        {
+            let mut table = lock(&self.table);
+            if let Some(entry) = table.runs.get_mut(&run_id) {
+                entry.state = LocalRunState::Finished;
+                entry.outcome = Some(outcome);
+                entry.finished_at = Some(result.finished_at);
+                if let Some(timer) = entry.deadline_timer.take() {
+                    timer.abort();
+                }
+            }
+            table.running = table.running.saturating_sub(1);
+            table.finished_order.push_back(run_id);
+            table.forget_old(self.settings.remember_finished);
+        }
+        tracing::debug!(run_id, ?outcome, "run finished");
+        lock(&self.outbox).insert(run_id, result);
+        self.outbox_changed.notify_one();
+        self.run_finished.notify_waiters();
+    }
+
+    /// Marks results as confirmed by an engine: out of the outbox, the spool and the table's
+    /// pending states.
+    pub(crate) fn settle(&self, run_ids: &[RunId]) {
+        {
+            let mut outbox = lock(&self.outbox);
+            for id in run_ids {
+                outbox.remove(id);
+            }
+        }
+        {
+            let mut table = lock(&self.table);
+            for id in run_ids {
+                if let Some(entry) = table.runs.get_mut(id) {
+                    entry.state = LocalRunState::Reported;
+                }
+            }
+        }
+        for id in run_ids {
+            if let Err(e) = self.spool.remove(*id) {
+                tracing::warn!(run_id = id, error = %e, "could not remove a delivered result from the spool");
+            }
+        }
+        self.outbox_changed.notify_one();
+    }
+
+    pub(crate) fn cancel(&self, run_id: RunId, reason: CancelReason) -> CancelResponse {
+        let table = lock(&self.table);
+        match table.runs.get(&run_id) {
+            None => CancelResponse {
+                run_id,
+                status: CancelStatus::Unknown,
+                run: None,
+            },
+            Some(entry) if entry.state == LocalRunState::Running => {
+                entry.cancel.cancel(reason);
+                CancelResponse {
+                    run_id,
+                    status: CancelStatus::Cancelling,
+                    run: Some(entry.status(run_id)),
+                }
+            }
+            Some(entry) => CancelResponse {
+                run_id,
+                status: CancelStatus::AlreadyFinished,
+                run: Some(entry.status(run_id)),
+            },
+        }
+    }
+
+    fn cancel_all(&self, reason: CancelReason) -> u32 {
+        let table = lock(&self.table);
+        let mut n = 0;
+        for entry in table.runs.values() {
+            if entry.state == LocalRunState::Running && entry.cancel.cancel(reason) {
+                n += 1;
+            }
+        }
+        n
+    }
+
+    async fn wait_idle(&self, until: Instant) {
+        loop {
+            let notified = self.run_finished.notified();
+            if self.running() == 0 {
+                return;
+            }
+            tokio::select! {
+                _ = notified => {}
+                _ = tokio::time::sleep_until(until) => return,
+                // A safety net against a missed wake-up: look again now and then.
+                _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+            }
+        }
+    }
+
+    async fn wait_delivered(&self, until: Instant) {
+        while self.pending_results() > 0 && Instant::now() < until {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    pub(crate) async fn shutdown(self: &Arc<Self>, grace: Duration) -> DrainReport {
+        self.draining.store(true, Ordering::SeqCst);
+        let mut report = DrainReport {
+            running_at_start: self.running(),
+            ..DrainReport::default()
+        };
+        tracing::info!(
+            running = report.running_at_start,
+            grace_ms = grace.as_millis() as u64,
+            "draining: refusing new runs"
+        );
+        // Tell the engines at once, so they stop routing here; best effort.
+        let announcer = self.clone();
+        self.runtime.spawn(async move {
+            if let Err(e) = crate::background::heartbeat_once(&announcer).await {
+                tracing::debug!(error = %e, "drain heartbeat failed");
+            }
+        });
+        self.wait_idle(Instant::now() + grace).await;
+        if self.running() > 0 {
+            report.cancelled = self.cancel_all(CancelReason::Shutdown);
+            tracing::warn!(
+                cancelled = report.cancelled,
+                "grace period over, cancelling running runs"
+            );
+            self.wait_idle(Instant::now() + self.settings.cancel_wait)
+                .await;
+        }
+        report.abandoned = self.running();
+        self.wait_delivered(Instant::now() + self.settings.flush_timeout)
+            .await;
+        report.undelivered = u32::try_from(self.pending_results()).unwrap_or(u32::MAX);
+        report.deregistered = crate::background::deregister(self).await;
+        self.stop.send_replace(true);
+        let tasks: Vec<_> = lock(&self.tasks).drain(..).collect();
+        for task in tasks {
+            let abort = task.abort_handle();
+            if tokio::time::timeout(Duration::from_secs(5), task)
+                .await
+                .is_err()
+            {
+                abort.abort();
+            }
+        }
+        if report.abandoned == 0 {
+            self.spool.release();
+        }
+        tracing::info!(?report, "drain finished");
+        report
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_after_a_deadline_count_as_timed_out() {
+        let (outcome, _, error) = classify(
+            Err(HandlerError::retryable("killed")),
+            Some(CancelReason::Deadline),
+        );
+        assert_eq!(outcome, Outcome::TimedOut);
+        assert_eq!(error.as_deref(), Some("deadline passed: killed"));
+    }
+
+    #[test]
+    fn success_after_a_cancel_request_still_counts_as_success() {
+        let (outcome, _, error) = classify(Ok(serde_json::json!(1)), Some(CancelReason::Requested));
+        assert_eq!(outcome, Outcome::Succeeded);
+        assert_eq!(error, None);
+    }
+
+    #[test]
+    fn failure_kinds_map_to_outcomes() {
+        let retry = classify(Err(HandlerError::retryable("x")), None).0;
+        let fatal = classify(Err(HandlerError::fatal("x")), None).0;
+        let cancelled = classify(Err(HandlerError::cancelled()), None).0;
+        assert_eq!(
+            (retry, fatal, cancelled),
+            (
+                Outcome::FailedRetryable,
+                Outcome::FailedFatal,
+                Outcome::Cancelled
+            )
+        );
+    }
+}

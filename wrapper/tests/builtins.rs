@@ -1,0 +1,255 @@
+//! Built-in handlers: `shell` (process group killed on cancel or deadline) and `http`.
+
+mod common;
+
+use std::net::TcpListener;
+use std::path::Path;
+use std::time::Duration;
+
+use actix_web::{App, HttpResponse, HttpServer, web};
+use common::{EngineStandIn, TestWrapper, engine_client, eventually, post, run_request};
+use mthpt_wrapper::ShellOptions;
+use mthpt_wrapper::protocol::{Outcome, RunRequest, paths};
+use serde_json::json;
+
+const WAIT: Duration = Duration::from_secs(15);
+
+/// Live (not zombie) processes whose process group is `pgid`, read from /proc.
+fn live_members(pgid: i32) -> Vec<i32> {
+    let mut found = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return found;
+    };
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        let Some((_, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        // After the command: state, ppid, pgrp.
+        let (Some(state), Some(pgrp)) = (fields.first(), fields.get(2)) else {
+            continue;
+        };
+        if pgrp.parse::<i32>().ok() == Some(pgid) && *state != "Z" && *state != "X" {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+fn shell_run(run_id: i64, script: &str, pid_file: &Path) -> RunRequest {
+    let mut run = run_request(run_id, "shell");
+    run.params = json!({
+        "script": script,
+        "env": { "PID_FILE": pid_file.display().to_string() },
+        "kill_grace_ms": 300
+    });
+    run
+}
+
+/// Waits for the script to write its pid (its process group id) to `pid_file`.
+async fn read_pgid(pid_file: &Path) -> Option<i32> {
+    let mut pgid = None;
+    eventually(WAIT, || {
+        pgid = std::fs::read_to_string(pid_file)
+            .ok()
+            .and_then(|s| s.trim().parse::<i32>().ok());
+        pgid.is_some()
+    })
+    .await;
+    pgid
+}
+
+// Three kinds of children: a plain sleep, a nested bash, and a subshell that ignores SIGTERM
+// (so only the SIGKILL after the grace period ends it).
+const FAMILY: &str = r#"
+sleep 300 &
+bash -c 'sleep 300; echo never' &
+( trap '' TERM; sleep 300 ) &
+echo $$ > "$PID_FILE"
+echo "family started"
+wait
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelled_shell_script_leaves_no_process_in_its_group() -> anyhow::Result<()> {
+    let engine = EngineStandIn::start()?;
+    let spool = tempfile::tempdir()?;
+    let scratch = tempfile::tempdir()?;
+    let pid_file = scratch.path().join("pgid");
+    let w = TestWrapper::start(&[&engine.url], spool.path(), |b| {
+        b.enable_shell(ShellOptions::default())
+    })?;
+    let client = engine_client()?;
+    let resp = post(
+        &client,
+        &w.url,
+        paths::RUNS,
+        &shell_run(1, FAMILY, &pid_file),
+    )
+    .await?;
+    assert_eq!(resp.status.as_u16(), 202);
+    let Some(pgid) = read_pgid(&pid_file).await else {
+        anyhow::bail!("the script never wrote its pid");
+    };
+    assert!(
+        eventually(WAIT, || live_members(pgid).len() >= 4).await,
+        "script and its children run in group {pgid}: {:?}",
+        live_members(pgid)
+    );
+
+    let cancel = post(&client, &w.url, &paths::run_cancel(1), &json!({})).await?;
+    assert_eq!(cancel.status.as_u16(), 200);
+    assert!(eventually(WAIT, || engine.results_for(1).len() == 1).await);
+    let result = engine.results_for(1).remove(0);
+    assert_eq!(result.outcome, Outcome::Cancelled);
+    assert!(result.log_tail.contains(&"family started".to_owned()));
+    assert_eq!(
+        live_members(pgid),
+        Vec::<i32>::new(),
+        "group {pgid} is empty"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shell_deadline_kills_the_group_and_reports_timed_out() -> anyhow::Result<()> {
+    let engine = EngineStandIn::start()?;
+    let spool = tempfile::tempdir()?;
+    let scratch = tempfile::tempdir()?;
+    let pid_file = scratch.path().join("pgid");
+    let w = TestWrapper::start(&[&engine.url], spool.path(), |b| {
+        b.enable_shell(ShellOptions::default())
+    })?;
+    let client = engine_client()?;
+    let mut run = shell_run(2, FAMILY, &pid_file);
+    run.deadline = Some(chrono::Utc::now() + chrono::Duration::milliseconds(1500));
+    let resp = post(&client, &w.url, paths::RUNS, &run).await?;
+    assert_eq!(resp.status.as_u16(), 202);
+    let Some(pgid) = read_pgid(&pid_file).await else {
+        anyhow::bail!("the script never wrote its pid");
+    };
+    assert!(eventually(WAIT, || engine.results_for(2).len() == 1).await);
+    assert_eq!(engine.results_for(2)[0].outcome, Outcome::TimedOut);
+    assert_eq!(
+        live_members(pgid),
+        Vec::<i32>::new(),
+        "group {pgid} is empty"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shell_output_becomes_log_lines_and_the_exit_status_decides() -> anyhow::Result<()> {
+    let engine = EngineStandIn::start()?;
+    let spool = tempfile::tempdir()?;
+    let w = TestWrapper::start(&[&engine.url], spool.path(), |b| {
+        b.enable_shell(ShellOptions::default())
+    })?;
+    let client = engine_client()?;
+    let mut ok = run_request(3, "shell");
+    ok.params = json!("echo \"run $MTHPT_RUN_ID\"; echo oops >&2; exit 0");
+    let mut failing = run_request(4, "shell");
+    failing.params = json!({"script": "exit 3"});
+    for run in [&ok, &failing] {
+        let resp = post(&client, &w.url, paths::RUNS, run).await?;
+        assert_eq!(resp.status.as_u16(), 202);
+    }
+    assert!(eventually(WAIT, || engine.log().results.len() == 2).await);
+    let done = engine.results_for(3).remove(0);
+    assert_eq!(done.outcome, Outcome::Succeeded);
+    assert!(done.log_tail.contains(&"run 3".to_owned()));
+    assert!(done.log_tail.contains(&"oops".to_owned()));
+    let failed = engine.results_for(4).remove(0);
+    assert_eq!(failed.outcome, Outcome::FailedRetryable);
+    assert!(failed.error.is_some_and(|e| e.contains("status 3")));
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn builtins_are_off_unless_enabled() -> anyhow::Result<()> {
+    let engine = EngineStandIn::start()?;
+    let spool = tempfile::tempdir()?;
+    let w = TestWrapper::start(&[&engine.url], spool.path(), |b| {
+        b.blocking_handler("own", |_| Ok(json!(null)))
+    })?;
+    let client = engine_client()?;
+    for (run_id, handler) in [(1, "shell"), (2, "http")] {
+        let resp = post(&client, &w.url, paths::RUNS, &run_request(run_id, handler)).await?;
+        assert_eq!(resp.status.as_u16(), 404, "{handler}");
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_handler_checks_the_expected_status() -> anyhow::Result<()> {
+    let listener = TcpListener::bind("127.0.0.1:0")?;
+    let target = format!("http://{}", listener.local_addr()?);
+    let server = HttpServer::new(|| {
+        App::new()
+            .route(
+                "/ok",
+                web::post().to(|body: String| async move {
+                    HttpResponse::Ok().body(format!("got {body}"))
+                }),
+            )
+            .route(
+                "/busy",
+                web::get().to(|| async { HttpResponse::ServiceUnavailable().finish() }),
+            )
+            .route(
+                "/gone",
+                web::get().to(|| async { HttpResponse::NotFound().finish() }),
+            )
+    })
+    .workers(1)
+    .disable_signals()
+    .listen(listener)?
+    .run();
+    tokio::spawn(server);
+
+    let engine = EngineStandIn::start()?;
+    let spool = tempfile::tempdir()?;
+    let w = TestWrapper::start(&[&engine.url], spool.path(), |b| b.enable_http())?;
+    let client = engine_client()?;
+    let cases = [
+        (
+            1,
+            json!({"url": format!("{target}/ok"), "method": "POST", "body": "hello"}),
+        ),
+        (2, json!({"url": format!("{target}/busy")})),
+        (3, json!({"url": format!("{target}/gone")})),
+        (
+            4,
+            json!({"url": format!("{target}/gone"), "expect_status": [404]}),
+        ),
+        (5, json!({"url": "ftp://example.invalid/x"})),
+    ];
+    for (run_id, params) in &cases {
+        let mut run = run_request(*run_id, "http");
+        run.params = params.clone();
+        let resp = post(&client, &w.url, paths::RUNS, &run).await?;
+        assert_eq!(resp.status.as_u16(), 202);
+    }
+    assert!(eventually(WAIT, || engine.log().results.len() == cases.len()).await);
+    let outcome = |id| engine.results_for(id)[0].outcome;
+    assert_eq!(outcome(1), Outcome::Succeeded);
+    assert_eq!(
+        engine.results_for(1)[0].output,
+        json!({"status": 200, "body": "got hello"})
+    );
+    assert_eq!(outcome(2), Outcome::FailedRetryable);
+    assert_eq!(outcome(3), Outcome::FailedFatal);
+    assert_eq!(outcome(4), Outcome::Succeeded);
+    assert_eq!(outcome(5), Outcome::FailedFatal);
+    Ok(())
+}
