@@ -19,7 +19,7 @@
 //!
 //! #[actix_web::main]
 //! async fn main() -> anyhow::Result<()> {
-//!     let wrapper = Wrapper::builder("billing", std::fs::read("/etc/billing/mthpt.secret")?)
+//!     let wrapper = Wrapper::builder("acme.billing", std::fs::read("/etc/billing/mthpt.secret")?)
 //!         .engine_urls(["http://engine-1:8080", "http://engine-2:8080"])
 //!         .advertise_url("http://10.0.0.5:9010")
 //!         .capacity(32)

@@ -344,7 +344,7 @@ pub trait Tx: Send {
     ) -> Result<App>;
     /// Deletes an app; refused while a task uses it.
     async fn delete_app(&mut self, tenant: TenantId, id: AppId) -> Result<()>;
-    /// Engine internal: the app a wrapper request names (`<tenant>/<app>`), for its secret.
+    /// Engine internal: the app a wrapper request names (its key `<tenant>.<app>`), for its secret.
     async fn find_app_by_key(&mut self, tenant_name: &str, app_name: &str) -> Result<Option<App>>;
     /// Engine internal: apps by id.
     async fn get_apps_by_ids(&mut self, ids: &[AppId]) -> Result<Vec<App>>;

@@ -7,7 +7,7 @@
 //! - `send-reminders` — async code (each run a tokio task).
 //!
 //! Configuration (environment):
-//! `MTHPT_APP` (default `shop`), `MTHPT_SECRET_FILE` (required), `MTHPT_ENGINE` (comma-separated
+//! `MTHPT_APP` (the app key `<tenant>.<app>`, default `demo.shop`), `MTHPT_SECRET_FILE` (required), `MTHPT_ENGINE` (comma-separated
 //! engine URLs, required), `LISTEN` (default `127.0.0.1:8088`), `MTHPT_ADVERTISE` (default
 //! `http://<LISTEN>`), `MTHPT_SPOOL` (default `.mthpt/spool/<app>`).
 
@@ -110,7 +110,7 @@ async fn main() -> anyhow::Result<()> {
         )
         .init();
 
-    let app = env_or("MTHPT_APP", "shop");
+    let app = env_or("MTHPT_APP", "demo.shop");
     let secret_file = std::env::var("MTHPT_SECRET_FILE")
         .context("MTHPT_SECRET_FILE must name the file holding the app secret")?;
     let secret = std::fs::read(&secret_file)
