@@ -11,6 +11,8 @@ pub mod app;
 pub mod audit;
 pub mod claimer;
 pub mod clock;
+pub mod directory;
+pub mod dispatcher;
 pub mod node;
 pub mod outcome;
 pub mod routing;

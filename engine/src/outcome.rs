@@ -99,14 +99,30 @@ pub async fn finish_run(
             effects.alarms.push(a);
         }
     }
-    let occurrence_over = next.is_none();
+    // A broadcast occurrence is over when every shard's last attempt is; the last shard to
+    // finish decides (under the occurrence's lock) and succeeded only if all shards did.
+    let mut occurrence_over = next.is_none();
+    let mut succeeded = run.state == RunState::Succeeded;
+    if occurrence_over && run.shard_total > 1 {
+        let runs = tx.lock_occurrence(run.task_id, run.scheduled_at).await?;
+        let mut latest: BTreeMap<i32, &Run> = BTreeMap::new();
+        for r in &runs {
+            let slot = latest.entry(r.shard_index).or_insert(r);
+            if r.attempt > slot.attempt {
+                *slot = r;
+            }
+        }
+        occurrence_over = latest.len() >= usize::try_from(run.shard_total).unwrap_or(usize::MAX)
+            && latest.values().all(|r| r.state.is_final());
+        succeeded = latest.values().all(|r| r.state == RunState::Succeeded);
+    }
     if occurrence_over
         && matches!(
             run.state,
             RunState::Succeeded | RunState::Failed | RunState::TimedOut | RunState::Lost
         )
     {
-        effects.children = start_children(tx, &task, &run, now).await?;
+        effects.children = start_children(tx, &task, &run, succeeded, now).await?;
     }
     if occurrence_over && is_scheduled_occurrence(&run) {
         let schedule = task.schedule().map_err(StoreError::Invalid)?;
@@ -139,7 +155,6 @@ fn is_scheduled_occurrence(run: &Run) -> bool {
         TriggerKind::Schedule | TriggerKind::Retry | TriggerKind::Recovery
     ) && run.triggered_by.is_none()
         && run.parent_run_id.is_none()
-        && run.shard_index == 0
 }
 
 fn next_attempt(task: &Task, run: &Run, finish: &Finish, now: i64, jitter: f64) -> Option<NewRun> {
@@ -220,13 +235,19 @@ fn alarms_for(task: &Task, run: &Run, finish: &Finish, retrying: bool) -> Vec<Ne
     alarms
 }
 
-/// Starts the children of `task` that the finished `run` lets run.
-async fn start_children(tx: &mut dyn Tx, task: &Task, run: &Run, now: i64) -> Result<Vec<Run>> {
+/// Starts the children of `task` that the finished `run` (of an occurrence that `succeeded` or
+/// not) lets run.
+async fn start_children(
+    tx: &mut dyn Tx,
+    task: &Task,
+    run: &Run,
+    succeeded: bool,
+    now: i64,
+) -> Result<Vec<Run>> {
     let edges = tx.children_of(task.id).await?;
     if edges.is_empty() {
         return Ok(Vec::new());
     }
-    let succeeded = run.state == RunState::Succeeded;
     let root = run.chain_root_id.unwrap_or(run.id);
     let mut started = Vec::new();
     for edge in edges {

@@ -198,6 +198,18 @@ impl NewRun {
     }
 }
 
+impl NewRun {
+    /// Shard `index` of broadcast run `run` (which is shard 0 of `run.shard_total`), due at
+    /// `due_at`.
+    pub fn shard(run: &Run, index: i32, due_at: i64) -> Self {
+        Self {
+            attempt: run.attempt,
+            shard_index: index,
+            ..Self::next_attempt(run, due_at, run.trigger_kind)
+        }
+    }
+}
+
 /// What to change when a claimed run leaves the `claimed` state.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ClaimedTransition {

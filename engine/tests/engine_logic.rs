@@ -29,6 +29,7 @@ on_both_backends!(
     outcomes::repeated_result_changes_nothing,
     outcomes::join_child_runs_once_after_all_parents_in_the_chain,
     outcomes::fixed_delay_occurrence_follows_the_finish,
+    outcomes::broadcast_children_start_once_after_every_shard,
     watching::run_past_its_deadline_is_timed_out_retried_and_cancelled,
     watching::silent_executor_is_lost_and_its_runs_recovered,
     watching::silent_node_is_reported_once,

@@ -43,6 +43,7 @@ on_both_backends!(
     runs::progress_and_logs_are_recorded_for_running_runs_only,
     runs::watchdog_queries_find_overdue_lost_and_active_runs,
     runs::runs_past_their_start_timeout_are_found_until_alarmed,
+    runs::runs_of_an_occurrence_are_found_across_shards_and_attempts,
     runs::chain_runs_are_found_by_root,
     runs::runs_are_listed_with_filters_and_pages,
     claims::concurrent_claimers_claim_every_run_exactly_once,

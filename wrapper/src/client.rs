@@ -119,6 +119,12 @@ impl SignedClient {
         Ok(Self { http, signer })
     }
 
+    /// A client that signs with `signer` over an existing HTTP client (sharing its connection
+    /// pool and timeouts), e.g. one pool for requests signed with several apps' secrets.
+    pub fn with_http(http: reqwest::Client, signer: Signer) -> Self {
+        Self { http, signer }
+    }
+
     /// The signer.
     pub fn signer(&self) -> &Signer {
         &self.signer

@@ -482,7 +482,9 @@ pub trait Tx: Send {
         now: i64,
     ) -> Result<Run>;
     /// Many [`ClaimedTransition::Started`] at once; returns the runs that moved (the others
-    /// were fenced: lease expired or claimed by another node since).
+    /// were fenced: lease expired or claimed by another node since). A run whose result already
+    /// arrived (a handler faster than this write) stays final, but gets its executor and
+    /// dispatch time recorded and is returned too.
     async fn start_claimed_runs(&mut self, items: &[StartClaimed], now: i64) -> Result<Vec<RunId>>;
     /// Many [`ClaimedTransition::Released`] at once; returns the runs that moved.
     async fn release_claimed_runs(&mut self, fences: &[Fence], now: i64) -> Result<Vec<RunId>>;
@@ -519,6 +521,10 @@ pub trait Tx: Send {
     async fn running_runs_on_executors(&mut self, executors: &[ExecutorId]) -> Result<Vec<Run>>;
     /// Runs of a task that are not final: pending, claimed or running (for overlap policies).
     async fn unfinished_runs_of_task(&mut self, task: TaskId) -> Result<Vec<Run>>;
+    /// Every run (all shards and attempts) of one occurrence of a task, ordered by shard and
+    /// attempt, locking the occurrence's first run against concurrent decisions until the
+    /// transaction ends.
+    async fn lock_occurrence(&mut self, task: TaskId, scheduled_at: i64) -> Result<Vec<Run>>;
     /// Runs of a chain (by root) of the given tasks, locking the chain root against concurrent
     /// joins until the transaction ends.
     async fn lock_chain_runs(&mut self, chain_root: RunId, tasks: &[TaskId]) -> Result<Vec<Run>>;

@@ -161,13 +161,16 @@ tx_impl!(
                 return Ok(Vec::new());
             }
             let rows: Vec<(RunId,)> = sqlx::query_as(
-                "UPDATE runs r SET state = 'running', executor_id = u.executor_id,
-                     dispatched_at = u.dispatched_at, started_at = $7, deadline_at = u.deadline_at,
+                "UPDATE runs r SET state = CASE WHEN r.state = 'claimed' THEN 'running' ELSE r.state END,
+                     executor_id = u.executor_id, dispatched_at = u.dispatched_at,
+                     started_at = COALESCE(r.started_at, $7),
+                     deadline_at = CASE WHEN r.state = 'claimed' THEN u.deadline_at ELSE r.deadline_at END,
                      dispatch_attempts = r.dispatch_attempts + 1
                  FROM UNNEST($1::bigint[], $2::text[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[])
                    AS u(id, owner, fence, executor_id, dispatched_at, deadline_at)
-                 WHERE r.id = u.id AND r.state = 'claimed' AND r.claim_owner = u.owner
-                   AND r.fence = u.fence AND r.lease_until > $7
+                 WHERE r.id = u.id AND r.claim_owner = u.owner AND r.fence = u.fence
+                   AND ((r.state = 'claimed' AND r.lease_until > $7)
+                        OR (r.state IN ('succeeded', 'failed', 'timed_out', 'cancelled') AND r.dispatched_at IS NULL))
                  RETURNING r.id",
             )
             .bind(items.iter().map(|i| i.fence.run_id.0).collect::<Vec<_>>())

@@ -1051,6 +1051,25 @@ macro_rules! tx_impl {
                 .await?)
             }
 
+            async fn lock_occurrence(&mut self, task: TaskId, scheduled_at: i64) -> Result<Vec<Run>> {
+                let _: Option<(RunId,)> = sqlx::query_as(concat!(
+                    "SELECT id FROM runs
+                     WHERE task_id = $1 AND scheduled_at = $2 AND shard_index = 0 AND attempt = 1",
+                    $for_update
+                ))
+                .bind(task)
+                .bind(scheduled_at)
+                .fetch_optional(&mut *self.tx)
+                .await?;
+                Ok(sqlx::query_as(
+                    "SELECT * FROM runs WHERE task_id = $1 AND scheduled_at = $2 ORDER BY shard_index, attempt",
+                )
+                .bind(task)
+                .bind(scheduled_at)
+                .fetch_all(&mut *self.tx)
+                .await?)
+            }
+
             async fn runs_not_started(&mut self, now: i64, limit: i64) -> Result<Vec<Run>> {
                 Ok(sqlx::query_as(
                     "SELECT r.* FROM runs r JOIN tasks t ON t.id = r.task_id

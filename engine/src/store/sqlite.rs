@@ -177,16 +177,26 @@ tx_impl!(SqliteTx, for_update = "", skip_locked = "", {
     async fn start_claimed_runs(&mut self, items: &[StartClaimed], now: i64) -> Result<Vec<RunId>> {
         let mut started = Vec::with_capacity(items.len());
         for item in items {
-            let to = ClaimedTransition::Started {
-                executor_id: item.executor_id,
-                dispatched_at: item.dispatched_at,
-                deadline_at: item.deadline_at,
-            };
-            match self.transition_claimed(&item.fence, &to, now).await {
-                Ok(run) => started.push(run.id),
-                Err(StoreError::Fenced { .. }) => {}
-                Err(e) => return Err(e),
-            }
+            let moved: Option<(RunId,)> = sqlx::query_as(
+                "UPDATE runs SET state = CASE WHEN state = 'claimed' THEN 'running' ELSE state END,
+                     executor_id = $4, dispatched_at = $5, started_at = COALESCE(started_at, $7),
+                     deadline_at = CASE WHEN state = 'claimed' THEN $6 ELSE deadline_at END,
+                     dispatch_attempts = dispatch_attempts + 1
+                 WHERE id = $1 AND claim_owner = $2 AND fence = $3
+                   AND ((state = 'claimed' AND lease_until > $7)
+                        OR (state IN ('succeeded', 'failed', 'timed_out', 'cancelled') AND dispatched_at IS NULL))
+                 RETURNING id",
+            )
+            .bind(item.fence.run_id)
+            .bind(&item.fence.node)
+            .bind(item.fence.token)
+            .bind(item.executor_id)
+            .bind(item.dispatched_at)
+            .bind(item.deadline_at)
+            .bind(now)
+            .fetch_optional(&mut *self.tx)
+            .await?;
+            started.extend(moved.map(|(id,)| id));
         }
         Ok(started)
     }

@@ -299,7 +299,7 @@ pub async fn every_claimed_transition_needs_the_current_fence(store: Arc<dyn Sto
 
 pub async fn batch_start_and_release_move_only_runs_still_held(store: Arc<dyn Store>) {
     let store = &*store;
-    let (w, _, runs) = with_runs(store, 4).await;
+    let (w, _, runs) = with_runs(store, 5).await;
     let e = executor(store, w.app.id, "host-1", T0).await;
     let claimed = claim(store, &claim_req("node-a", T0)).await;
     let fences: Vec<Fence> = claimed.iter().map(|r| r.fence().unwrap()).collect();
@@ -341,8 +341,50 @@ pub async fn batch_start_and_release_move_only_runs_still_held(store: Arc<dyn St
     );
     let r2 = tx.find_run(runs[2].id).await.unwrap().unwrap();
     assert_eq!((r2.state, r2.dispatch_attempts), (RunState::Pending, 1));
-    // After the lease, nothing moves.
     drop(tx);
+    // The result of run 3 arrives before its dispatch is written: it stays final, and the
+    // dispatch facts are still recorded.
+    let done = RunCompletion {
+        state: RunState::Succeeded,
+        output: None,
+        error: None,
+        log: None,
+        started_at: Some(T0 + 3),
+        finished_at: T0 + 4,
+    };
+    let late_start = StartClaimed {
+        fence: fences[3].clone(),
+        executor_id: e.id,
+        dispatched_at: T0 + 2,
+        deadline_at: Some(T0 + MINUTE),
+    };
+    let recorded = in_tx!(store, |tx| {
+        tx.complete_run(runs[3].id, None, &done).await.unwrap();
+        tx.start_claimed_runs(std::slice::from_ref(&late_start), T0 + 5)
+            .await
+            .unwrap()
+    });
+    assert_eq!(recorded, vec![runs[3].id]);
+    let r3 = read(store)
+        .await
+        .find_run(runs[3].id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(r3.state, RunState::Succeeded);
+    assert_eq!(
+        (r3.executor_id, r3.dispatched_at, r3.started_at),
+        (Some(e.id), Some(T0 + 2), Some(T0 + 3))
+    );
+    assert!(
+        in_tx!(store, |tx| tx
+            .start_claimed_runs(&[late_start], T0 + 6)
+            .await
+            .unwrap())
+        .is_empty(),
+        "recorded once"
+    );
+    // After the lease, nothing moves.
     let late = in_tx!(store, |tx| tx
         .release_claimed_runs(&[fences[3].clone()], T0 + MINUTE)
         .await
@@ -655,6 +697,41 @@ pub async fn runs_past_their_start_timeout_are_found_until_alarmed(store: Arc<dy
             .len(),
         1,
         "the fresh one now"
+    );
+}
+
+pub async fn runs_of_an_occurrence_are_found_across_shards_and_attempts(store: Arc<dyn Store>) {
+    let store = &*store;
+    let w = world(store, "acme").await;
+    let (task, _) = create_task(store, &w, &manual(w.app.id, "fanout")).await;
+    let mut ids = Vec::new();
+    for shard in [1, 0] {
+        let mut r = occurrence(&w, &task, T0);
+        r.shard_index = shard;
+        r.shard_total = 2;
+        ids.push(insert(store, &r).await);
+    }
+    let retry = insert(
+        store,
+        &NewRun::next_attempt(&ids[1], T0 + SECOND, TriggerKind::Retry),
+    )
+    .await;
+    insert(store, &occurrence(&w, &task, T0 + 1)).await;
+    let mut tx = store.begin().await.unwrap();
+    let found = tx.lock_occurrence(task.id, T0).await.unwrap();
+    assert_eq!(
+        found
+            .iter()
+            .map(|r| (r.shard_index, r.attempt))
+            .collect::<Vec<_>>(),
+        vec![(0, 1), (0, 2), (1, 1)]
+    );
+    assert_eq!(found[1].id, retry.id);
+    assert!(
+        tx.lock_occurrence(task.id, T0 + 7)
+            .await
+            .unwrap()
+            .is_empty()
     );
 }
 

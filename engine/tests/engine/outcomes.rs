@@ -399,3 +399,70 @@ pub async fn fixed_delay_occurrence_follows_the_finish(store: Arc<dyn Store>) {
     );
     assert!(effects.next_occurrence.is_none());
 }
+
+/// A broadcast occurrence (3 shards): its children start once, after the last shard, and only
+/// "on success" when every shard succeeded.
+pub async fn broadcast_children_start_once_after_every_shard(store: Arc<dyn Store>) {
+    let store = &*store;
+    let w = world(store, "acme").await;
+    let (fan, _) = create_task(store, &w, &manual(w.app.id, "fanout")).await;
+    let ok = chain(store, &w, &fan, "merge", DependencyCondition::OnSuccess).await;
+    let any = chain(store, &w, &fan, "report", DependencyCondition::Always).await;
+    let shard = |i: i32, at: i64| {
+        let mut r = occurrence(&w, &fan, at);
+        r.shard_index = i;
+        r.shard_total = 3;
+        r
+    };
+    // All three succeed: both children start, once.
+    let mut shards = Vec::new();
+    for i in 0..3 {
+        shards.push(insert(store, &shard(i, T0)).await);
+    }
+    for (i, s) in shards.iter().enumerate() {
+        let (_, effects) =
+            applied(end(store, s, &ending(RunState::Succeeded, true, T0 + SECOND)).await);
+        if i < 2 {
+            assert!(effects.children.is_empty(), "shard {i} is not the last");
+        } else {
+            let mut started: Vec<_> = effects.children.iter().map(|r| r.task_id).collect();
+            started.sort();
+            assert_eq!(started, vec![ok.id, any.id]);
+        }
+    }
+    // One shard fails: only the "always" child starts.
+    let mut shards = Vec::new();
+    for i in 0..3 {
+        shards.push(insert(store, &shard(i, T0 + MINUTE)).await);
+    }
+    end(
+        store,
+        &shards[0],
+        &ending(RunState::Succeeded, true, T0 + MINUTE),
+    )
+    .await;
+    end(
+        store,
+        &shards[1],
+        &ending(RunState::Failed, false, T0 + MINUTE),
+    )
+    .await;
+    let (_, effects) = applied(
+        end(
+            store,
+            &shards[2],
+            &ending(RunState::Succeeded, true, T0 + MINUTE),
+        )
+        .await,
+    );
+    assert_eq!(
+        effects
+            .children
+            .iter()
+            .map(|r| r.task_id)
+            .collect::<Vec<_>>(),
+        vec![any.id]
+    );
+    assert_eq!(runs_of(store, &w, &ok).await.len(), 1);
+    assert_eq!(runs_of(store, &w, &any).await.len(), 2);
+}

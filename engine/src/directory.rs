@@ -1,0 +1,176 @@
+//! What the dispatcher and the callback API need to know about apps, cached for a moment so the
+//! hot paths do not ask the database for every run: each app's key (`<tenant>.<app>`) and
+//! secret, and its live executor instances.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use mthpt_wrapper::client::SignedClient;
+use mthpt_wrapper::protocol::Signer;
+
+use crate::app::{App, AppId, Executor};
+use crate::store::{Result, Store};
+use crate::tenant::TenantId;
+
+/// An app as the engine talks to it.
+#[derive(Debug)]
+pub struct AppEntry {
+    pub app: App,
+    /// `<tenant>.<app>`: the `X-Mthpt-App` value.
+    pub key: String,
+    /// Signs requests to the app's wrappers.
+    pub client: SignedClient,
+    /// Its instances that are up and heartbeating, oldest registration first.
+    pub live: Vec<Executor>,
+    fetched_at: i64,
+}
+
+impl AppEntry {
+    /// The live instance with this id.
+    pub fn executor(&self, id: crate::app::ExecutorId) -> Option<&Executor> {
+        self.live.iter().find(|e| e.id == id)
+    }
+}
+
+/// Splits an app key `<tenant>.<app>`.
+pub fn split_app_key(key: &str) -> Option<(&str, &str)> {
+    key.split_once('.')
+        .filter(|(t, a)| !t.is_empty() && !a.is_empty())
+}
+
+/// The cache. Entries older than `ttl_ms` are fetched again on use.
+#[derive(Debug)]
+pub struct Directory {
+    store: Arc<dyn Store>,
+    http: reqwest::Client,
+    ttl_ms: i64,
+    executor_timeout_ms: i64,
+    apps: Mutex<HashMap<AppId, Arc<AppEntry>>>,
+    tenants: Mutex<HashMap<TenantId, String>>,
+    keys: Mutex<HashMap<String, (i64, Option<App>)>>,
+}
+
+impl Directory {
+    /// A directory over `store`; requests to wrappers go through `http`. Instances whose last
+    /// heartbeat is older than `executor_timeout_ms` are not offered.
+    pub fn new(
+        store: Arc<dyn Store>,
+        http: reqwest::Client,
+        ttl_ms: i64,
+        executor_timeout_ms: i64,
+    ) -> Self {
+        Self {
+            store,
+            http,
+            ttl_ms,
+            executor_timeout_ms,
+            apps: Mutex::default(),
+            tenants: Mutex::default(),
+            keys: Mutex::default(),
+        }
+    }
+
+    /// The entries of `apps`, refreshing those older than the TTL (one transaction for all).
+    pub async fn entries(&self, apps: &[AppId], now: i64) -> Result<HashMap<AppId, Arc<AppEntry>>> {
+        let mut out = HashMap::with_capacity(apps.len());
+        let mut stale = Vec::new();
+        {
+            let cached = lock(&self.apps);
+            for id in apps {
+                match cached.get(id) {
+                    Some(e) if now - e.fetched_at < self.ttl_ms => {
+                        out.insert(*id, e.clone());
+                    }
+                    _ if !stale.contains(id) => stale.push(*id),
+                    _ => {}
+                }
+            }
+        }
+        if stale.is_empty() {
+            return Ok(out);
+        }
+        let mut tx = self.store.begin_read().await?;
+        let rows = tx.get_apps_by_ids(&stale).await?;
+        let mut fresh = Vec::with_capacity(rows.len());
+        for app in rows {
+            let tenant = match self.tenant_name(app.tenant_id) {
+                Some(name) => name,
+                None => {
+                    let name = tx.get_tenant(app.tenant_id).await?.name;
+                    lock(&self.tenants).insert(app.tenant_id, name.clone());
+                    name
+                }
+            };
+            let live = tx
+                .list_live_executors(app.id, now - self.executor_timeout_ms)
+                .await?;
+            let key = format!("{tenant}.{}", app.name);
+            let signer = Signer::new(key.clone(), app.secret.clone().into_bytes());
+            fresh.push(Arc::new(AppEntry {
+                client: SignedClient::with_http(self.http.clone(), signer),
+                key,
+                live,
+                app,
+                fetched_at: now,
+            }));
+        }
+        drop(tx);
+        let mut cached = lock(&self.apps);
+        for entry in fresh {
+            cached.insert(entry.app.id, entry.clone());
+            out.insert(entry.app.id, entry);
+        }
+        Ok(out)
+    }
+
+    /// Forgets an app, so its next use reads it again (e.g. after an executor registered).
+    pub fn invalidate(&self, app: AppId) {
+        lock(&self.apps).remove(&app);
+    }
+
+    /// The app a wrapper's `X-Mthpt-App` names, for verifying its signature (cached, including
+    /// "no such app" so a flood of bad keys does not reach the database).
+    pub async fn app_by_key(&self, key: &str, now: i64) -> Result<Option<App>> {
+        if let Some((at, app)) = lock(&self.keys).get(key)
+            && now - at < self.ttl_ms
+        {
+            return Ok(app.clone());
+        }
+        let app = match split_app_key(key) {
+            Some((tenant, app)) => {
+                let mut tx = self.store.begin_read().await?;
+                tx.find_app_by_key(tenant, app).await?
+            }
+            None => None,
+        };
+        let mut keys = lock(&self.keys);
+        if keys.len() > 10_000 {
+            keys.clear();
+        }
+        keys.insert(key.to_owned(), (now, app.clone()));
+        Ok(app)
+    }
+
+    fn tenant_name(&self, id: TenantId) -> Option<String> {
+        lock(&self.tenants).get(&id).cloned()
+    }
+}
+
+/// Locks a mutex, recovering the data if a panicking holder poisoned it (the caches hold
+/// plain data that stays consistent).
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn app_keys_split_at_the_first_dot() {
+        assert_eq!(split_app_key("acme.billing"), Some(("acme", "billing")));
+        assert_eq!(split_app_key("acme"), None);
+        assert_eq!(split_app_key(".billing"), None);
+        assert_eq!(split_app_key("acme."), None);
+    }
+}

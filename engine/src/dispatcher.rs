@@ -1,0 +1,468 @@
+//! Firing claimed runs at executor wrappers.
+//!
+//! For each due batch: the runs are grouped by app; broadcast tasks are split into one shard per
+//! live instance; each run gets its instances in its task's routing order; every round sends one
+//! signed batch request per instance (the wrapper answers at once, it never waits for the work);
+//! a run an instance refuses (at capacity, draining, no such handler, unreachable) moves on to
+//! its next instance; a run no instance accepts goes back to `pending` keeping its place in line.
+//! The accepted runs become `running` in one write at the end. Dispatch is async and bounded by
+//! a semaphore, never by threads waiting on business code.
+//!
+//! A run whose lease is about to expire is not sent: another node may be about to take it over.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::future::join_all;
+use mthpt_wrapper::protocol::{
+    self, AckStatus, CancelRequest, RunAck, RunBatchRequest, RunBatchResponse, RunRequest, Trigger,
+};
+use tokio::sync::Semaphore;
+
+use crate::app::{AppId, ExecutorId};
+use crate::claimer::Fire;
+use crate::clock::{Clock, ms_to_datetime};
+use crate::directory::{AppEntry, Directory, lock};
+use crate::outcome::{Finish, finish_run};
+use crate::routing::{self, RoutingState};
+use crate::run::{
+    ClaimedTransition, Fence, NewRun, Run, RunCompletion, RunId, RunState, TriggerKind,
+};
+use crate::store::{Result, StartClaimed, Store};
+use crate::task::{Routing, Task};
+
+/// Dispatch settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DispatchConfig {
+    /// Do not send a run whose lease ends within this many milliseconds.
+    pub min_lease_left_ms: i64,
+    /// At most this many requests to wrappers in flight.
+    pub max_in_flight: usize,
+}
+
+impl Default for DispatchConfig {
+    fn default() -> Self {
+        Self {
+            min_lease_left_ms: 1_000,
+            max_in_flight: 256,
+        }
+    }
+}
+
+/// What one dispatch did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DispatchReport {
+    /// Accepted by an executor and recorded as running.
+    pub started: Vec<RunId>,
+    /// Refused everywhere: back to pending.
+    pub released: Vec<RunId>,
+    /// Accepted, but this node no longer held the claim when recording it.
+    pub fenced: Vec<RunId>,
+    /// Refused as malformed by the executor: failed.
+    pub failed: Vec<RunId>,
+    /// Not sent: the lease was about to expire.
+    pub expiring: Vec<RunId>,
+    /// Extra shard runs created for broadcast tasks.
+    pub shards_created: usize,
+    /// Batch requests sent.
+    pub requests: usize,
+}
+
+/// Sends runs to wrappers.
+#[derive(Debug)]
+pub struct Dispatcher {
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    directory: Arc<Directory>,
+    config: DispatchConfig,
+    permits: Arc<Semaphore>,
+    routing: Mutex<RoutingState>,
+}
+
+/// One run on its way: its candidates and how far down the list it got.
+struct Pending {
+    fire: Fire,
+    candidates: Vec<ExecutorId>,
+    next: usize,
+    last_refusal: String,
+}
+
+impl Dispatcher {
+    pub fn new(
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        directory: Arc<Directory>,
+        config: DispatchConfig,
+    ) -> Self {
+        let permits = Arc::new(Semaphore::new(config.max_in_flight.max(1)));
+        Self {
+            store,
+            clock,
+            directory,
+            config,
+            permits,
+            routing: Mutex::new(RoutingState::default()),
+        }
+    }
+
+    /// The directory this dispatcher routes with.
+    pub fn directory(&self) -> &Arc<Directory> {
+        &self.directory
+    }
+
+    /// Sends `fires` now and records what happened.
+    pub async fn dispatch(&self, fires: Vec<Fire>) -> Result<DispatchReport> {
+        let mut report = DispatchReport::default();
+        let now = self.clock.now_ms();
+        let (fires, expiring): (Vec<Fire>, Vec<Fire>) = fires
+            .into_iter()
+            .partition(|f| f.run.lease_until.unwrap_or(0) - now >= self.config.min_lease_left_ms);
+        report.expiring = expiring.iter().map(|f| f.run.id).collect();
+        if fires.is_empty() {
+            return Ok(report);
+        }
+        let mut apps: Vec<AppId> = fires.iter().map(|f| f.task.app_id).collect();
+        apps.sort_unstable();
+        apps.dedup();
+        let entries = self.directory.entries(&apps, now).await?;
+        let fires = self
+            .shard_broadcasts(fires, &entries, now, &mut report)
+            .await?;
+
+        let mut pending: Vec<Pending> = Vec::with_capacity(fires.len());
+        let mut released: Vec<Fence> = Vec::new();
+        {
+            let mut state = lock(&self.routing);
+            for fire in fires {
+                let candidates = entries
+                    .get(&fire.task.app_id)
+                    .map(|e| {
+                        routing::order(&fire.task, &fire.run, &e.live, &mut state, rand::random)
+                            .into_iter()
+                            .map(|x| x.id)
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                pending.push(Pending {
+                    fire,
+                    candidates,
+                    next: 0,
+                    last_refusal: "no live instance has this handler".to_owned(),
+                });
+            }
+        }
+
+        let mut started: Vec<StartClaimed> = Vec::new();
+        let mut malformed: Vec<(Fire, String)> = Vec::new();
+        while !pending.is_empty() {
+            // Runs out of candidates go back in line.
+            let (exhausted, rest): (Vec<Pending>, Vec<Pending>) = pending
+                .into_iter()
+                .partition(|p| p.next >= p.candidates.len());
+            for p in exhausted {
+                tracing::debug!(run = %p.fire.run.id, reason = %p.last_refusal, "no executor accepted the run");
+                if let Some(f) = p.fire.run.fence() {
+                    released.push(f);
+                }
+            }
+            pending = rest;
+            if pending.is_empty() {
+                break;
+            }
+            // One batch per (app, instance) this round.
+            let mut batches: BTreeMap<(AppId, ExecutorId), Vec<Pending>> = BTreeMap::new();
+            for p in pending.drain(..) {
+                let target = p.candidates[p.next];
+                batches
+                    .entry((p.fire.task.app_id, target))
+                    .or_default()
+                    .push(p);
+            }
+            let sends = batches.into_iter().map(|((app, executor), items)| {
+                let entry = entries.get(&app).cloned();
+                self.send_batch(entry, executor, items)
+            });
+            report.requests += sends.len();
+            for (items, outcome) in join_all(sends).await {
+                match outcome {
+                    Err(refusal) => {
+                        for mut p in items {
+                            p.next += 1;
+                            p.last_refusal = refusal.clone();
+                            pending.push(p);
+                        }
+                    }
+                    Ok((executor, sent_at, acks)) => {
+                        let by_run: HashMap<RunId, RunAck> = acks
+                            .into_iter()
+                            .filter_map(|a| a.run_id.map(|id| (RunId(id), a)))
+                            .collect();
+                        for mut p in items {
+                            let ack = by_run.get(&p.fire.run.id);
+                            match ack.map(|a| a.status) {
+                                Some(AckStatus::Accepted | AckStatus::AlreadyKnown) => {
+                                    lock(&self.routing).sent(executor);
+                                    if let Some(fence) = p.fire.run.fence() {
+                                        started.push(StartClaimed {
+                                            fence,
+                                            executor_id: executor,
+                                            dispatched_at: sent_at,
+                                            deadline_at: p
+                                                .fire
+                                                .task
+                                                .timeout_ms
+                                                .map(|t| sent_at.saturating_add(t)),
+                                        });
+                                    }
+                                }
+                                Some(AckStatus::Malformed) => {
+                                    let why = ack
+                                        .and_then(|a| a.message.clone())
+                                        .unwrap_or_else(|| "malformed".to_owned());
+                                    malformed.push((p.fire, why));
+                                }
+                                other => {
+                                    p.next += 1;
+                                    p.last_refusal =
+                                        match (other, ack.and_then(|a| a.message.clone())) {
+                                            (Some(s), Some(m)) => format!("{s:?}: {m}"),
+                                            (Some(s), None) => format!("{s:?}"),
+                                            (None, _) => {
+                                                "no ack for this run in the answer".to_owned()
+                                            }
+                                        };
+                                    pending.push(p);
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+
+        self.record(started, released, malformed, &mut report)
+            .await?;
+        Ok(report)
+    }
+
+    /// Writes the round's outcome in one transaction.
+    async fn record(
+        &self,
+        started: Vec<StartClaimed>,
+        released: Vec<Fence>,
+        malformed: Vec<(Fire, String)>,
+        report: &mut DispatchReport,
+    ) -> Result<()> {
+        if started.is_empty() && released.is_empty() && malformed.is_empty() {
+            return Ok(());
+        }
+        let now = self.clock.now_ms();
+        let mut tx = self.store.begin().await?;
+        let moved = tx.start_claimed_runs(&started, now).await?;
+        for item in &started {
+            if moved.contains(&item.fence.run_id) {
+                report.started.push(item.fence.run_id);
+            } else {
+                tracing::warn!(
+                    run = %item.fence.run_id,
+                    node = %item.fence.node,
+                    "an executor accepted a run this node no longer held (lease lost)"
+                );
+                report.fenced.push(item.fence.run_id);
+            }
+        }
+        report.released = tx.release_claimed_runs(&released, now).await?;
+        for (fire, why) in malformed {
+            let finish = Finish {
+                completion: RunCompletion {
+                    state: RunState::Failed,
+                    output: None,
+                    error: Some(format!("the executor refused the run request: {why}")),
+                    log: None,
+                    started_at: None,
+                    finished_at: now,
+                },
+                retryable: false,
+            };
+            finish_run(tx.as_mut(), fire.run.id, None, &finish, rand::random()).await?;
+            report.failed.push(fire.run.id);
+        }
+        tx.commit().await
+    }
+
+    /// Sends one batch to one instance. `Ok` carries the instance, when it was sent and the
+    /// acks; `Err` says why none of the runs got there.
+    async fn send_batch(
+        &self,
+        entry: Option<Arc<AppEntry>>,
+        executor: ExecutorId,
+        items: Vec<Pending>,
+    ) -> (
+        Vec<Pending>,
+        std::result::Result<(ExecutorId, i64, Vec<RunAck>), String>,
+    ) {
+        let Some(entry) = entry else {
+            return (items, Err("the app is unknown".to_owned()));
+        };
+        let Some(instance) = entry.executor(executor) else {
+            return (items, Err(format!("instance {executor} is gone")));
+        };
+        let Ok(_permit) = self.permits.acquire().await else {
+            return (items, Err("the dispatcher is shutting down".to_owned()));
+        };
+        let sent_at = self.clock.now_ms();
+        let body = RunBatchRequest {
+            runs: items
+                .iter()
+                .map(|p| run_request(&p.fire, sent_at))
+                .collect(),
+        };
+        let answer = entry
+            .client
+            .post_json_raw(&instance.base_url, protocol::paths::RUNS_BATCH, &body)
+            .await;
+        let outcome = match answer {
+            Err(e) => Err(e.to_string()),
+            Ok(raw) if raw.status.is_success() => match raw.json::<RunBatchResponse>() {
+                Ok(resp) => Ok((executor, sent_at, resp.acks)),
+                Err(e) => Err(format!(
+                    "{} answered with unexpected JSON: {e}",
+                    instance.base_url
+                )),
+            },
+            Ok(raw) => Err(format!(
+                "{} answered {}: {}",
+                instance.base_url,
+                raw.status,
+                String::from_utf8_lossy(&raw.body)
+                    .chars()
+                    .take(200)
+                    .collect::<String>()
+            )),
+        };
+        if let Err(why) = &outcome {
+            tracing::debug!(instance = %instance.instance_id, %why, "batch not delivered");
+            // Its heartbeat view is stale or it died: look again next time.
+            self.directory.invalidate(entry.app.id);
+        }
+        (items, outcome)
+    }
+
+    /// Splits each broadcast run that is not sharded yet into one shard per live instance:
+    /// the run becomes shard 0 of `n`, shards 1.. are inserted due now (claimed by whichever
+    /// node is first, this one included).
+    async fn shard_broadcasts(
+        &self,
+        fires: Vec<Fire>,
+        entries: &HashMap<AppId, Arc<AppEntry>>,
+        now: i64,
+        report: &mut DispatchReport,
+    ) -> Result<Vec<Fire>> {
+        let needs = |f: &Fire| f.task.routing == Routing::Broadcast && f.run.shard_total == 1;
+        if !fires.iter().any(needs) {
+            return Ok(fires);
+        }
+        let mut tx = self.store.begin().await?;
+        let mut out = Vec::with_capacity(fires.len());
+        for mut fire in fires {
+            let n = entries
+                .get(&fire.task.app_id)
+                .map(|e| able(&e.live, &fire.task))
+                .unwrap_or(0);
+            if needs(&fire) && n > 1 {
+                let Some(fence) = fire.run.fence() else {
+                    continue;
+                };
+                let total = i32::try_from(n).unwrap_or(i32::MAX);
+                match tx
+                    .transition_claimed(
+                        &fence,
+                        &ClaimedTransition::Sharded { index: 0, total },
+                        now,
+                    )
+                    .await
+                {
+                    Ok(run) => {
+                        let shards: Vec<NewRun> =
+                            (1..total).map(|i| NewRun::shard(&run, i, now)).collect();
+                        report.shards_created += tx.insert_runs(&shards, now).await?.len();
+                        tx.notify_due(&run.node_group).await?;
+                        fire.run = run;
+                    }
+                    Err(crate::store::StoreError::Fenced { .. }) => continue,
+                    Err(e) => return Err(e),
+                }
+            }
+            out.push(fire);
+        }
+        tx.commit().await?;
+        Ok(out)
+    }
+
+    /// Tells the executors of `runs` to cancel them (best effort: a gone executor is skipped).
+    pub async fn cancel(&self, runs: &[Run], apps: &HashMap<RunId, AppId>, reason: &str) {
+        let now = self.clock.now_ms();
+        let mut app_ids: Vec<AppId> = apps.values().copied().collect();
+        app_ids.sort_unstable();
+        app_ids.dedup();
+        let Ok(entries) = self.directory.entries(&app_ids, now).await else {
+            return;
+        };
+        let sends = runs.iter().filter_map(|run| {
+            let entry = entries.get(apps.get(&run.id)?)?.clone();
+            let base = entry.executor(run.executor_id?)?.base_url.clone();
+            let body = CancelRequest {
+                reason: Some(reason.to_owned()),
+            };
+            let path = protocol::paths::run_cancel(run.id.0);
+            Some(async move {
+                if let Err(e) = entry.client.post_json_raw(&base, &path, &body).await {
+                    tracing::info!(%path, error = %e, "cancel request not delivered");
+                }
+            })
+        });
+        join_all(sends).await;
+    }
+}
+
+/// How many live instances have the task's handler.
+fn able(live: &[crate::app::Executor], task: &Task) -> usize {
+    live.iter()
+        .filter(|e| e.handlers.0.iter().any(|h| h == &task.handler))
+        .count()
+}
+
+/// The protocol request for a claimed run sent at `sent_at` (its deadline counts from then).
+pub fn run_request(fire: &Fire, sent_at: i64) -> RunRequest {
+    let run = &fire.run;
+    let task = &fire.task;
+    let deadline = task
+        .timeout_ms
+        .map(|t| ms_to_datetime(sent_at.saturating_add(t)));
+    RunRequest {
+        run_id: run.id.0,
+        task_id: task.id.0,
+        task_name: task.name.clone(),
+        handler: task.handler.clone(),
+        params: run
+            .params
+            .as_ref()
+            .map_or_else(|| task.params.0.clone(), |p| p.0.clone()),
+        attempt: u32::try_from(run.attempt).unwrap_or(1),
+        scheduled_at: ms_to_datetime(run.scheduled_at),
+        shard_index: u32::try_from(run.shard_index).unwrap_or(0),
+        shard_total: u32::try_from(run.shard_total).unwrap_or(1),
+        deadline,
+        trigger: match run.trigger_kind {
+            TriggerKind::Schedule => Trigger::Schedule,
+            TriggerKind::Manual => Trigger::Manual,
+            TriggerKind::Retry => Trigger::Retry,
+            TriggerKind::Chain => Trigger::Chain,
+            TriggerKind::Recovery => Trigger::Recovery,
+        },
+    }
+}
+
+/// How long a wrapper may take to answer a run request (it answers before running anything).
+pub const ACK_TIMEOUT: Duration = Duration::from_secs(3);
