@@ -21,14 +21,12 @@ use mthpt_wrapper::protocol::{
 use tokio::sync::Semaphore;
 
 use crate::app::{AppId, ExecutorId};
-use crate::claimer::Fire;
+use crate::claimer::{Cancellation, Fire};
 use crate::clock::{Clock, ms_to_datetime};
 use crate::directory::{AppEntry, Directory, lock};
 use crate::outcome::{Finish, finish_run};
 use crate::routing::{self, RoutingState};
-use crate::run::{
-    ClaimedTransition, Fence, NewRun, Run, RunCompletion, RunId, RunState, TriggerKind,
-};
+use crate::run::{ClaimedTransition, Fence, NewRun, RunCompletion, RunId, RunState, TriggerKind};
 use crate::store::{Result, StartClaimed, Store};
 use crate::task::{Routing, Task};
 
@@ -401,24 +399,33 @@ impl Dispatcher {
     }
 
     /// Tells the executors of `runs` to cancel them (best effort: a gone executor is skipped).
-    pub async fn cancel(&self, runs: &[Run], apps: &HashMap<RunId, AppId>, reason: &str) {
+    pub async fn cancel(&self, runs: &[Cancellation], reason: &str) {
+        if runs.is_empty() {
+            return;
+        }
         let now = self.clock.now_ms();
-        let mut app_ids: Vec<AppId> = apps.values().copied().collect();
+        let mut app_ids: Vec<AppId> = runs.iter().map(|c| c.task.app_id).collect();
         app_ids.sort_unstable();
         app_ids.dedup();
         let Ok(entries) = self.directory.entries(&app_ids, now).await else {
             return;
         };
-        let sends = runs.iter().filter_map(|run| {
-            let entry = entries.get(apps.get(&run.id)?)?.clone();
-            let base = entry.executor(run.executor_id?)?.base_url.clone();
+        let sends = runs.iter().filter_map(|c| {
+            let entry = entries.get(&c.task.app_id)?.clone();
+            let base = entry.executor(c.run.executor_id?)?.base_url.clone();
             let body = CancelRequest {
                 reason: Some(reason.to_owned()),
             };
-            let path = protocol::paths::run_cancel(run.id.0);
+            let path = protocol::paths::run_cancel(c.run.id.0);
             Some(async move {
-                if let Err(e) = entry.client.post_json_raw(&base, &path, &body).await {
-                    tracing::info!(%path, error = %e, "cancel request not delivered");
+                match entry.client.post_json_raw(&base, &path, &body).await {
+                    Ok(raw) if raw.status.is_success() => {
+                        tracing::info!(%path, "cancel request delivered");
+                    }
+                    Ok(raw) => {
+                        tracing::info!(%path, status = %raw.status, "cancel request refused")
+                    }
+                    Err(e) => tracing::info!(%path, error = %e, "cancel request not delivered"),
                 }
             })
         });

@@ -7,6 +7,7 @@
 mod macros;
 
 pub mod alarm;
+pub mod api;
 pub mod app;
 pub mod audit;
 pub mod claimer;
@@ -17,10 +18,13 @@ pub mod node;
 pub mod outcome;
 pub mod routing;
 pub mod run;
+pub mod runtime;
 pub mod schedule;
 pub mod store;
 pub mod task;
 pub mod tenant;
+#[cfg(feature = "test-support")]
+pub mod testing;
 pub mod validate;
 pub mod watchdog;
 

@@ -9,14 +9,17 @@
 //! - reports engine nodes that stopped heartbeating (`node_lost`);
 //! - raises `not_started` for runs still waiting past their task's start timeout.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::alarm::{AlarmKind, NewAlarm, Severity};
 use crate::app::ExecutorId;
+use crate::claimer::Cancellation;
 use crate::clock::ms_to_datetime;
 use crate::outcome::{Finish, Finished, finish_run};
 use crate::run::{Run, RunCompletion, RunState};
 use crate::store::{Result, Store};
+use crate::task::{Task, TaskId};
 
 /// How long silence means death, and how much work one pass takes on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,7 +46,7 @@ impl Default for WatchConfig {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct WatchReport {
     /// Runs timed out; their executors should be told to cancel them.
-    pub cancel: Vec<Run>,
+    pub cancel: Vec<Cancellation>,
     /// Runs declared lost with their executor.
     pub lost: Vec<Run>,
     /// Recovery and retry runs started.
@@ -81,6 +84,16 @@ impl Watchdog {
         let overdue = tx
             .running_runs_past_deadline(now, self.config.batch)
             .await?;
+        if overdue.is_empty() {
+            return tx.commit().await;
+        }
+        let ids: Vec<TaskId> = overdue.iter().map(|r| r.task_id).collect();
+        let tasks: HashMap<TaskId, Arc<Task>> = tx
+            .lock_tasks(&ids)
+            .await?
+            .into_iter()
+            .map(|t| (t.id, Arc::new(t)))
+            .collect();
         for run in overdue {
             let late = now - run.deadline_at.unwrap_or(now);
             let finish = Finish {
@@ -101,7 +114,12 @@ impl Watchdog {
                 finish_run(tx.as_mut(), run.id, None, &finish, jitter).await?
             {
                 report.retried += usize::from(effects.next_attempt.is_some());
-                report.cancel.push(run);
+                if let Some(task) = tasks.get(&run.task_id) {
+                    report.cancel.push(Cancellation {
+                        task: task.clone(),
+                        run,
+                    });
+                }
             }
         }
         tx.commit().await

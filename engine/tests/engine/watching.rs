@@ -99,10 +99,10 @@ pub async fn run_past_its_deadline_is_timed_out_retried_and_cancelled(store: Arc
     );
     let report = wd.run_once(T0 + 11 * SECOND, 0.0).await.unwrap();
     assert_eq!(
-        report.cancel.iter().map(|r| r.id).collect::<Vec<_>>(),
+        report.cancel.iter().map(|c| c.run.id).collect::<Vec<_>>(),
         vec![run.id]
     );
-    assert_eq!(report.cancel[0].state, RunState::TimedOut);
+    assert_eq!(report.cancel[0].run.state, RunState::TimedOut);
     assert_eq!(report.retried, 1);
     assert_eq!(
         alarm_kinds(&*store, Scope::Tenant(w.tenant.id)).await,

@@ -3,7 +3,6 @@
 #![allow(dead_code)]
 
 pub mod fixtures;
-pub mod harness;
 
 /// Expands each listed `module::case` (an `async fn(&dyn Store)`) into a PostgreSQL test (fresh
 /// schema) and a SQLite test (fresh file).
@@ -14,7 +13,7 @@ macro_rules! on_both_backends {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
                 async fn $case() {
-                    let db = $crate::support::harness::postgres().await;
+                    let db = mthpt_engine::testing::postgres().await;
                     $crate::$module::$case(db.shared()).await;
                     db.cleanup().await;
                 }
@@ -24,7 +23,7 @@ macro_rules! on_both_backends {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
                 async fn $case() {
-                    let db = $crate::support::harness::sqlite().await;
+                    let db = mthpt_engine::testing::sqlite().await;
                     $crate::$module::$case(db.shared()).await;
                     db.cleanup().await;
                 }

@@ -1,9 +1,16 @@
-//! Fresh databases for each test.
+//! Fresh databases for tests (feature `test-support`): a PostgreSQL schema or a SQLite file
+//! per test, migrated, removed again by [`TestDb::cleanup`].
+//!
+//! PostgreSQL is found at `MTHPT_TEST_DATABASE_URL` (default
+//! `postgres://postgres@127.0.0.1:5432/test`); when it cannot be reached, the test fails with a
+//! message saying so — it never skips.
+
+#![allow(clippy::expect_used, missing_debug_implementations)]
 
 use std::str::FromStr;
 use std::sync::Arc;
 
-use mthpt_engine::store::{PgStore, SqliteStore, Store};
+use crate::store::{PgStore, SqliteStore, Store};
 use sqlx::Connection;
 use sqlx::postgres::{PgConnectOptions, PgConnection};
 
@@ -21,7 +28,7 @@ pub struct TestDb {
 
 enum Cleanup {
     PgSchema(String),
-    SqliteDir(#[allow(dead_code)] tempfile::TempDir),
+    SqliteDir(tempfile::TempDir),
 }
 
 impl TestDb {
@@ -36,6 +43,9 @@ impl TestDb {
     /// Drops the schema (PostgreSQL) or the file (SQLite).
     pub async fn cleanup(self) {
         self.store.close().await;
+        if let Cleanup::SqliteDir(dir) = &self.cleanup {
+            tracing::debug!(dir = %dir.path().display(), "removing test database");
+        }
         if let Cleanup::PgSchema(schema) = &self.cleanup {
             let mut conn = admin().await;
             sqlx::query(sqlx::AssertSqlSafe(format!(

@@ -1,0 +1,614 @@
+//! One engine node: the loops that make it schedule, wired together.
+//!
+//! - **Scheduler**: every poll (and at once when a due signal arrives) claim a batch of runs due
+//!   within the look-ahead window; hold them in an in-memory timer; at each run's due time hand
+//!   the runs due then to the dispatcher (a spawned task, bounded by its semaphore).
+//! - **Watchdog**: deadlines, silent executors and nodes, runs not started in time.
+//! - **Heartbeat**: the node's own row, so other nodes can report it lost.
+//! - **Callback API**: the HTTP server wrappers call back to.
+//!
+//! [`EngineNode::shutdown`] stops claiming, hands the runs it holds but has not fired back to
+//! the others at once, lets in-flight dispatches finish, marks the node stopped and stops the
+//! server.
+
+use std::collections::BTreeMap;
+use std::net::{SocketAddr, TcpListener};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use actix_web::{App, HttpResponse, HttpServer, web};
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+
+use crate::api::CallbackApi;
+use crate::claimer::{ClaimConfig, Claimer, Fire};
+use crate::clock::Clock;
+use crate::directory::Directory;
+use crate::dispatcher::{ACK_TIMEOUT, DispatchConfig, Dispatcher};
+use crate::node::{NodeHeartbeat, NodeState};
+use crate::run::{Fence, RunId};
+use crate::store::{DueListener, Store, StoreError};
+use crate::watchdog::{WatchConfig, Watchdog};
+
+/// Everything a node needs to know. [`EngineConfig::default`] gives working values.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EngineConfig {
+    /// Unique per node (default: host name, process id and a random suffix).
+    pub node_id: String,
+    /// The node groups this node schedules.
+    pub groups: Vec<String>,
+    /// Where the callback API listens (`127.0.0.1:7700`; port 0 picks a free one).
+    pub listen: String,
+    /// How others reach it (default: `http://<listen>`).
+    pub advertise: Option<String>,
+    /// Claim at least this often.
+    pub poll_interval_ms: i64,
+    /// Claim runs due up to this far ahead.
+    pub horizon_ms: i64,
+    /// How long a claim holds: a dead node's runs move to another node after at most this.
+    pub lease_ms: i64,
+    /// At most this many runs per claim.
+    pub claim_batch: i64,
+    /// How often the node heartbeats.
+    pub heartbeat_interval_ms: i64,
+    /// How often the watchdog looks.
+    pub watchdog_interval_ms: i64,
+    /// Wrappers are told to heartbeat this often.
+    pub executor_heartbeat_ms: u64,
+    /// A wrapper silent this long is lost.
+    pub executor_timeout_ms: i64,
+    /// A node silent this long is reported lost.
+    pub node_timeout_ms: i64,
+    /// How long app and executor facts are cached.
+    pub directory_ttl_ms: i64,
+    pub dispatch: DispatchConfig,
+    /// On shutdown, how long in-flight dispatches may take.
+    pub shutdown_grace_ms: i64,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        Self {
+            node_id: default_node_id(),
+            groups: vec![crate::tenant::DEFAULT_NODE_GROUP.to_owned()],
+            listen: "127.0.0.1:7700".to_owned(),
+            advertise: None,
+            poll_interval_ms: 250,
+            horizon_ms: 500,
+            lease_ms: 2_000,
+            claim_batch: 1_000,
+            heartbeat_interval_ms: 1_000,
+            watchdog_interval_ms: 500,
+            executor_heartbeat_ms: 1_000,
+            executor_timeout_ms: 4_000,
+            node_timeout_ms: 5_000,
+            directory_ttl_ms: 1_000,
+            dispatch: DispatchConfig::default(),
+            shutdown_grace_ms: 10_000,
+        }
+    }
+}
+
+/// `<host>-<pid>-<random>`.
+pub fn default_node_id() -> String {
+    let host = std::fs::read_to_string("/etc/hostname")
+        .ok()
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "engine".to_owned());
+    format!(
+        "{host}-{}-{:04x}",
+        std::process::id(),
+        rand::random::<u16>()
+    )
+}
+
+impl EngineConfig {
+    /// Checks that the timings fit together, naming what does not.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.groups.is_empty() {
+            return Err("groups: a node must serve at least one node group".to_owned());
+        }
+        if self.node_id.trim().is_empty() {
+            return Err("node_id must not be empty".to_owned());
+        }
+        let positive = [
+            ("poll_interval_ms", self.poll_interval_ms),
+            ("lease_ms", self.lease_ms),
+            ("claim_batch", self.claim_batch),
+            ("heartbeat_interval_ms", self.heartbeat_interval_ms),
+            ("watchdog_interval_ms", self.watchdog_interval_ms),
+            ("executor_timeout_ms", self.executor_timeout_ms),
+            ("node_timeout_ms", self.node_timeout_ms),
+        ];
+        for (name, v) in positive {
+            if v <= 0 {
+                return Err(format!("{name} must be positive (is {v})"));
+            }
+        }
+        if self.horizon_ms < 0 {
+            return Err(format!(
+                "horizon_ms must not be negative (is {})",
+                self.horizon_ms
+            ));
+        }
+        if self.lease_ms < self.horizon_ms + self.dispatch.min_lease_left_ms {
+            return Err(format!(
+                "lease_ms ({}) must be at least horizon_ms ({}) plus the lease kept for dispatch ({}): \
+                 otherwise claimed runs could never be sent",
+                self.lease_ms, self.horizon_ms, self.dispatch.min_lease_left_ms
+            ));
+        }
+        if self.executor_timeout_ms <= i64::try_from(self.executor_heartbeat_ms).unwrap_or(i64::MAX)
+        {
+            return Err(format!(
+                "executor_timeout_ms ({}) must be longer than executor_heartbeat_ms ({})",
+                self.executor_timeout_ms, self.executor_heartbeat_ms
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Why a node could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("invalid engine configuration: {0}")]
+    Config(String),
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        addr: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot build the HTTP client: {0}")]
+    Http(#[from] reqwest::Error),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// What shutting down did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ShutdownReport {
+    /// Claimed runs handed back to the other nodes.
+    pub released: usize,
+    /// Dispatches still running when the grace period ended.
+    pub abandoned_dispatches: usize,
+}
+
+struct Shared {
+    config: EngineConfig,
+    address: String,
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    claimer: Claimer,
+    dispatcher: Arc<Dispatcher>,
+    watchdog: Watchdog,
+    draining: AtomicBool,
+}
+
+/// A running engine node.
+pub struct EngineNode {
+    shared: Arc<Shared>,
+    local_addr: SocketAddr,
+    stop: watch::Sender<bool>,
+    scheduler: tokio::task::JoinHandle<ShutdownReport>,
+    background: JoinSet<()>,
+    server: actix_web::dev::ServerHandle,
+}
+
+impl std::fmt::Debug for EngineNode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EngineNode")
+            .field("node_id", &self.shared.config.node_id)
+            .field("local_addr", &self.local_addr)
+            .finish()
+    }
+}
+
+impl EngineNode {
+    /// Starts a node: its callback server, scheduler, watchdog and heartbeat.
+    pub async fn start(
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        config: EngineConfig,
+    ) -> Result<EngineNode, StartError> {
+        config.validate().map_err(StartError::Config)?;
+        let listener = TcpListener::bind(&config.listen).map_err(|source| StartError::Listen {
+            addr: config.listen.clone(),
+            source,
+        })?;
+        let local_addr = listener.local_addr().map_err(|source| StartError::Listen {
+            addr: config.listen.clone(),
+            source,
+        })?;
+        let address = config
+            .advertise
+            .clone()
+            .unwrap_or_else(|| format!("http://{local_addr}"));
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_millis(500))
+            .timeout(ACK_TIMEOUT)
+            .pool_idle_timeout(Duration::from_secs(90))
+            .pool_max_idle_per_host(64)
+            .tcp_nodelay(true)
+            .build()?;
+        let directory = Arc::new(Directory::new(
+            store.clone(),
+            http,
+            config.directory_ttl_ms,
+            config.executor_timeout_ms,
+        ));
+        let dispatcher = Arc::new(Dispatcher::new(
+            store.clone(),
+            clock.clone(),
+            directory.clone(),
+            config.dispatch.clone(),
+        ));
+        let claimer = Claimer::new(
+            store.clone(),
+            ClaimConfig {
+                node: config.node_id.clone(),
+                groups: config.groups.clone(),
+                horizon_ms: config.horizon_ms,
+                lease_ms: config.lease_ms,
+                batch: config.claim_batch,
+            },
+        );
+        let watchdog = Watchdog::new(
+            store.clone(),
+            WatchConfig {
+                executor_timeout_ms: config.executor_timeout_ms,
+                node_timeout_ms: config.node_timeout_ms,
+                batch: 500,
+            },
+        );
+        let shared = Arc::new(Shared {
+            address: address.clone(),
+            store: store.clone(),
+            clock: clock.clone(),
+            claimer,
+            dispatcher,
+            watchdog,
+            draining: AtomicBool::new(false),
+            config,
+        });
+        shared.heartbeat(NodeState::Up).await?;
+
+        let api = web::Data::new(CallbackApi::new(
+            store,
+            clock,
+            directory,
+            shared.config.executor_heartbeat_ms,
+        ));
+        let node_id = shared.config.node_id.clone();
+        let server = HttpServer::new(move || {
+            let node_id = node_id.clone();
+            App::new()
+                .configure(CallbackApi::configure(api.clone()))
+                .route(
+                    "/health",
+                    web::get().to(move || {
+                        let node_id = node_id.clone();
+                        async move {
+                            HttpResponse::Ok()
+                                .json(serde_json::json!({ "node": node_id, "status": "up" }))
+                        }
+                    }),
+                )
+        })
+        .workers(2)
+        .disable_signals()
+        .shutdown_timeout(5)
+        .listen(listener)
+        .map_err(|source| StartError::Listen {
+            addr: local_addr.to_string(),
+            source,
+        })?
+        .run();
+        let server_handle = server.handle();
+        let mut background = JoinSet::new();
+        background.spawn(async move {
+            if let Err(e) = server.await {
+                tracing::error!(error = %e, "callback server stopped");
+            }
+        });
+
+        let (stop, stop_rx) = watch::channel(false);
+        background.spawn(shared.clone().watchdog_loop(stop_rx.clone()));
+        background.spawn(shared.clone().heartbeat_loop(stop_rx.clone()));
+        let scheduler = tokio::spawn(shared.clone().scheduler_loop(stop_rx));
+        tracing::info!(
+            node = %shared.config.node_id,
+            groups = ?shared.config.groups,
+            %address,
+            backend = %shared.store.backend(),
+            "engine node started"
+        );
+        Ok(EngineNode {
+            shared,
+            local_addr,
+            stop,
+            scheduler,
+            background,
+            server: server_handle,
+        })
+    }
+
+    /// Where the callback API listens.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// The base URL wrappers call (`http://<listen address>` unless advertised otherwise).
+    pub fn url(&self) -> String {
+        self.shared.address.clone()
+    }
+
+    /// This node's id.
+    pub fn node_id(&self) -> &str {
+        &self.shared.config.node_id
+    }
+
+    /// Stops gracefully (see the module docs).
+    pub async fn shutdown(mut self) -> ShutdownReport {
+        tracing::info!(node = %self.shared.config.node_id, "engine node draining");
+        self.shared.draining.store(true, Ordering::SeqCst);
+        if let Err(e) = self.shared.heartbeat(NodeState::Draining).await {
+            tracing::warn!(error = %e, "could not record draining");
+        }
+        let _ = self.stop.send(true);
+        let report = match self.scheduler.await {
+            Ok(report) => report,
+            Err(e) => {
+                tracing::error!(error = %e, "scheduler task failed");
+                ShutdownReport::default()
+            }
+        };
+        if let Err(e) = self.shared.heartbeat(NodeState::Stopped).await {
+            tracing::warn!(error = %e, "could not record the stop");
+        }
+        self.server.stop(true).await;
+        while self.background.join_next().await.is_some() {}
+        tracing::info!(
+            node = %self.shared.config.node_id,
+            released = report.released,
+            abandoned = report.abandoned_dispatches,
+            "engine node stopped"
+        );
+        report
+    }
+}
+
+impl Shared {
+    async fn heartbeat(&self, state: NodeState) -> Result<(), StoreError> {
+        let mut tx = self.store.begin().await?;
+        tx.heartbeat_node(
+            &NodeHeartbeat {
+                id: self.config.node_id.clone(),
+                node_groups: self.config.groups.clone(),
+                address: self.address.clone(),
+                state,
+            },
+            self.clock.now_ms(),
+        )
+        .await?;
+        tx.commit().await
+    }
+
+    async fn heartbeat_loop(self: Arc<Self>, mut stop: watch::Receiver<bool>) {
+        let every = Duration::from_millis(
+            u64::try_from(self.config.heartbeat_interval_ms).unwrap_or(1_000),
+        );
+        loop {
+            tokio::select! {
+                _ = stop.changed() => return,
+                () = tokio::time::sleep(every) => {}
+            }
+            let state = if self.draining.load(Ordering::SeqCst) {
+                NodeState::Draining
+            } else {
+                NodeState::Up
+            };
+            if let Err(e) = self.heartbeat(state).await {
+                tracing::warn!(error = %e, "node heartbeat failed");
+            }
+        }
+    }
+
+    async fn watchdog_loop(self: Arc<Self>, mut stop: watch::Receiver<bool>) {
+        let every =
+            Duration::from_millis(u64::try_from(self.config.watchdog_interval_ms).unwrap_or(500));
+        loop {
+            tokio::select! {
+                _ = stop.changed() => return,
+                () = tokio::time::sleep(every) => {}
+            }
+            match self
+                .watchdog
+                .run_once(self.clock.now_ms(), rand::random())
+                .await
+            {
+                Ok(report) => {
+                    for c in &report.cancel {
+                        tracing::warn!(run = %c.run.id, task = %c.task.name, "run timed out");
+                    }
+                    if !report.lost.is_empty() || !report.executors_lost.is_empty() {
+                        tracing::warn!(executors = ?report.executors_lost, runs = report.lost.len(), "executors lost");
+                    }
+                    for node in &report.nodes_lost {
+                        tracing::warn!(%node, "engine node lost");
+                    }
+                    if !report.cancel.is_empty() {
+                        self.dispatcher
+                            .cancel(&report.cancel, "deadline passed")
+                            .await;
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "watchdog pass failed"),
+            }
+        }
+    }
+
+    /// Claims batches and hands them to the scheduler; never waits on dispatch.
+    async fn claim_loop(
+        self: Arc<Self>,
+        mut stop: watch::Receiver<bool>,
+        fires: mpsc::Sender<Vec<Fire>>,
+    ) {
+        let mut listener: Option<Box<dyn DueListener>> = None;
+        let mut listener_retry = Instant::now();
+        let poll =
+            Duration::from_millis(u64::try_from(self.config.poll_interval_ms).unwrap_or(250));
+        let mut next_claim = Instant::now();
+        loop {
+            if listener.is_none() && Instant::now() >= listener_retry {
+                match self.store.listen_due().await {
+                    Ok(l) => listener = Some(l),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot listen for due signals; polling only");
+                        listener_retry = Instant::now() + Duration::from_secs(5);
+                    }
+                }
+            }
+            tokio::select! {
+                biased;
+                _ = stop.changed() => return,
+                () = tokio::time::sleep_until(next_claim) => {
+                    match self.claimer.run_once(self.clock.now_ms()).await {
+                        Ok(report) => {
+                            let full = i64::try_from(report.claimed()).unwrap_or(0) >= self.config.claim_batch;
+                            if !report.replaced.is_empty() {
+                                let d = self.dispatcher.clone();
+                                let replaced = report.replaced.clone();
+                                tokio::spawn(async move { d.cancel(&replaced, "replaced by a newer run").await });
+                            }
+                            if !report.fires.is_empty() && fires.send(report.fires).await.is_err() {
+                                return;
+                            }
+                            next_claim = if full { Instant::now() } else { Instant::now() + poll };
+                        }
+                        Err(e) => {
+                            tracing::warn!(error = %e, "claim failed");
+                            next_claim = Instant::now() + poll;
+                        }
+                    }
+                }
+                signal = next_signal(&mut listener) => {
+                    match signal {
+                        Ok(group) if group.is_empty() || self.config.groups.contains(&group) => {
+                            next_claim = Instant::now();
+                        }
+                        Ok(_) => {}
+                        Err(e) => {
+                            tracing::warn!(error = %e, "due signal listener lost; reconnecting");
+                            listener = None;
+                            listener_retry = Instant::now() + Duration::from_secs(1);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Holds claimed runs until they are due and hands them to the dispatcher.
+    async fn scheduler_loop(self: Arc<Self>, mut stop: watch::Receiver<bool>) -> ShutdownReport {
+        let (fires_tx, mut fires_rx) = mpsc::channel::<Vec<Fire>>(64);
+        let claimer = tokio::spawn(self.clone().claim_loop(stop.clone(), fires_tx));
+        let mut queue: BTreeMap<(i64, RunId), Fire> = BTreeMap::new();
+        let mut dispatches: JoinSet<()> = JoinSet::new();
+        loop {
+            let next_fire = queue
+                .keys()
+                .next()
+                .map(|(due, _)| instant_at(&*self.clock, *due));
+            tokio::select! {
+                biased;
+                _ = stop.changed() => break,
+                () = sleep_until_opt(next_fire) => {
+                    let now = self.clock.now_ms();
+                    let later = queue.split_off(&(now + 1, RunId(i64::MIN)));
+                    let due: Vec<Fire> = std::mem::replace(&mut queue, later).into_values().collect();
+                    let dispatcher = self.dispatcher.clone();
+                    dispatches.spawn(async move {
+                        match dispatcher.dispatch(due).await {
+                            Ok(r) => {
+                                if !r.released.is_empty() || !r.fenced.is_empty() || !r.expiring.is_empty() {
+                                    tracing::debug!(started = r.started.len(), released = r.released.len(), fenced = r.fenced.len(), expiring = r.expiring.len(), "dispatch");
+                                }
+                            }
+                            Err(e) => tracing::warn!(error = %e, "dispatch failed; the runs are retried when their leases end"),
+                        }
+                    });
+                }
+                Some(batch) = fires_rx.recv() => {
+                    for fire in batch {
+                        queue.insert((fire.run.due_at, fire.run.id), fire);
+                    }
+                }
+                Some(_) = dispatches.join_next(), if !dispatches.is_empty() => {}
+            }
+        }
+
+        // Stop claiming, then hand back what this node holds but has not fired.
+        let _ = claimer.await;
+        while let Ok(batch) = fires_rx.try_recv() {
+            for fire in batch {
+                queue.insert((fire.run.due_at, fire.run.id), fire);
+            }
+        }
+        let fences: Vec<Fence> = queue.values().filter_map(|f| f.run.fence()).collect();
+        let mut report = ShutdownReport::default();
+        if !fences.is_empty() {
+            match self.release(&fences).await {
+                Ok(n) => report.released = n,
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not hand claimed runs back; they move when their leases end")
+                }
+            }
+        }
+        let grace =
+            Duration::from_millis(u64::try_from(self.config.shutdown_grace_ms).unwrap_or(10_000));
+        let deadline = Instant::now() + grace;
+        while !dispatches.is_empty() {
+            match tokio::time::timeout_at(deadline, dispatches.join_next()).await {
+                Ok(_) => {}
+                Err(_) => {
+                    report.abandoned_dispatches = dispatches.len();
+                    dispatches.abort_all();
+                    break;
+                }
+            }
+        }
+        report
+    }
+
+    async fn release(&self, fences: &[Fence]) -> Result<usize, StoreError> {
+        let mut tx = self.store.begin().await?;
+        let released = tx.release_claimed_runs(fences, self.clock.now_ms()).await?;
+        tx.commit().await?;
+        Ok(released.len())
+    }
+}
+
+/// The tokio instant at which the engine clock reads `at_ms`.
+fn instant_at(clock: &dyn Clock, at_ms: i64) -> Instant {
+    let wait = at_ms - clock.now_ms();
+    Instant::now() + Duration::from_millis(u64::try_from(wait).unwrap_or(0))
+}
+
+async fn sleep_until_opt(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn next_signal(listener: &mut Option<Box<dyn DueListener>>) -> Result<String, StoreError> {
+    match listener {
+        Some(l) => l.recv().await,
+        None => std::future::pending().await,
+    }
+}

@@ -1,0 +1,426 @@
+//! An engine node and real wrappers in one process, on PostgreSQL and on SQLite: runs travel
+//! the whole way — claimed, fired, acknowledged, run, reported — and every policy that needs a
+//! live executor shows its effect.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use anyhow::Result;
+use mthpt_engine::alarm::{AlarmFilter, AlarmKind};
+use mthpt_engine::clock::{Clock, SystemClock};
+use mthpt_engine::run::{Run, RunFilter, RunState};
+use mthpt_engine::schedule::ScheduleSpec;
+use mthpt_engine::store::{Scope, Store};
+use mthpt_engine::task::{DependencyCondition, Routing, Task, TaskDefinition};
+use mthpt_tests::{
+    Tenancy, TestWrapper, init_logs, quick_engine_config, start_engine, tenancy, wait_until,
+};
+use mthpt_wrapper::HandlerError;
+use serde_json::json;
+
+macro_rules! on_both_backends {
+    ($($case:ident),* $(,)?) => {
+        mod postgres { $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn $case() {
+                crate::init_logs();
+                let db = mthpt_engine::testing::postgres().await;
+                crate::$case(db.shared()).await.unwrap();
+                db.cleanup().await;
+            }
+        )* }
+        mod sqlite { $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn $case() {
+                crate::init_logs();
+                let db = mthpt_engine::testing::sqlite().await;
+                crate::$case(db.shared()).await.unwrap();
+                db.cleanup().await;
+            }
+        )* }
+    };
+}
+
+on_both_backends!(
+    scheduled_runs_reach_the_wrapper_and_their_results_come_back,
+    chain_child_runs_after_its_parent_succeeds,
+    failing_task_retries_then_raises_retries_exhausted,
+    run_past_its_deadline_is_cancelled_on_the_wrapper,
+    run_nobody_can_take_waits_in_line_and_raises_not_started,
+    busy_instance_passes_the_run_to_the_next,
+    broadcast_task_runs_once_on_every_instance,
+    shutdown_hands_claimed_runs_back,
+);
+
+const WAIT: Duration = Duration::from_secs(15);
+
+fn now() -> i64 {
+    SystemClock.now_ms()
+}
+
+async fn create(store: &dyn Store, t: &Tenancy, def: &TaskDefinition) -> Result<Task> {
+    let mut tx = store.begin().await?;
+    let created = tx.create_task(t.tenant.id, def, now()).await?;
+    tx.commit().await?;
+    Ok(created.task)
+}
+
+async fn trigger(store: &dyn Store, t: &Tenancy, task: &Task) -> Result<Run> {
+    let mut tx = store.begin().await?;
+    let run = tx
+        .trigger_task(t.tenant.id, task.id, None, "test", now())
+        .await?;
+    tx.commit().await?;
+    Ok(run)
+}
+
+async fn runs(store: &dyn Store, t: &Tenancy, task: &Task) -> Result<Vec<Run>> {
+    let mut tx = store.begin_read().await?;
+    let mut runs = tx
+        .list_runs(
+            t.tenant.id,
+            &RunFilter {
+                task_id: Some(task.id),
+                limit: Some(1000),
+                ..Default::default()
+            },
+        )
+        .await?;
+    runs.sort_by_key(|r| r.id);
+    Ok(runs)
+}
+
+async fn count(store: &dyn Store, t: &Tenancy, task: &Task, state: RunState) -> Result<usize> {
+    Ok(runs(store, t, task)
+        .await?
+        .iter()
+        .filter(|r| r.state == state)
+        .count())
+}
+
+async fn alarms(store: &dyn Store, t: &Tenancy, kind: AlarmKind) -> Result<usize> {
+    let mut tx = store.begin_read().await?;
+    Ok(tx
+        .list_alarms(
+            Scope::Tenant(t.tenant.id),
+            &AlarmFilter {
+                kind: Some(kind),
+                ..Default::default()
+            },
+        )
+        .await?
+        .len())
+}
+
+fn echo(b: mthpt_wrapper::WrapperBuilder) -> mthpt_wrapper::WrapperBuilder {
+    b.async_handler(
+        "echo",
+        |ctx| async move { Ok(json!({ "run": ctx.run_id() })) },
+    )
+}
+
+async fn scheduled_runs_reach_the_wrapper_and_their_results_come_back(
+    store: Arc<dyn Store>,
+) -> Result<()> {
+    let t = tenancy(&*store, "acme", "billing").await?;
+    let engine = start_engine(store.clone(), quick_engine_config("node-1")).await?;
+    let w = TestWrapper::start(&t, &[engine.url()], echo)?;
+    w.registered().await?;
+    let def = TaskDefinition::new(
+        t.app.id,
+        "tick",
+        "echo",
+        ScheduleSpec::FixedRate {
+            every_ms: 200,
+            anchor_at: None,
+        },
+    );
+    let task = create(&*store, &t, &def).await?;
+    wait_until(WAIT, "3 scheduled runs succeeded", || async {
+        Ok(count(&*store, &t, &task, RunState::Succeeded).await? >= 3)
+    })
+    .await?;
+    for run in runs(&*store, &t, &task)
+        .await?
+        .iter()
+        .filter(|r| r.state == RunState::Succeeded)
+    {
+        assert!(run.executor_id.is_some(), "run {} has its executor", run.id);
+        let dispatched = run.dispatched_at.expect("dispatch time recorded");
+        assert!(dispatched >= run.scheduled_at, "never early");
+        assert!(
+            dispatched - run.scheduled_at < 1_000,
+            "late by {} ms",
+            dispatched - run.scheduled_at
+        );
+        assert!(run.finished_at.is_some());
+        assert_eq!(run.output.as_ref().unwrap().0["run"], run.id.0);
+    }
+    // The schedule keeps its next occurrence materialised.
+    assert!(
+        count(&*store, &t, &task, RunState::Pending).await?
+            + count(&*store, &t, &task, RunState::Claimed).await?
+            >= 1
+    );
+    w.stop().await;
+    engine.shutdown().await;
+    Ok(())
+}
+
+async fn chain_child_runs_after_its_parent_succeeds(store: Arc<dyn Store>) -> Result<()> {
+    let t = tenancy(&*store, "acme", "billing").await?;
+    let engine = start_engine(store.clone(), quick_engine_config("node-1")).await?;
+    let w = TestWrapper::start(&t, &[engine.url()], echo)?;
+    w.registered().await?;
+    let parent = create(
+        &*store,
+        &t,
+        &TaskDefinition::new(t.app.id, "extract", "echo", ScheduleSpec::Manual),
+    )
+    .await?;
+    let child = create(
+        &*store,
+        &t,
+        &TaskDefinition::new(t.app.id, "report", "echo", ScheduleSpec::Manual),
+    )
+    .await?;
+    {
+        let mut tx = store.begin().await?;
+        tx.add_dependency(
+            t.tenant.id,
+            parent.id,
+            child.id,
+            DependencyCondition::OnSuccess,
+            now(),
+        )
+        .await?;
+        tx.commit().await?;
+    }
+    let root = trigger(&*store, &t, &parent).await?;
+    wait_until(WAIT, "the child succeeded", || async {
+        Ok(count(&*store, &t, &child, RunState::Succeeded).await? == 1)
+    })
+    .await?;
+    let p = runs(&*store, &t, &parent).await?.remove(0);
+    let c = runs(&*store, &t, &child).await?.remove(0);
+    assert_eq!(c.parent_run_id, Some(root.id));
+    assert!(
+        c.scheduled_at >= p.finished_at.unwrap(),
+        "the child starts after its parent finished"
+    );
+    w.stop().await;
+    engine.shutdown().await;
+    Ok(())
+}
+
+async fn failing_task_retries_then_raises_retries_exhausted(store: Arc<dyn Store>) -> Result<()> {
+    let t = tenancy(&*store, "acme", "billing").await?;
+    let engine = start_engine(store.clone(), quick_engine_config("node-1")).await?;
+    let w = TestWrapper::start(&t, &[engine.url()], |b| {
+        b.async_handler("flaky", |_| async {
+            Err(HandlerError::retryable("the upstream said no"))
+        })
+    })?;
+    w.registered().await?;
+    let mut def = TaskDefinition::new(t.app.id, "flaky", "flaky", ScheduleSpec::Manual);
+    def.max_retries = 2;
+    def.retry_backoff_ms = 50;
+    def.retry_backoff_max_ms = 200;
+    let task = create(&*store, &t, &def).await?;
+    trigger(&*store, &t, &task).await?;
+    wait_until(WAIT, "retries exhausted", || async {
+        Ok(alarms(&*store, &t, AlarmKind::RetriesExhausted).await? == 1)
+    })
+    .await?;
+    let all = runs(&*store, &t, &task).await?;
+    assert_eq!(
+        all.iter().map(|r| (r.attempt, r.state)).collect::<Vec<_>>(),
+        vec![
+            (1, RunState::Failed),
+            (2, RunState::Failed),
+            (3, RunState::Failed)
+        ]
+    );
+    assert!(
+        all[2]
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("the upstream said no")
+    );
+    w.stop().await;
+    engine.shutdown().await;
+    Ok(())
+}
+
+async fn run_past_its_deadline_is_cancelled_on_the_wrapper(store: Arc<dyn Store>) -> Result<()> {
+    let t = tenancy(&*store, "acme", "billing").await?;
+    let engine = start_engine(store.clone(), quick_engine_config("node-1")).await?;
+    let cancelled = Arc::new(AtomicUsize::new(0));
+    let seen = cancelled.clone();
+    let w = TestWrapper::start(&t, &[engine.url()], move |b| {
+        b.async_handler("slow", move |ctx| {
+            let seen = seen.clone();
+            async move {
+                tokio::select! {
+                    _ = ctx.cancelled() => {
+                        seen.fetch_add(1, Ordering::SeqCst);
+                        Err(HandlerError::cancelled())
+                    }
+                    () = tokio::time::sleep(Duration::from_secs(30)) => Ok(json!("finished")),
+                }
+            }
+        })
+    })?;
+    w.registered().await?;
+    let mut def = TaskDefinition::new(t.app.id, "slow", "slow", ScheduleSpec::Manual);
+    def.timeout_ms = Some(400);
+    let task = create(&*store, &t, &def).await?;
+    trigger(&*store, &t, &task).await?;
+    wait_until(WAIT, "timed out and cancelled on the wrapper", || async {
+        Ok(count(&*store, &t, &task, RunState::TimedOut).await? == 1
+            && cancelled.load(Ordering::SeqCst) == 1)
+    })
+    .await?;
+    assert_eq!(alarms(&*store, &t, AlarmKind::TimedOut).await?, 1);
+    w.stop().await;
+    engine.shutdown().await;
+    Ok(())
+}
+
+async fn run_nobody_can_take_waits_in_line_and_raises_not_started(
+    store: Arc<dyn Store>,
+) -> Result<()> {
+    let t = tenancy(&*store, "acme", "billing").await?;
+    let engine = start_engine(store.clone(), quick_engine_config("node-1")).await?;
+    let w = TestWrapper::start(&t, &[engine.url()], echo)?;
+    w.registered().await?;
+    let mut def = TaskDefinition::new(t.app.id, "orphan", "no-such-handler", ScheduleSpec::Manual);
+    def.start_timeout_ms = Some(300);
+    let task = create(&*store, &t, &def).await?;
+    let run = trigger(&*store, &t, &task).await?;
+    wait_until(WAIT, "not started alarm", || async {
+        Ok(alarms(&*store, &t, AlarmKind::NotStarted).await? == 1)
+    })
+    .await?;
+    let now_run = runs(&*store, &t, &task).await?.remove(0);
+    assert_eq!(now_run.id, run.id);
+    assert!(
+        matches!(now_run.state, RunState::Pending | RunState::Claimed),
+        "still waiting: {:?}",
+        now_run.state
+    );
+    assert!(now_run.dispatch_attempts >= 1);
+    assert_eq!(now_run.due_at, run.due_at, "it keeps its place in line");
+    w.stop().await;
+    engine.shutdown().await;
+    Ok(())
+}
+
+async fn busy_instance_passes_the_run_to_the_next(store: Arc<dyn Store>) -> Result<()> {
+    let t = tenancy(&*store, "acme", "billing").await?;
+    let engine = start_engine(store.clone(), quick_engine_config("node-1")).await?;
+    let hold = |b: mthpt_wrapper::WrapperBuilder| {
+        b.capacity(1).async_handler("hold", |ctx| async move {
+            let _ = tokio::time::timeout(Duration::from_secs(3), ctx.cancelled()).await;
+            Ok(json!(null))
+        })
+    };
+    let a = TestWrapper::start(&t, &[engine.url()], hold)?;
+    a.registered().await?;
+    let b = TestWrapper::start(&t, &[engine.url()], hold)?;
+    b.registered().await?;
+    let mut def = TaskDefinition::new(t.app.id, "hold", "hold", ScheduleSpec::Manual);
+    def.routing = Routing::Failover;
+    let task = create(&*store, &t, &def).await?;
+    trigger(&*store, &t, &task).await?;
+    wait_until(WAIT, "first run running", || async {
+        Ok(count(&*store, &t, &task, RunState::Running).await? == 1)
+    })
+    .await?;
+    trigger(&*store, &t, &task).await?;
+    wait_until(WAIT, "second run running", || async {
+        Ok(count(&*store, &t, &task, RunState::Running).await? == 2)
+    })
+    .await?;
+    let all = runs(&*store, &t, &task).await?;
+    assert_ne!(
+        all[0].executor_id, all[1].executor_id,
+        "the second run went to the free instance"
+    );
+    a.stop().await;
+    b.stop().await;
+    engine.shutdown().await;
+    Ok(())
+}
+
+async fn broadcast_task_runs_once_on_every_instance(store: Arc<dyn Store>) -> Result<()> {
+    let t = tenancy(&*store, "acme", "billing").await?;
+    let engine = start_engine(store.clone(), quick_engine_config("node-1")).await?;
+    let shards = |b: mthpt_wrapper::WrapperBuilder| {
+        b.async_handler("fan", |ctx| async move {
+            Ok(json!({ "shard": ctx.shard_index(), "of": ctx.shard_total() }))
+        })
+    };
+    let ws = [
+        TestWrapper::start(&t, &[engine.url()], shards)?,
+        TestWrapper::start(&t, &[engine.url()], shards)?,
+        TestWrapper::start(&t, &[engine.url()], shards)?,
+    ];
+    for w in &ws {
+        w.registered().await?;
+    }
+    let mut def = TaskDefinition::new(t.app.id, "fan", "fan", ScheduleSpec::Manual);
+    def.routing = Routing::Broadcast;
+    let task = create(&*store, &t, &def).await?;
+    trigger(&*store, &t, &task).await?;
+    wait_until(WAIT, "three shards succeeded", || async {
+        Ok(count(&*store, &t, &task, RunState::Succeeded).await? == 3)
+    })
+    .await?;
+    let all = runs(&*store, &t, &task).await?;
+    let mut shard_ids: Vec<i32> = all.iter().map(|r| r.shard_index).collect();
+    shard_ids.sort();
+    assert_eq!(shard_ids, vec![0, 1, 2]);
+    assert!(all.iter().all(|r| r.shard_total == 3));
+    let mut executors: Vec<_> = all.iter().map(|r| r.executor_id).collect();
+    executors.sort();
+    executors.dedup();
+    assert_eq!(executors.len(), 3, "one shard per instance");
+    for w in ws {
+        w.stop().await;
+    }
+    engine.shutdown().await;
+    Ok(())
+}
+
+async fn shutdown_hands_claimed_runs_back(store: Arc<dyn Store>) -> Result<()> {
+    let t = tenancy(&*store, "acme", "billing").await?;
+    let mut config = quick_engine_config("node-1");
+    config.horizon_ms = 5_000;
+    config.lease_ms = 10_000;
+    let engine = start_engine(store.clone(), config).await?;
+    let def = TaskDefinition::new(
+        t.app.id,
+        "later",
+        "echo",
+        ScheduleSpec::Once { at: now() + 3_000 },
+    );
+    let task = create(&*store, &t, &def).await?;
+    wait_until(WAIT, "claimed ahead of time", || async {
+        Ok(count(&*store, &t, &task, RunState::Claimed).await? == 1)
+    })
+    .await?;
+    let report = engine.shutdown().await;
+    assert_eq!(report.released, 1);
+    let run = runs(&*store, &t, &task).await?.remove(0);
+    assert_eq!(
+        (run.state, run.claim_owner.as_deref()),
+        (RunState::Pending, None),
+        "free for another node at once"
+    );
+    Ok(())
+}
