@@ -1,7 +1,9 @@
 //! The `mthpt` command line: one binary, one subcommand per role.
 
 pub mod cron;
+pub mod engine;
 pub mod migrate;
+pub mod process;
 pub mod wrapper;
 
 use std::process::ExitCode;
@@ -21,6 +23,8 @@ pub struct Cli {
 pub enum Command {
     /// Inspect Quartz cron expressions (e.g. `mthpt cron next "0 0 12 * * ?"`).
     Cron(cron::CronArgs),
+    /// Run one engine node (claims, fires and follows up runs; serves wrapper callbacks).
+    Engine(engine::EngineArgs),
     /// Apply database migrations (PostgreSQL or SQLite); safe to run repeatedly.
     Migrate(migrate::MigrateArgs),
     /// A standalone executor with the built-in handlers (shell, http).
@@ -31,6 +35,7 @@ pub enum Command {
 pub async fn run(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Cron(args) => cron::run(args),
+        Command::Engine(args) => engine::run(args).await,
         Command::Migrate(args) => migrate::run(args).await,
         Command::Wrapper(args) => wrapper::run(args).await,
     }

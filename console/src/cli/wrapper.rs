@@ -166,28 +166,6 @@ fn prepare(args: &WrapperArgs) -> Result<Prepared, WrapperCliError> {
     })
 }
 
-fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    // Another subcommand or a test may have installed one already; that one stays.
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).try_init();
-}
-
-async fn shutdown_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        if let Ok(mut term) = signal(SignalKind::terminate()) {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
-            }
-            return;
-        }
-    }
-    let _ = tokio::signal::ctrl_c().await;
-}
-
 async fn serve(args: WrapperArgs) -> Result<(), WrapperCliError> {
     let prepared = prepare(&args)?;
     let listener = TcpListener::bind(prepared.listen).map_err(|source| WrapperCliError::Bind {
@@ -229,7 +207,7 @@ async fn serve(args: WrapperArgs) -> Result<(), WrapperCliError> {
         "mthpt wrapper listening"
     );
     let served = tokio::select! {
-        _ = shutdown_signal() => None,
+        _ = super::process::shutdown_signal() => None,
         ended = &mut server => Some(ended),
     };
     let report = wrapper
@@ -246,7 +224,7 @@ async fn serve(args: WrapperArgs) -> Result<(), WrapperCliError> {
 
 /// Runs `mthpt wrapper` until SIGINT or SIGTERM, then drains.
 pub async fn run(args: WrapperArgs) -> ExitCode {
-    init_tracing();
+    super::process::init_logging(super::process::LogFormat::Human);
     match serve(args).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

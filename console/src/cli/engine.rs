@@ -1,0 +1,275 @@
+//! `mthpt engine`: one engine node against PostgreSQL (or SQLite).
+//!
+//! Settings come from, lowest precedence first: built-in defaults, a TOML file (`--config`),
+//! environment variables `MTHPT_<SETTING>` (e.g. `MTHPT_DATABASE_URL`, `MTHPT_GROUPS`,
+//! `MTHPT_LEASE_MS`), then command-line flags. Secrets (the database password) are never
+//! printed.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::Args;
+use figment::Figment;
+use figment::providers::{Env, Format, Serialized, Toml};
+use mthpt_engine::clock::SystemClock;
+use mthpt_engine::dispatcher::DispatchConfig;
+use mthpt_engine::runtime::{EngineConfig, EngineNode, default_node_id};
+use mthpt_engine::store::{self, redact_url};
+use serde::{Deserialize, Serialize};
+
+use super::process::{LogFormat, init_logging, shutdown_signal};
+
+/// Arguments of `mthpt engine` (each also settable in the TOML file or as `MTHPT_<NAME>`).
+#[derive(Debug, Clone, Default, Args, Serialize)]
+pub struct EngineArgs {
+    /// TOML file with any of the settings below (snake_case keys, e.g. `lease_ms = 2000`).
+    #[arg(long, env = "MTHPT_CONFIG")]
+    #[serde(skip)]
+    pub config: Option<PathBuf>,
+    /// The cluster database: postgres://user:password@host:port/db (or sqlite://file.db).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub database_url: Option<String>,
+    /// The node groups this node schedules, comma-separated.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub groups: Option<String>,
+    /// Address of the callback API wrappers call (HOST:PORT).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub listen: Option<String>,
+    /// URL others reach this node at (default http://<listen>).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub advertise: Option<String>,
+    /// Unique id of this node (default: host name, process id and a random suffix).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node_id: Option<String>,
+    /// Claim at least this often (ms).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub poll_interval_ms: Option<i64>,
+    /// Claim runs due up to this far ahead (ms).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub horizon_ms: Option<i64>,
+    /// How long a claim holds (ms): a dead node's runs move after at most this.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lease_ms: Option<i64>,
+    /// At most this many runs per claim.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub claim_batch: Option<i64>,
+    /// Wrappers are told to heartbeat this often (ms).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub executor_heartbeat_ms: Option<u64>,
+    /// A wrapper silent this long is lost (ms).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub executor_timeout_ms: Option<i64>,
+    /// A node silent this long is reported lost (ms).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node_timeout_ms: Option<i64>,
+    /// At most this many requests to wrappers in flight.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_in_flight: Option<usize>,
+    /// Log format.
+    #[arg(long, value_enum)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub log_format: Option<LogFormat>,
+}
+
+/// The merged settings.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+struct Settings {
+    database_url: Option<String>,
+    groups: String,
+    listen: String,
+    advertise: Option<String>,
+    node_id: Option<String>,
+    poll_interval_ms: i64,
+    horizon_ms: i64,
+    lease_ms: i64,
+    claim_batch: i64,
+    executor_heartbeat_ms: u64,
+    executor_timeout_ms: i64,
+    node_timeout_ms: i64,
+    max_in_flight: usize,
+    log_format: LogFormat,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        let d = EngineConfig::default();
+        Self {
+            database_url: None,
+            groups: d.groups.join(","),
+            listen: d.listen,
+            advertise: None,
+            node_id: None,
+            poll_interval_ms: d.poll_interval_ms,
+            horizon_ms: d.horizon_ms,
+            lease_ms: d.lease_ms,
+            claim_batch: d.claim_batch,
+            executor_heartbeat_ms: d.executor_heartbeat_ms,
+            executor_timeout_ms: d.executor_timeout_ms,
+            node_timeout_ms: d.node_timeout_ms,
+            max_in_flight: d.dispatch.max_in_flight,
+            log_format: LogFormat::Human,
+        }
+    }
+}
+
+fn settings(args: &EngineArgs) -> Result<Settings, String> {
+    let mut figment = Figment::from(Serialized::defaults(Settings::default()));
+    if let Some(path) = &args.config {
+        if !path.is_file() {
+            return Err(format!("config file {} does not exist", path.display()));
+        }
+        figment = figment.merge(Toml::file(path));
+    }
+    figment
+        .merge(Env::prefixed("MTHPT_").ignore(&["config"]))
+        .merge(Serialized::defaults(args))
+        .extract()
+        .map_err(|e| format!("invalid settings: {e}"))
+}
+
+impl Settings {
+    fn engine_config(&self) -> EngineConfig {
+        let d = EngineConfig::default();
+        EngineConfig {
+            node_id: self.node_id.clone().unwrap_or_else(default_node_id),
+            groups: self
+                .groups
+                .split(',')
+                .map(str::trim)
+                .filter(|g| !g.is_empty())
+                .map(str::to_owned)
+                .collect(),
+            listen: self.listen.clone(),
+            advertise: self.advertise.clone(),
+            poll_interval_ms: self.poll_interval_ms,
+            horizon_ms: self.horizon_ms,
+            lease_ms: self.lease_ms,
+            claim_batch: self.claim_batch,
+            executor_heartbeat_ms: self.executor_heartbeat_ms,
+            executor_timeout_ms: self.executor_timeout_ms,
+            node_timeout_ms: self.node_timeout_ms,
+            dispatch: DispatchConfig {
+                max_in_flight: self.max_in_flight,
+                ..d.dispatch.clone()
+            },
+            ..d
+        }
+    }
+}
+
+/// Runs a node until SIGINT or SIGTERM, then shuts it down gracefully.
+pub async fn run(args: EngineArgs) -> ExitCode {
+    let settings = match settings(&args) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("mthpt engine: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    init_logging(settings.log_format);
+    let Some(url) = settings.database_url.clone() else {
+        eprintln!(
+            "mthpt engine: no database: give --database-url, MTHPT_DATABASE_URL or database_url in the config file"
+        );
+        return ExitCode::from(2);
+    };
+    let config = settings.engine_config();
+    if let Err(e) = config.validate() {
+        eprintln!("mthpt engine: invalid configuration: {e}");
+        return ExitCode::from(2);
+    }
+    let store = match store::connect(&url).await {
+        Ok(s) => Arc::from(s),
+        Err(e) => {
+            eprintln!("mthpt engine: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let store: Arc<dyn mthpt_engine::store::Store> = store;
+    match store.migrate().await {
+        Ok(report) => {
+            tracing::info!(database = %redact_url(&url), version = report.version, applied = report.applied.len(), "schema ready")
+        }
+        Err(e) => {
+            eprintln!("mthpt engine: {}: {e}", redact_url(&url));
+            return ExitCode::FAILURE;
+        }
+    }
+    let node = match EngineNode::start(store.clone(), Arc::new(SystemClock), config).await {
+        Ok(node) => node,
+        Err(e) => {
+            eprintln!("mthpt engine: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    shutdown_signal().await;
+    node.shutdown().await;
+    store.close().await;
+    ExitCode::SUCCESS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_beat_the_file_and_the_file_beats_defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("engine.toml");
+        std::fs::write(
+            &file,
+            "lease_ms = 4000\nhorizon_ms = 800\ngroups = \"eu, asia\"\n",
+        )
+        .unwrap();
+        let args = EngineArgs {
+            config: Some(file),
+            horizon_ms: Some(900),
+            ..Default::default()
+        };
+        let s = settings(&args).unwrap();
+        assert_eq!((s.lease_ms, s.horizon_ms), (4000, 900));
+        let c = s.engine_config();
+        assert_eq!(c.groups, vec!["eu".to_string(), "asia".to_string()]);
+        assert_eq!(c.poll_interval_ms, EngineConfig::default().poll_interval_ms);
+    }
+
+    #[test]
+    fn a_missing_config_file_is_named() {
+        let args = EngineArgs {
+            config: Some("/nonexistent/engine.toml".into()),
+            ..Default::default()
+        };
+        assert!(
+            settings(&args)
+                .unwrap_err()
+                .contains("/nonexistent/engine.toml")
+        );
+    }
+
+    #[test]
+    fn a_mistyped_setting_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("engine.toml");
+        std::fs::write(&file, "lease_ms = \"soon\"\n").unwrap();
+        let err = settings(&EngineArgs {
+            config: Some(file),
+            ..Default::default()
+        })
+        .unwrap_err();
+        assert!(err.contains("lease_ms"), "{err}");
+    }
+}
