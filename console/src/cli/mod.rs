@@ -4,6 +4,7 @@ pub mod cron;
 pub mod engine;
 pub mod migrate;
 pub mod process;
+pub mod standalone;
 pub mod wrapper;
 
 use std::process::ExitCode;
@@ -27,6 +28,8 @@ pub enum Command {
     Engine(engine::EngineArgs),
     /// Apply database migrations (PostgreSQL or SQLite); safe to run repeatedly.
     Migrate(migrate::MigrateArgs),
+    /// The quick start: engine, demo wrapper and SQLite in one process, with a demo tenant.
+    Standalone(standalone::StandaloneArgs),
     /// A standalone executor with the built-in handlers (shell, http).
     Wrapper(wrapper::WrapperArgs),
 }
@@ -37,6 +40,7 @@ pub async fn run(cli: Cli) -> ExitCode {
         Command::Cron(args) => cron::run(args),
         Command::Engine(args) => engine::run(args).await,
         Command::Migrate(args) => migrate::run(args).await,
+        Command::Standalone(args) => standalone::run(args).await,
         Command::Wrapper(args) => wrapper::run(args).await,
     }
 }

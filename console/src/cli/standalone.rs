@@ -1,0 +1,256 @@
+//! `mthpt standalone`: the quick start. One process runs an engine node, an executor wrapper
+//! with demo handlers and a SQLite database in a data directory, and loads a demo tenant whose
+//! tasks show scheduling, a parent → child chain, and a task that fails, retries and raises an
+//! alarm. Alarms are written to the log (the in-process stand-in for the AMQP alarm bus).
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Args;
+use mthpt_engine::app::NewApp;
+use mthpt_engine::clock::{Clock, SystemClock};
+use mthpt_engine::runtime::{EngineConfig, EngineNode};
+use mthpt_engine::schedule::ScheduleSpec;
+use mthpt_engine::store::{SqliteStore, Store, StoreError};
+use mthpt_engine::task::{DependencyCondition, TaskDefinition};
+use mthpt_engine::tenant::NewTenant;
+use mthpt_wrapper::{HandlerError, Wrapper};
+use serde_json::json;
+
+use super::process::{LogFormat, init_logging, shutdown_signal};
+
+/// Arguments of `mthpt standalone`.
+#[derive(Debug, Args)]
+pub struct StandaloneArgs {
+    /// Directory for the SQLite database and the wrapper's result spool (created if missing).
+    #[arg(long, env = "MTHPT_DATA", default_value = "mthpt-data")]
+    pub data: PathBuf,
+    /// Address of the engine's callback API.
+    #[arg(long, env = "MTHPT_LISTEN", default_value = "127.0.0.1:7700")]
+    pub listen: String,
+    /// Address of the built-in demo wrapper.
+    #[arg(long, env = "MTHPT_WRAPPER_LISTEN", default_value = "127.0.0.1:7701")]
+    pub wrapper_listen: String,
+    /// Do not create the demo tenant and tasks.
+    #[arg(long)]
+    pub no_demo: bool,
+    /// Log format.
+    #[arg(long, value_enum, default_value = "human")]
+    pub log_format: LogFormat,
+}
+
+/// The demo tenant's name, and its app's.
+pub const DEMO_TENANT: &str = "demo";
+pub const DEMO_APP: &str = "demo";
+
+/// Runs until SIGINT or SIGTERM.
+pub async fn run(args: StandaloneArgs) -> ExitCode {
+    init_logging(args.log_format);
+    match serve(args).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("mthpt standalone: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn serve(args: StandaloneArgs) -> anyhow::Result<()> {
+    use anyhow::Context;
+    std::fs::create_dir_all(&args.data)
+        .with_context(|| format!("cannot create the data directory {}", args.data.display()))?;
+    let db = args.data.join("mthpt.db");
+    let url = format!("sqlite://{}", db.display());
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::connect(&url).await?);
+    store.migrate().await?;
+    let secret = if args.no_demo {
+        None
+    } else {
+        Some(load_demo(&*store).await?)
+    };
+
+    let engine = EngineNode::start(
+        store.clone(),
+        Arc::new(SystemClock),
+        EngineConfig {
+            node_id: "standalone".to_owned(),
+            listen: args.listen.clone(),
+            ..EngineConfig::default()
+        },
+    )
+    .await?;
+
+    let mut wrapper = None;
+    if let Some(secret) = secret {
+        let listener = TcpListener::bind(&args.wrapper_listen)
+            .with_context(|| format!("cannot listen on {}", args.wrapper_listen))?;
+        let wrapper_url = format!("http://{}", listener.local_addr()?);
+        let w = demo_wrapper(&engine.url(), &wrapper_url, secret, &args.data)?;
+        let server = w.http_server(listener)?;
+        let handle = server.handle();
+        tokio::spawn(server);
+        println!(
+            "MTHPT standalone\n  engine    {}\n  wrapper   {wrapper_url} (app {DEMO_TENANT}.{DEMO_APP})\n  database  {}\n  demo tenant {DEMO_TENANT:?}: heartbeat every 5 s; extract every 20 s, then its child report;\n  flaky every 60 s (fails, retries twice, raises an alarm); nightly (cron 0 0 2 * * ?, Europe/London)\n  Ctrl-C stops.",
+            engine.url(),
+            db.display()
+        );
+        wrapper = Some((w, handle));
+    } else {
+        println!(
+            "MTHPT standalone: engine {} on {}; Ctrl-C stops.",
+            engine.url(),
+            db.display()
+        );
+    }
+
+    let relay = tokio::spawn(log_alarms(store.clone()));
+    shutdown_signal().await;
+    relay.abort();
+    if let Some((w, handle)) = wrapper {
+        w.shutdown(Duration::from_secs(5)).await;
+        handle.stop(true).await;
+    }
+    engine.shutdown().await;
+    store.close().await;
+    Ok(())
+}
+
+/// Creates the demo tenant, app and tasks unless they exist; returns the app's secret.
+async fn load_demo(store: &dyn Store) -> Result<String, StoreError> {
+    let now = SystemClock.now_ms();
+    let mut tx = store.begin().await?;
+    let tenant = match tx.find_tenant_by_name(DEMO_TENANT).await? {
+        Some(t) => t,
+        None => {
+            let mut t = NewTenant::named(DEMO_TENANT);
+            t.display_name = "Demo tenant".to_owned();
+            tx.create_tenant(&t, now).await?
+        }
+    };
+    let app = match tx.find_app_by_name(tenant.id, DEMO_APP).await? {
+        Some(a) => a,
+        None => {
+            let secret: String = (0..32)
+                .map(|_| format!("{:02x}", rand::random::<u8>()))
+                .collect();
+            tx.create_app(
+                tenant.id,
+                &NewApp {
+                    name: DEMO_APP.to_owned(),
+                    secret,
+                },
+                now,
+            )
+            .await?
+        }
+    };
+    let every = |ms: i64| ScheduleSpec::FixedRate {
+        every_ms: ms,
+        anchor_at: None,
+    };
+    let mut flaky = TaskDefinition::new(app.id, "flaky", "flaky", every(60_000));
+    flaky.description = "Always fails: retried twice, then a retries-exhausted alarm".to_owned();
+    flaky.max_retries = 2;
+    flaky.retry_backoff_ms = 1_000;
+    let mut extract = TaskDefinition::new(app.id, "extract", "extract", every(20_000));
+    extract.params = json!({ "rows": 1000 });
+    let mut report = TaskDefinition::new(app.id, "report", "report", ScheduleSpec::Manual);
+    report.description = "Runs after each successful extract".to_owned();
+    let mut nightly = TaskDefinition::new(
+        app.id,
+        "nightly",
+        "hello",
+        ScheduleSpec::Cron {
+            expr: "0 0 2 * * ?".to_owned(),
+            timezone: "Europe/London".to_owned(),
+        },
+    );
+    nightly.description = "A Quartz cron schedule in a time zone with DST".to_owned();
+    let defs = [
+        TaskDefinition::new(app.id, "heartbeat", "hello", every(5_000)),
+        extract,
+        report,
+        flaky,
+        nightly,
+    ];
+    for def in &defs {
+        if tx.find_task_by_name(tenant.id, &def.name).await?.is_none() {
+            tx.create_task(tenant.id, def, now).await?;
+        }
+    }
+    let extract = tx.find_task_by_name(tenant.id, "extract").await?;
+    let report = tx.find_task_by_name(tenant.id, "report").await?;
+    if let (Some(extract), Some(report)) = (extract, report) {
+        tx.add_dependency(
+            tenant.id,
+            extract.id,
+            report.id,
+            DependencyCondition::OnSuccess,
+            now,
+        )
+        .await?;
+    }
+    tx.commit().await?;
+    Ok(app.secret)
+}
+
+fn demo_wrapper(
+    engine_url: &str,
+    wrapper_url: &str,
+    secret: String,
+    data: &std::path::Path,
+) -> anyhow::Result<Wrapper> {
+    Ok(Wrapper::builder(format!("{DEMO_TENANT}.{DEMO_APP}"), secret.into_bytes())
+        .engine_urls([engine_url.to_owned()])
+        .advertise_url(wrapper_url)
+        .spool_dir(data.join("spool"))
+        .capacity(8)
+        .blocking_handler("hello", |ctx| {
+            tracing::info!(run = ctx.run_id(), task = %ctx.task_name(), attempt = ctx.attempt(), "hello from a blocking handler on its own thread");
+            Ok(json!({ "greeting": "hello" }))
+        })
+        .async_handler("extract", |ctx| async move {
+            let rows = ctx.params().get("rows").and_then(serde_json::Value::as_u64).unwrap_or(0);
+            ctx.progress(0.5, "halfway");
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            tracing::info!(run = ctx.run_id(), rows, "extract done");
+            Ok(json!({ "rows": rows }))
+        })
+        .async_handler("report", |ctx| async move {
+            tracing::info!(run = ctx.run_id(), "report built after its parent extract");
+            Ok(json!({ "report": "ok" }))
+        })
+        .async_handler("flaky", |ctx| async move {
+            tracing::info!(run = ctx.run_id(), attempt = ctx.attempt(), "flaky fails on purpose");
+            Err(HandlerError::retryable(format!(
+                "the demo upstream is down (attempt {})",
+                ctx.attempt()
+            )))
+        })
+        .build()?)
+}
+
+/// Writes every new alarm to the log and marks it published.
+async fn log_alarms(store: Arc<dyn Store>) {
+    loop {
+        let outcome = async {
+            let mut tx = store.begin().await?;
+            let alarms = tx.list_unpublished_alarms(100).await?;
+            for a in &alarms {
+                tracing::warn!(alarm = a.id.0, kind = %a.kind, severity = %a.severity, "ALARM {}", a.message);
+            }
+            let ids: Vec<_> = alarms.iter().map(|a| a.id).collect();
+            tx.mark_alarms_published(&ids, SystemClock.now_ms()).await?;
+            tx.commit().await?;
+            Ok::<_, StoreError>(())
+        }
+        .await;
+        if let Err(e) = outcome {
+            tracing::warn!(error = %e, "alarm relay pass failed");
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
