@@ -40,6 +40,21 @@ impl TestDb {
         self.store.clone()
     }
 
+    /// A URL other processes can open the same database with (for PostgreSQL, the test's
+    /// schema is set as the search path).
+    pub fn url(&self) -> String {
+        match &self.cleanup {
+            Cleanup::PgSchema(schema) => {
+                let base = postgres_url();
+                let sep = if base.contains('?') { '&' } else { '?' };
+                format!("{base}{sep}options=-csearch_path%3D{schema}")
+            }
+            Cleanup::SqliteDir(dir) => {
+                format!("sqlite://{}", dir.path().join("mthpt.db").display())
+            }
+        }
+    }
+
     /// Drops the schema (PostgreSQL) or the file (SQLite).
     pub async fn cleanup(self) {
         self.store.close().await;

@@ -1,0 +1,609 @@
+//! Engine nodes and wrappers as separate processes on PostgreSQL (the `mthpt engine` and
+//! `mthpt wrapper` commands): several nodes never create or dispatch an occurrence twice; a
+//! SIGKILLed node's claimed runs fire on another node once its lease ends; a SIGKILLed
+//! wrapper's running run is declared lost and recovered elsewhere; a run past its deadline is
+//! cancelled and its shell process group is gone.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::Result;
+use mthpt_engine::alarm::{AlarmFilter, AlarmKind};
+use mthpt_engine::clock::{Clock, SystemClock};
+use mthpt_engine::run::{Run, RunFilter, RunState, TriggerKind};
+use mthpt_engine::schedule::ScheduleSpec;
+use mthpt_engine::store::{Scope, Store};
+use mthpt_engine::task::{Routing, Task, TaskDefinition};
+use mthpt_engine::testing::TestDb;
+use mthpt_tests::{Tenancy, TestWrapper, tenancy, wait_until};
+use serde_json::json;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// A child process that is SIGKILLed when dropped; its log is printed if the test failed.
+struct Proc {
+    name: String,
+    child: Child,
+    log: PathBuf,
+}
+
+impl Proc {
+    fn spawn(name: &str, dir: &Path, args: &[String]) -> Proc {
+        let log = dir.join(format!("{name}.log"));
+        let file = std::fs::File::create(&log).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_mthpt"))
+            .args(args)
+            .env("RUST_LOG", "info,mthpt_engine=debug")
+            .env_remove("MTHPT_DATABASE_URL")
+            .stdout(Stdio::null())
+            .stderr(file)
+            .spawn()
+            .unwrap();
+        Proc {
+            name: name.to_owned(),
+            child,
+            log,
+        }
+    }
+
+    fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        // Gracefully first: a wrapper ends its scripts' process groups on the way out, so no
+        // child process is left orphaned.
+        if let Ok(None) = self.child.try_wait() {
+            let _ = Command::new("kill")
+                .args(["-TERM", &self.child.id().to_string()])
+                .status();
+            let until = std::time::Instant::now() + Duration::from_secs(5);
+            while std::time::Instant::now() < until {
+                if let Ok(Some(_)) = self.child.try_wait() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        self.kill9();
+        if std::thread::panicking() {
+            let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+            let tail: Vec<&str> = log.lines().rev().take(40).collect();
+            eprintln!("---- last lines of {} ----", self.name);
+            for line in tail.iter().rev() {
+                eprintln!("{line}");
+            }
+        }
+    }
+}
+
+fn now() -> i64 {
+    SystemClock.now_ms()
+}
+
+/// Starts `mthpt engine` as `node` with quick timings plus `extra`, and waits until it is up.
+async fn engine(db: &TestDb, dir: &Path, node: &str, extra: &[&str]) -> Result<(Proc, String)> {
+    let mut args: Vec<String> = [
+        "engine",
+        "--database-url",
+        &db.url(),
+        "--node-id",
+        node,
+        "--listen",
+        "127.0.0.1:0",
+        "--poll-interval-ms",
+        "50",
+        "--executor-heartbeat-ms",
+        "200",
+        "--executor-timeout-ms",
+        "1500",
+        "--node-timeout-ms",
+        "2000",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let proc = Proc::spawn(node, dir, &args);
+    let store = db.shared();
+    wait_until(WAIT, &format!("engine {node} up"), || async {
+        Ok(node_address(&*store, node).await?.is_some())
+    })
+    .await?;
+    let address = node_address(&*store, node).await?.unwrap_or_default();
+    Ok((proc, address))
+}
+
+async fn node_address(store: &dyn Store, node: &str) -> Result<Option<String>> {
+    let mut tx = store.begin_read().await?;
+    Ok(tx
+        .list_nodes()
+        .await?
+        .into_iter()
+        .find(|n| n.id == node && n.state == mthpt_engine::node::NodeState::Up)
+        .map(|n| n.address))
+}
+
+/// Starts `mthpt wrapper` with the built-in handler `builtin` (`shell` or `http`), labelled
+/// `name`, and waits until it is registered.
+async fn builtin_wrapper(
+    db: &TestDb,
+    dir: &Path,
+    t: &Tenancy,
+    engines: &str,
+    name: &str,
+    builtin: &str,
+) -> Result<Proc> {
+    let secret = dir.join(format!("{name}.secret"));
+    std::fs::write(&secret, &t.secret)?;
+    let args: Vec<String> = [
+        "wrapper",
+        "--app",
+        &t.key,
+        "--secret-file",
+        &secret.display().to_string(),
+        "--engine",
+        engines,
+        "--listen",
+        "127.0.0.1:0",
+        &format!("--enable-{builtin}"),
+        "--label",
+        &format!("name={name}"),
+        "--spool",
+        &dir.join(format!("{name}.spool")).display().to_string(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let proc = Proc::spawn(name, dir, &args);
+    let store = db.shared();
+    wait_until(WAIT, &format!("wrapper {name} registered"), || async {
+        let mut tx = store.begin_read().await?;
+        Ok(tx.list_executors(t.tenant.id, None).await?.iter().any(|e| {
+            e.labels.0.get("name").map(String::as_str) == Some(name)
+                && e.state == mthpt_engine::app::ExecutorState::Up
+        }))
+    })
+    .await?;
+    Ok(proc)
+}
+
+async fn create(store: &dyn Store, t: &Tenancy, def: &TaskDefinition) -> Result<Task> {
+    let mut tx = store.begin().await?;
+    let task = tx.create_task(t.tenant.id, def, now()).await?.task;
+    tx.commit().await?;
+    Ok(task)
+}
+
+async fn runs(store: &dyn Store, t: &Tenancy, task: &Task) -> Result<Vec<Run>> {
+    let mut tx = store.begin_read().await?;
+    let mut runs = tx
+        .list_runs(
+            t.tenant.id,
+            &RunFilter {
+                task_id: Some(task.id),
+                limit: Some(1000),
+                ..Default::default()
+            },
+        )
+        .await?;
+    runs.sort_by_key(|r| r.id);
+    Ok(runs)
+}
+
+async fn several_nodes_never_fire_an_occurrence_twice(nodes: usize) -> Result<()> {
+    let db = mthpt_engine::testing::postgres().await;
+    let dir = tempfile::tempdir()?;
+    let store = db.shared();
+    let t = tenancy(&*store, "acme", "billing").await?;
+    let mut engines = Vec::new();
+    for i in 0..nodes {
+        engines.push(
+            engine(
+                &db,
+                dir.path(),
+                &format!("node-{i}"),
+                &["--horizon-ms", "300", "--lease-ms", "1500"],
+            )
+            .await?,
+        );
+    }
+    let urls: Vec<String> = engines.iter().map(|(_, url)| url.clone()).collect();
+    // Every invocation of the handler, by run id, across two wrapper instances.
+    let calls: Arc<Mutex<HashMap<i64, usize>>> = Arc::default();
+    let counting = |calls: Arc<Mutex<HashMap<i64, usize>>>| {
+        move |b: mthpt_wrapper::WrapperBuilder| {
+            b.async_handler("count", move |ctx| {
+                let calls = calls.clone();
+                async move {
+                    *calls.lock().unwrap().entry(ctx.run_id()).or_default() += 1;
+                    Ok(json!(null))
+                }
+            })
+        }
+    };
+    let w1 = TestWrapper::start(&t, &urls, counting(calls.clone()))?;
+    let w2 = TestWrapper::start(&t, &urls, counting(calls.clone()))?;
+    w1.registered().await?;
+    w2.registered().await?;
+
+    let start = now() + 500;
+    let mut tasks = Vec::new();
+    for i in 0..20 {
+        let def = TaskDefinition::new(
+            t.app.id,
+            format!("t{i}"),
+            "count",
+            ScheduleSpec::FixedRate {
+                every_ms: 250,
+                anchor_at: Some(start + i * 10),
+            },
+        );
+        tasks.push(create(&*store, &t, &def).await?);
+    }
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    // Stop the schedules, then let what was fired finish.
+    for task in &tasks {
+        let mut tx = store.begin().await?;
+        tx.pause_task(t.tenant.id, task.id, task.version, now())
+            .await?;
+        tx.commit().await?;
+    }
+    let end = now();
+    wait_until(WAIT, "every fired run finished", || async {
+        let mut unfinished = 0;
+        for task in &tasks {
+            unfinished += runs(&*store, &t, task)
+                .await?
+                .iter()
+                .filter(|r| matches!(r.state, RunState::Claimed | RunState::Running))
+                .count();
+        }
+        Ok(unfinished == 0)
+    })
+    .await?;
+
+    let mut owners = std::collections::BTreeSet::new();
+    let mut total = 0;
+    for task in &tasks {
+        let all = runs(&*store, &t, task).await?;
+        let anchor = task.anchor_at.unwrap();
+        let mut seen = std::collections::BTreeSet::new();
+        for r in all.iter().filter(|r| r.state != RunState::Pending) {
+            assert!(
+                seen.insert((r.scheduled_at, r.attempt, r.shard_index)),
+                "occurrence created twice: {r:?}"
+            );
+            assert_eq!(r.state, RunState::Succeeded, "{r:?}");
+            assert_eq!(r.fence, 1, "run {} was claimed more than once", r.id);
+            assert_eq!(
+                r.dispatch_attempts, 1,
+                "run {} was dispatched more than once",
+                r.id
+            );
+            owners.insert(r.claim_owner.clone());
+            total += 1;
+        }
+        // Nothing missed: every occurrence from the anchor until the pause fired.
+        let mut at = anchor;
+        while at + 1_000 < end {
+            assert!(
+                seen.contains(&(at, 1, 0)),
+                "task {} missed its occurrence at {at}",
+                task.name
+            );
+            at += 250;
+        }
+    }
+    let calls = calls.lock().unwrap();
+    assert_eq!(calls.len(), total, "every run reached a handler");
+    assert!(
+        calls.values().all(|&n| n == 1),
+        "a handler ran twice for one run: {:?}",
+        calls.iter().filter(|(_, n)| **n > 1).collect::<Vec<_>>()
+    );
+    eprintln!("{nodes} nodes: {total} runs, each fired once; claimed by {owners:?}");
+    drop(calls);
+    w1.stop().await;
+    w2.stop().await;
+    drop(engines);
+    db.cleanup().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_nodes_never_create_or_dispatch_an_occurrence_twice() {
+    several_nodes_never_fire_an_occurrence_twice(2)
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn three_nodes_never_create_or_dispatch_an_occurrence_twice() {
+    several_nodes_never_fire_an_occurrence_twice(3)
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn killed_nodes_claimed_runs_fire_on_another_node_within_the_lease() {
+    let db = mthpt_engine::testing::postgres().await;
+    let dir = tempfile::tempdir().unwrap();
+    let store = db.shared();
+    let t = tenancy(&*store, "acme", "billing").await.unwrap();
+    // Node A claims far ahead with a 4 s lease; node B only claims what is nearly due.
+    let (mut a, a_url) = engine(
+        &db,
+        dir.path(),
+        "node-a",
+        &["--horizon-ms", "3000", "--lease-ms", "4000"],
+    )
+    .await
+    .unwrap();
+    let (_b, b_url) = engine(
+        &db,
+        dir.path(),
+        "node-b",
+        &["--horizon-ms", "200", "--lease-ms", "1500"],
+    )
+    .await
+    .unwrap();
+    let w = TestWrapper::start(&t, &[a_url, b_url], |b| {
+        b.async_handler("echo", |_| async { Ok(json!(null)) })
+    })
+    .unwrap();
+    w.registered().await.unwrap();
+    let task = create(
+        &*store,
+        &t,
+        &TaskDefinition::new(
+            t.app.id,
+            "later",
+            "echo",
+            ScheduleSpec::Once { at: now() + 2_500 },
+        ),
+    )
+    .await
+    .unwrap();
+    wait_until(WAIT, "node A holds the run", || async {
+        Ok(runs(&*store, &t, &task).await?.first().is_some_and(|r| {
+            r.state == RunState::Claimed && r.claim_owner.as_deref() == Some("node-a")
+        }))
+    })
+    .await
+    .unwrap();
+    let held = runs(&*store, &t, &task).await.unwrap().remove(0);
+    let lease_end = held.lease_until.unwrap();
+    a.kill9();
+    let killed_at = now();
+    wait_until(WAIT, "the run succeeded on node B", || async {
+        Ok(runs(&*store, &t, &task)
+            .await?
+            .first()
+            .is_some_and(|r| r.state == RunState::Succeeded))
+    })
+    .await
+    .unwrap();
+    let run = runs(&*store, &t, &task).await.unwrap().remove(0);
+    assert_eq!(run.id, held.id);
+    assert_eq!(run.claim_owner.as_deref(), Some("node-b"));
+    assert_eq!(run.fence, held.fence + 1, "claimed again, once");
+    let dispatched = run.dispatched_at.unwrap();
+    assert!(dispatched >= lease_end, "not before node A's lease ended");
+    assert!(
+        dispatched - lease_end < 1_500,
+        "fired {} ms after the lease ended",
+        dispatched - lease_end
+    );
+    assert!(
+        dispatched - killed_at <= 4_000 + 1_500,
+        "refire {} ms after the kill",
+        dispatched - killed_at
+    );
+    eprintln!(
+        "refired {} ms after the kill, {} ms after the lease ended",
+        dispatched - killed_at,
+        dispatched - lease_end
+    );
+    w.stop().await;
+    drop(_b);
+    db.cleanup().await;
+}
+
+/// A tiny HTTP endpoint: the first request is held open (the work "runs" until its wrapper
+/// dies), later ones are answered 200 at once. Returns its URL and the count of requests.
+async fn slow_then_fast_endpoint() -> Result<(String, Arc<std::sync::atomic::AtomicUsize>)> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let url = format!("http://{}/work", listener.local_addr()?);
+    let seen = Arc::new(AtomicUsize::new(0));
+    let count = seen.clone();
+    tokio::spawn(async move {
+        while let Ok((mut conn, _)) = listener.accept().await {
+            let n = count.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                let _ = conn.read(&mut buf).await;
+                if n == 0 {
+                    // Hold the first request until the caller goes away.
+                    let _ = conn.read(&mut buf).await;
+                    return;
+                }
+                let _ = conn
+                    .write_all(
+                        b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok",
+                    )
+                    .await;
+            });
+        }
+    });
+    Ok((url, seen))
+}
+
+/// The wrapper is killed with SIGKILL while its run is in flight. Its handler makes an HTTP
+/// call rather than running a script, so the kill leaves no orphaned child process behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn killed_wrappers_running_run_is_lost_and_recovered() {
+    use std::sync::atomic::Ordering;
+    let db = mthpt_engine::testing::postgres().await;
+    let dir = tempfile::tempdir().unwrap();
+    let store = db.shared();
+    let t = tenancy(&*store, "acme", "billing").await.unwrap();
+    let (_engine, url) = engine(&db, dir.path(), "node-1", &[]).await.unwrap();
+    let mut a = builtin_wrapper(&db, dir.path(), &t, &url, "a", "http")
+        .await
+        .unwrap();
+    let _b = builtin_wrapper(&db, dir.path(), &t, &url, "b", "http")
+        .await
+        .unwrap();
+    let (endpoint, requests) = slow_then_fast_endpoint().await.unwrap();
+    let mut def = TaskDefinition::new(t.app.id, "fragile", "http", ScheduleSpec::Manual);
+    def.params = json!({ "url": endpoint, "method": "POST", "timeout_ms": 60_000 });
+    def.routing = Routing::Failover;
+    let task = create(&*store, &t, &def).await.unwrap();
+    {
+        let mut tx = store.begin().await.unwrap();
+        tx.trigger_task(t.tenant.id, task.id, None, "test", now())
+            .await
+            .unwrap();
+        tx.commit().await.unwrap();
+    }
+    wait_until(WAIT, "attempt 1 in flight on wrapper a", || async {
+        Ok(requests.load(Ordering::SeqCst) == 1
+            && runs(&*store, &t, &task)
+                .await?
+                .first()
+                .is_some_and(|r| r.state == RunState::Running))
+    })
+    .await
+    .unwrap();
+    a.kill9();
+    wait_until(WAIT, "the recovery run succeeded", || async {
+        Ok(runs(&*store, &t, &task)
+            .await?
+            .iter()
+            .any(|r| r.trigger_kind == TriggerKind::Recovery && r.state == RunState::Succeeded))
+    })
+    .await
+    .unwrap();
+    let all = runs(&*store, &t, &task).await.unwrap();
+    assert_eq!(
+        all.iter().map(|r| (r.attempt, r.state)).collect::<Vec<_>>(),
+        vec![(1, RunState::Lost), (2, RunState::Succeeded)]
+    );
+    assert_ne!(
+        all[0].executor_id, all[1].executor_id,
+        "recovered on the other wrapper"
+    );
+    assert_eq!(requests.load(Ordering::SeqCst), 2);
+    let mut tx = store.begin_read().await.unwrap();
+    let lost = tx
+        .list_alarms(
+            Scope::Tenant(t.tenant.id),
+            &AlarmFilter {
+                kind: Some(AlarmKind::ExecutorLost),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(lost.len(), 1);
+    drop(tx);
+    drop(_b);
+    db.cleanup().await;
+}
+
+/// Live (not zombie) processes whose process group is `pgid`.
+fn group_members(pgid: i32) -> Vec<i32> {
+    let mut members = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // pid (comm) state ppid pgrp ...: comm may hold spaces, so split after the last ')'.
+        let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
+            continue;
+        };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        if fields.len() > 2 && fields[0] != "Z" && fields[2].parse::<i32>() == Ok(pgid) {
+            members.push(pid);
+        }
+    }
+    members
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn run_past_its_deadline_is_cancelled_and_its_shell_group_is_gone() {
+    let db = mthpt_engine::testing::postgres().await;
+    let dir = tempfile::tempdir().unwrap();
+    let store = db.shared();
+    let t = tenancy(&*store, "acme", "billing").await.unwrap();
+    let (_engine, url) = engine(&db, dir.path(), "node-1", &[]).await.unwrap();
+    let w = builtin_wrapper(&db, dir.path(), &t, &url, "a", "shell")
+        .await
+        .unwrap();
+    let pgid_file = dir.path().join("script.pgid");
+    let script = format!(
+        "echo $$ > {}; sleep 60 & sleep 60 & wait",
+        pgid_file.display()
+    );
+    let mut def = TaskDefinition::new(t.app.id, "stuck", "shell", ScheduleSpec::Manual);
+    def.params = json!({ "script": script });
+    def.timeout_ms = Some(1_500);
+    let task = create(&*store, &t, &def).await.unwrap();
+    {
+        let mut tx = store.begin().await.unwrap();
+        tx.trigger_task(t.tenant.id, task.id, None, "test", now())
+            .await
+            .unwrap();
+        tx.commit().await.unwrap();
+    }
+    wait_until(WAIT, "the script started", || async {
+        Ok(pgid_file.exists()
+            && std::fs::read_to_string(&pgid_file)?
+                .trim()
+                .parse::<i32>()
+                .is_ok())
+    })
+    .await
+    .unwrap();
+    let pgid: i32 = std::fs::read_to_string(&pgid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        group_members(pgid).len() >= 3,
+        "bash and its two children run: {:?}",
+        group_members(pgid)
+    );
+    wait_until(WAIT, "timed out", || async {
+        Ok(runs(&*store, &t, &task)
+            .await?
+            .first()
+            .is_some_and(|r| r.state == RunState::TimedOut))
+    })
+    .await
+    .unwrap();
+    wait_until(
+        Duration::from_secs(10),
+        "no process of the script's group is left",
+        || async { Ok(group_members(pgid).is_empty()) },
+    )
+    .await
+    .unwrap();
+    drop(w);
+    db.cleanup().await;
+}
