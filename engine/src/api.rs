@@ -199,6 +199,11 @@ async fn heartbeat(
     let app = api.authenticate(&req, &body).await?;
     let beat: HeartbeatRequest = parse(&body)?;
     let now = api.clock.now_ms();
+    // A run sent to this instance a while ago that it does not hold any more is lost (the
+    // instance restarted and forgot it); the grace covers requests and acks in flight.
+    let grace = i64::try_from(api.heartbeat_interval_ms.saturating_mul(3))
+        .unwrap_or(i64::MAX)
+        .max(2_000);
     let outcome = async {
         let mut tx = api.store.begin().await?;
         let known = tx
@@ -213,13 +218,35 @@ async fn heartbeat(
             )
             .await?;
         let mut changed = false;
-        if let Some(e) = &known
-            && beat.draining
-            && e.state == ExecutorState::Up
-        {
-            tx.set_executor_state(app.id, &beat.instance_id, ExecutorState::Draining, now)
-                .await?;
-            changed = true;
+        if let Some(e) = &known {
+            if beat.draining && e.state == ExecutorState::Up {
+                tx.set_executor_state(app.id, &beat.instance_id, ExecutorState::Draining, now)
+                    .await?;
+                changed = true;
+            }
+            let held: std::collections::HashSet<i64> = beat.running_runs.iter().copied().collect();
+            for run in tx.running_runs_on_executors(&[e.id]).await? {
+                let sent = run.dispatched_at.or(run.started_at).unwrap_or(now);
+                if held.contains(&run.id.0) || now - sent < grace {
+                    continue;
+                }
+                tracing::warn!(run = %run.id, instance = %e.instance_id, "an executor no longer holds a run it was sent; declaring it lost");
+                let finish = Finish {
+                    completion: RunCompletion {
+                        state: RunState::Lost,
+                        output: None,
+                        error: Some(format!(
+                            "executor {} no longer holds this run (it restarted or dropped it)",
+                            e.instance_id
+                        )),
+                        log: None,
+                        started_at: None,
+                        finished_at: now,
+                    },
+                    retryable: true,
+                };
+                finish_run(tx.as_mut(), run.id, None, &finish, rand::random()).await?;
+            }
         }
         tx.commit().await?;
         Ok::<_, StoreError>((known.is_some(), changed))

@@ -53,6 +53,7 @@ on_both_backends!(
     busy_instance_passes_the_run_to_the_next,
     broadcast_task_runs_once_on_every_instance,
     shutdown_hands_claimed_runs_back,
+    run_an_executor_no_longer_holds_is_lost_and_recovered,
 );
 
 const WAIT: Duration = Duration::from_secs(15);
@@ -422,5 +423,127 @@ async fn shutdown_hands_claimed_runs_back(store: Arc<dyn Store>) -> Result<()> {
         (RunState::Pending, None),
         "free for another node at once"
     );
+    Ok(())
+}
+
+/// The executor heartbeats without runs the engine sent it a while ago (it restarted and forgot
+/// them): those become `lost` and are recovered; runs it holds, and runs sent too recently to
+/// judge, stay running.
+async fn run_an_executor_no_longer_holds_is_lost_and_recovered(
+    store: Arc<dyn Store>,
+) -> Result<()> {
+    use mthpt_engine::claimer::{ClaimConfig, Claimer};
+    use mthpt_engine::run::ClaimedTransition;
+    use mthpt_wrapper::client::SignedClient;
+    use mthpt_wrapper::protocol::{HeartbeatRequest, HeartbeatResponse, Signer, paths};
+
+    let t = tenancy(&*store, "acme", "billing").await?;
+    // This node only answers the heartbeat: it schedules another group, so the test's own
+    // claims below are not raced.
+    let mut config = quick_engine_config("node-1");
+    config.groups = vec!["elsewhere".into()];
+    let engine = start_engine(store.clone(), config).await?;
+    let e = {
+        let mut tx = store.begin().await?;
+        let e = tx
+            .register_executor(
+                &mthpt_engine::app::ExecutorRegistration {
+                    app_id: t.app.id,
+                    instance_id: "fixed".into(),
+                    base_url: "http://127.0.0.1:9".into(),
+                    capacity: 4,
+                    handlers: vec!["work".into()],
+                    labels: Default::default(),
+                },
+                now(),
+            )
+            .await?;
+        tx.commit().await?;
+        e
+    };
+    let task = create(
+        &*store,
+        &t,
+        &TaskDefinition::new(t.app.id, "work", "work", ScheduleSpec::Manual),
+    )
+    .await?;
+    // Three runs running on the instance: two sent 10 s ago, one just now.
+    let mut ids = Vec::new();
+    for (i, sent_ago) in [10_000, 10_000, 0].into_iter().enumerate() {
+        let run = trigger(&*store, &t, &task).await?;
+        let claimer = Claimer::new(
+            store.clone(),
+            ClaimConfig {
+                node: format!("test-{i}"),
+                groups: vec!["default".into()],
+                horizon_ms: 0,
+                lease_ms: 60_000,
+                batch: 1,
+            },
+        );
+        let fire = claimer
+            .run_once(now())
+            .await?
+            .fires
+            .into_iter()
+            .find(|f| f.run.id == run.id)
+            .expect("claimed");
+        let mut tx = store.begin().await?;
+        tx.transition_claimed(
+            &fire.run.fence().expect("fence"),
+            &ClaimedTransition::Started {
+                executor_id: e.id,
+                dispatched_at: now() - sent_ago,
+                deadline_at: None,
+            },
+            now(),
+        )
+        .await?;
+        tx.commit().await?;
+        ids.push(run.id);
+    }
+    let client = SignedClient::new(
+        Signer::new(t.key.clone(), t.secret.clone().into_bytes()),
+        Duration::from_secs(2),
+        Duration::from_secs(5),
+    )?;
+    let beat = HeartbeatRequest {
+        instance_id: "fixed".into(),
+        capacity: 4,
+        running: 1,
+        draining: false,
+        running_runs: vec![ids[0].0],
+        sent_at: chrono::Utc::now(),
+    };
+    let answer: HeartbeatResponse = client
+        .post_json(&engine.url(), paths::HEARTBEAT, &beat)
+        .await?;
+    assert!(answer.known);
+    let all = runs(&*store, &t, &task).await?;
+    let state = |id| all.iter().find(|r| r.id == id).map(|r| r.state);
+    assert_eq!(
+        state(ids[0]),
+        Some(RunState::Running),
+        "held by the instance"
+    );
+    assert_eq!(
+        state(ids[1]),
+        Some(RunState::Lost),
+        "forgotten by the instance"
+    );
+    assert_eq!(
+        state(ids[2]),
+        Some(RunState::Running),
+        "sent too recently to judge"
+    );
+    let recovery = all
+        .iter()
+        .find(|r| r.trigger_kind == mthpt_engine::run::TriggerKind::Recovery)
+        .expect("a recovery run");
+    assert_eq!(
+        (recovery.attempt, recovery.scheduled_at),
+        (2, all.iter().find(|r| r.id == ids[1]).unwrap().scheduled_at)
+    );
+    engine.shutdown().await;
     Ok(())
 }

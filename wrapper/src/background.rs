@@ -199,7 +199,7 @@ pub(crate) async fn heartbeat_once(inner: &Inner) -> Result<HeartbeatResponse, C
         capacity: inner.settings.capacity,
         running: inner.running(),
         draining: inner.draining.load(Ordering::SeqCst),
-        running_runs: inner.running_ids(),
+        running_runs: inner.unconfirmed_ids(),
         sent_at: Utc::now(),
     };
     let base = engine_url(inner).to_owned();

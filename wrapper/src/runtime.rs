@@ -264,15 +264,19 @@ impl Inner {
         lock(&self.table).running
     }
 
-    pub(crate) fn running_ids(&self) -> Vec<RunId> {
-        let table = lock(&self.table);
-        let mut ids: Vec<RunId> = table
+    /// Every run whose result no engine has confirmed yet: running, being cancelled, or
+    /// finished with its result waiting in the outbox (results replayed from the spool
+    /// included). An engine may declare a run it sent here lost once it is missing from this.
+    pub(crate) fn unconfirmed_ids(&self) -> Vec<RunId> {
+        let mut ids: Vec<RunId> = lock(&self.table)
             .runs
             .iter()
-            .filter(|(_, e)| e.state == LocalRunState::Running)
+            .filter(|(_, e)| matches!(e.state, LocalRunState::Running | LocalRunState::Cancelling))
             .map(|(id, _)| *id)
             .collect();
+        ids.extend(lock(&self.outbox).keys().copied());
         ids.sort_unstable();
+        ids.dedup();
         ids
     }
 

@@ -395,7 +395,9 @@ pub struct HeartbeatRequest {
     pub running: u32,
     /// Whether the instance is draining (refusing new runs).
     pub draining: bool,
-    /// Ids of the runs executing now, so the engine can spot runs it believes lost.
+    /// Every run this instance holds whose result no engine has confirmed yet: running, being
+    /// cancelled, or finished with the result still to deliver. An engine declares a run it sent
+    /// here a while ago and that is missing from this list lost (e.g. the instance restarted).
     pub running_runs: Vec<RunId>,
     /// When the heartbeat was sent (epoch milliseconds).
     #[serde(with = "chrono::serde::ts_milliseconds")]
