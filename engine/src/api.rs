@@ -9,6 +9,7 @@
 //! answered 503 and the wrapper keeps it in its spool and tries again.
 
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::sync::Arc;
 
 use actix_web::http::StatusCode;
@@ -21,13 +22,138 @@ use mthpt_wrapper::protocol::{
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use tokio::sync::oneshot;
 
-use crate::app::{App, ExecutorHeartbeat, ExecutorRegistration, ExecutorState};
+use crate::app::{App, AppId, ExecutorHeartbeat, ExecutorRegistration, ExecutorState};
 use crate::clock::Clock;
 use crate::directory::Directory;
-use crate::outcome::{Finish, Finished, finish_run};
+use crate::outcome::{Finish, Finished, finish_run, finish_runs};
 use crate::run::{RunCompletion, RunId, RunProgress, RunState};
 use crate::store::{Store, StoreError};
+
+/// The group commit of result batches: requests queue their results; whoever holds `writing`
+/// writes the queued results of one app in one transaction. Requests arriving while a write is
+/// in progress are written together by the next one, so many wrappers reporting at once cost
+/// one transaction at a time instead of one each.
+#[derive(Debug, Default)]
+struct ResultWriter {
+    queue: std::sync::Mutex<Vec<ResultTicket>>,
+    writing: tokio::sync::Mutex<()>,
+}
+
+type Outcomes = Vec<Result<Finished, StoreError>>;
+
+/// One request's results waiting to be written, and where to send what became of them.
+#[derive(Debug)]
+struct ResultTicket {
+    app: AppId,
+    finishes: Vec<(RunId, Finish)>,
+    reply: oneshot::Sender<Result<Outcomes, String>>,
+}
+
+impl ResultWriter {
+    /// Finishes `finishes` of `app` (with the results queued by other requests) and returns
+    /// each item's outcome.
+    async fn finish(
+        &self,
+        store: &Arc<dyn Store>,
+        app: AppId,
+        finishes: Vec<(RunId, Finish)>,
+    ) -> Result<Outcomes, ApiError> {
+        let (reply, mut answer) = oneshot::channel();
+        crate::directory::lock(&self.queue).push(ResultTicket {
+            app,
+            finishes,
+            reply,
+        });
+        {
+            let _writing = self.writing.lock().await;
+            // Write groups until this request's results are among the written ones. A ticket
+            // queued while a write is in progress is taken by that writer's next round or by its
+            // own request once it gets the lock: it never waits unwritten.
+            loop {
+                match answer.try_recv() {
+                    Ok(answered) => return answered_outcomes(answered),
+                    Err(oneshot::error::TryRecvError::Closed) => break,
+                    Err(oneshot::error::TryRecvError::Empty) => {}
+                }
+                let tickets = self.next_group();
+                if tickets.is_empty() {
+                    break;
+                }
+                write_results(store, tickets).await;
+            }
+        }
+        match answer.await {
+            Ok(answered) => answered_outcomes(answered),
+            Err(_) => Err(ApiError::Unavailable(StoreError::Unavailable(
+                "the result write was abandoned".to_owned(),
+            ))),
+        }
+    }
+
+    /// The queued tickets of the app queued first (one app per transaction: its runs are then
+    /// locked in one pass, in id order).
+    fn next_group(&self) -> Vec<ResultTicket> {
+        let mut queue = crate::directory::lock(&self.queue);
+        let first = queue.first().map(|t| t.app);
+        let (mine, rest): (Vec<_>, Vec<_>) = queue.drain(..).partition(|t| Some(t.app) == first);
+        *queue = rest;
+        mine
+    }
+}
+
+fn answered_outcomes(answered: Result<Outcomes, String>) -> Result<Outcomes, ApiError> {
+    answered.map_err(|why| ApiError::Unavailable(StoreError::Unavailable(why)))
+}
+
+/// Writes the tickets (all of one app) in one transaction; when that fails, each ticket alone,
+/// so one request's problem does not fail the others.
+async fn write_results(store: &Arc<dyn Store>, tickets: Vec<ResultTicket>) {
+    async fn write(
+        store: &Arc<dyn Store>,
+        app: AppId,
+        finishes: &[(RunId, Finish)],
+    ) -> Result<Outcomes, StoreError> {
+        let mut tx = store.begin().await?;
+        let out = finish_runs(tx.as_mut(), Some(app), finishes, &mut rand::random).await?;
+        tx.commit().await?;
+        Ok(out)
+    }
+    let Some(app) = tickets.first().map(|t| t.app) else {
+        return;
+    };
+    let all: Vec<(RunId, Finish)> = tickets
+        .iter()
+        .flat_map(|t| t.finishes.iter().cloned())
+        .collect();
+    let grouped = if tickets.len() == 1 {
+        Err(None)
+    } else {
+        write(store, app, &all).await.map_err(Some)
+    };
+    match grouped {
+        Ok(mut outcomes) => {
+            for t in tickets {
+                let rest = outcomes.split_off(t.finishes.len().min(outcomes.len()));
+                let _ = t.reply.send(Ok(outcomes));
+                outcomes = rest;
+            }
+        }
+        Err(e) => {
+            if let Some(e) = e {
+                tracing::warn!(error = %e, "writing result batches together failed; writing each alone");
+            }
+            for t in tickets {
+                let alone = write(store, t.app, &t.finishes).await;
+                let _ = t.reply.send(alone.map_err(|e| {
+                    tracing::error!(error = %e, "store unavailable while handling a callback");
+                    e.to_string()
+                }));
+            }
+        }
+    }
+}
 
 /// State shared by the callback handlers.
 #[derive(Debug)]
@@ -37,10 +163,14 @@ pub struct CallbackApi {
     directory: Arc<Directory>,
     replay: ReplayGuard,
     heartbeat_interval_ms: u64,
+    /// The engine's runtime, which owns the database connections (`None`: built outside one).
+    runtime: Option<tokio::runtime::Handle>,
+    results: ResultWriter,
 }
 
 impl CallbackApi {
     /// Handlers over `store`; wrappers are told to heartbeat every `heartbeat_interval_ms`.
+    /// Built inside the engine's runtime, the handlers do their database work on it.
     pub fn new(
         store: Arc<dyn Store>,
         clock: Arc<dyn Clock>,
@@ -53,6 +183,8 @@ impl CallbackApi {
             directory,
             replay: ReplayGuard::new(),
             heartbeat_interval_ms,
+            runtime: tokio::runtime::Handle::try_current().ok(),
+            results: ResultWriter::default(),
         }
     }
 
@@ -69,12 +201,12 @@ impl CallbackApi {
         }
     }
 
-    /// The app that signed `req`.
-    async fn authenticate(&self, req: &HttpRequest, body: &[u8]) -> Result<App, ApiError> {
-        let headers = SignatureHeaders::from_lookup(|name| {
-            req.headers().get(name).and_then(|v| v.to_str().ok())
-        })
-        .map_err(|e| unauthorized(req, "?", &e.to_string()))?;
+    /// The app that signed the request.
+    async fn authenticate(&self, req: &Incoming, body: &[u8]) -> Result<App, ApiError> {
+        let headers = match &req.headers {
+            Ok(h) => h,
+            Err(why) => return Err(unauthorized(req, "?", why)),
+        };
         let app = self
             .directory
             .app_by_key(&headers.app, self.clock.now_ms())
@@ -82,21 +214,65 @@ impl CallbackApi {
         let Some(app) = app else {
             return Err(unauthorized(req, &headers.app, "unknown app key"));
         };
-        let path = req
-            .uri()
-            .path_and_query()
-            .map_or_else(|| req.path().to_owned(), |p| p.as_str().to_owned());
         self.replay
             .verify(
                 app.secret.as_bytes(),
-                req.method().as_str(),
-                &path,
-                &headers,
+                &req.method,
+                &req.path,
+                headers,
                 body,
                 unix_now(),
             )
             .map_err(|e| unauthorized(req, &headers.app, &e.to_string()))?;
         Ok(app)
+    }
+}
+
+/// What authenticating a callback needs of its HTTP request, taken before the work moves to
+/// the engine's runtime.
+#[derive(Debug)]
+struct Incoming {
+    headers: Result<SignatureHeaders, String>,
+    method: String,
+    /// Path and query, as signed.
+    path: String,
+    peer: Option<std::net::SocketAddr>,
+}
+
+impl Incoming {
+    fn of(req: &HttpRequest) -> Self {
+        Self {
+            headers: SignatureHeaders::from_lookup(|name| {
+                req.headers().get(name).and_then(|v| v.to_str().ok())
+            })
+            .map_err(|e| e.to_string()),
+            method: req.method().as_str().to_owned(),
+            path: req
+                .uri()
+                .path_and_query()
+                .map_or_else(|| req.path().to_owned(), |p| p.as_str().to_owned()),
+            peer: req.peer_addr(),
+        }
+    }
+}
+
+/// Runs a callback's work on the engine's runtime. The database connections belong to that
+/// runtime: work polled on the HTTP worker's own runtime would have each database round trip
+/// woken through another thread, and connections it opened would do the same to the engine's
+/// claims and dispatches.
+async fn on_engine<T, F, Fut>(api: web::Data<CallbackApi>, work: F) -> Result<T, ApiError>
+where
+    T: Send + 'static,
+    F: FnOnce(web::Data<CallbackApi>) -> Fut,
+    Fut: Future<Output = Result<T, ApiError>> + Send + 'static,
+{
+    match api.runtime.clone() {
+        Some(runtime) => runtime.spawn(work(api)).await.unwrap_or_else(|e| {
+            Err(ApiError::Unavailable(StoreError::Unavailable(format!(
+                "the callback's work stopped: {e}"
+            ))))
+        }),
+        None => work(api).await,
     }
 }
 
@@ -150,8 +326,8 @@ fn ok<T: Serialize>(body: &T) -> Result<HttpResponse, ApiError> {
     Ok(HttpResponse::Ok().json(body))
 }
 
-fn unauthorized(req: &HttpRequest, app: &str, why: &str) -> ApiError {
-    tracing::warn!(path = %req.path(), app, peer = ?req.peer_addr(), reason = why, "refused unsigned or badly signed request");
+fn unauthorized(req: &Incoming, app: &str, why: &str) -> ApiError {
+    tracing::warn!(path = %req.path, app, peer = ?req.peer, reason = why, "refused unsigned or badly signed request");
     ApiError::Unauthorized(why.to_owned())
 }
 
@@ -164,7 +340,9 @@ async fn register(
     body: web::Bytes,
     api: web::Data<CallbackApi>,
 ) -> Result<HttpResponse, ApiError> {
-    let app = api.authenticate(&req, &body).await?;
+    let incoming = Incoming::of(&req);
+    let answer = on_engine(api, move |api| async move {
+    let app = api.authenticate(&incoming, &body).await?;
     let reg: RegisterRequest = parse(&body)?;
     let registration = ExecutorRegistration {
         app_id: app.id,
@@ -185,10 +363,13 @@ async fn register(
     let e = outcome?;
     api.directory.invalidate(app.id);
     tracing::info!(app = %app.name, instance = %e.instance_id, url = %e.base_url, capacity = e.capacity, "executor registered");
-    ok(&RegisterResponse {
+    Ok(RegisterResponse {
         instance_id: e.instance_id,
         heartbeat_interval_ms: Some(api.heartbeat_interval_ms),
     })
+    })
+    .await?;
+    ok(&answer)
 }
 
 async fn heartbeat(
@@ -196,67 +377,73 @@ async fn heartbeat(
     body: web::Bytes,
     api: web::Data<CallbackApi>,
 ) -> Result<HttpResponse, ApiError> {
-    let app = api.authenticate(&req, &body).await?;
-    let beat: HeartbeatRequest = parse(&body)?;
-    let now = api.clock.now_ms();
-    // A run sent to this instance a while ago that it does not hold any more is lost (the
-    // instance restarted and forgot it); the grace covers requests and acks in flight.
-    let grace = i64::try_from(api.heartbeat_interval_ms.saturating_mul(3))
-        .unwrap_or(i64::MAX)
-        .max(2_000);
-    let outcome = async {
-        let mut tx = api.store.begin().await?;
-        let known = tx
-            .heartbeat_executor(
-                app.id,
-                &beat.instance_id,
-                ExecutorHeartbeat {
-                    capacity: i32::try_from(beat.capacity).unwrap_or(i32::MAX),
-                    running: i32::try_from(beat.running).unwrap_or(i32::MAX),
-                },
-                now,
-            )
-            .await?;
-        let mut changed = false;
-        if let Some(e) = &known {
-            if beat.draining && e.state == ExecutorState::Up {
-                tx.set_executor_state(app.id, &beat.instance_id, ExecutorState::Draining, now)
-                    .await?;
-                changed = true;
-            }
-            let held: std::collections::HashSet<i64> = beat.running_runs.iter().copied().collect();
-            for run in tx.running_runs_on_executors(&[e.id]).await? {
-                let sent = run.dispatched_at.or(run.started_at).unwrap_or(now);
-                if held.contains(&run.id.0) || now - sent < grace {
-                    continue;
-                }
-                tracing::warn!(run = %run.id, instance = %e.instance_id, "an executor no longer holds a run it was sent; declaring it lost");
-                let finish = Finish {
-                    completion: RunCompletion {
-                        state: RunState::Lost,
-                        output: None,
-                        error: Some(format!(
-                            "executor {} no longer holds this run (it restarted or dropped it)",
-                            e.instance_id
-                        )),
-                        log: None,
-                        started_at: None,
-                        finished_at: now,
+    let incoming = Incoming::of(&req);
+    let answer = on_engine(api, move |api| async move {
+        let app = api.authenticate(&incoming, &body).await?;
+        let beat: HeartbeatRequest = parse(&body)?;
+        let now = api.clock.now_ms();
+        // A run sent to this instance a while ago that it does not hold any more is lost (the
+        // instance restarted and forgot it); the grace covers requests and acks in flight.
+        let grace = i64::try_from(api.heartbeat_interval_ms.saturating_mul(3))
+            .unwrap_or(i64::MAX)
+            .max(2_000);
+        let outcome = async {
+            let mut tx = api.store.begin().await?;
+            let known = tx
+                .heartbeat_executor(
+                    app.id,
+                    &beat.instance_id,
+                    ExecutorHeartbeat {
+                        capacity: i32::try_from(beat.capacity).unwrap_or(i32::MAX),
+                        running: i32::try_from(beat.running).unwrap_or(i32::MAX),
                     },
-                    retryable: true,
-                };
-                finish_run(tx.as_mut(), run.id, None, &finish, rand::random()).await?;
+                    now,
+                )
+                .await?;
+            let mut changed = false;
+            if let Some(e) = &known {
+                if beat.draining && e.state == ExecutorState::Up {
+                    tx.set_executor_state(app.id, &beat.instance_id, ExecutorState::Draining, now)
+                        .await?;
+                    changed = true;
+                }
+                let held: std::collections::HashSet<i64> =
+                    beat.running_runs.iter().copied().collect();
+                for run in tx.running_runs_on_executors(&[e.id]).await? {
+                    let sent = run.dispatched_at.or(run.started_at).unwrap_or(now);
+                    if held.contains(&run.id.0) || now - sent < grace {
+                        continue;
+                    }
+                    tracing::warn!(run = %run.id, instance = %e.instance_id, "an executor no longer holds a run it was sent; declaring it lost");
+                    let finish = Finish {
+                        completion: RunCompletion {
+                            state: RunState::Lost,
+                            output: None,
+                            error: Some(format!(
+                                "executor {} no longer holds this run (it restarted or dropped it)",
+                                e.instance_id
+                            )),
+                            log: None,
+                            started_at: None,
+                            finished_at: now,
+                        },
+                        retryable: true,
+                    };
+                    finish_run(tx.as_mut(), run.id, None, &finish, rand::random()).await?;
+                }
             }
+            tx.commit().await?;
+            Ok::<_, StoreError>((known.is_some(), changed))
         }
-        tx.commit().await?;
-        Ok::<_, StoreError>((known.is_some(), changed))
-    }
-    .await;
-    let (known, changed) = outcome?;
-    if changed {
-        api.directory.invalidate(app.id);
-    }
-    ok(&HeartbeatResponse { known })
+        .await;
+        let (known, changed) = outcome?;
+        if changed {
+            api.directory.invalidate(app.id);
+        }
+        Ok(HeartbeatResponse { known })
+    })
+    .await?;
+    ok(&answer)
 }
 
 async fn deregister(
@@ -264,7 +451,9 @@ async fn deregister(
     body: web::Bytes,
     api: web::Data<CallbackApi>,
 ) -> Result<HttpResponse, ApiError> {
-    let app = api.authenticate(&req, &body).await?;
+    let incoming = Incoming::of(&req);
+    let answer = on_engine(api, move |api| async move {
+    let app = api.authenticate(&incoming, &body).await?;
     let dereg: DeregisterRequest = parse(&body)?;
     let now = api.clock.now_ms();
     let outcome = async {
@@ -279,7 +468,10 @@ async fn deregister(
     let e = outcome?;
     api.directory.invalidate(app.id);
     tracing::info!(app = %app.name, instance = %dereg.instance_id, reason = %dereg.reason, "executor deregistered");
-    ok(&DeregisterResponse { known: e.is_some() })
+    Ok(DeregisterResponse { known: e.is_some() })
+    })
+    .await?;
+    ok(&answer)
 }
 
 /// How a reported outcome finishes a run.
@@ -309,28 +501,25 @@ async fn results(
     body: web::Bytes,
     api: web::Data<CallbackApi>,
 ) -> Result<HttpResponse, ApiError> {
-    let app = api.authenticate(&req, &body).await?;
-    let batch: ResultBatch = parse(&body)?;
-    if batch.results.len() > protocol::MAX_BATCH_ITEMS {
-        return Err(ApiError::Malformed(format!(
-            "at most {} results per batch",
-            protocol::MAX_BATCH_ITEMS
-        )));
-    }
-    let outcome = async {
-        let mut tx = api.store.begin().await?;
-        let mut items = Vec::with_capacity(batch.results.len());
-        for r in &batch.results {
-            let finish = finish_of(r);
-            let (status, message) = match finish_run(
-                tx.as_mut(),
-                RunId(r.run_id),
-                Some(app.id),
-                &finish,
-                rand::random(),
-            )
-            .await
-            {
+    let incoming = Incoming::of(&req);
+    let answer = on_engine(api, move |api| async move {
+        let app = api.authenticate(&incoming, &body).await?;
+        let batch: ResultBatch = parse(&body)?;
+        if batch.results.len() > protocol::MAX_BATCH_ITEMS {
+            return Err(ApiError::Malformed(format!(
+                "at most {} results per batch",
+                protocol::MAX_BATCH_ITEMS
+            )));
+        }
+        let finishes: Vec<(RunId, Finish)> = batch
+            .results
+            .iter()
+            .map(|r| (RunId(r.run_id), finish_of(r)))
+            .collect();
+        let finished = api.results.finish(&api.store, app.id, finishes).await?;
+        let mut items = Vec::with_capacity(finished.len());
+        for (r, finished) in batch.results.iter().zip(finished) {
+            let (status, message) = match finished {
                 Ok(Finished::Applied { .. }) => (ItemStatus::Accepted, None),
                 Ok(Finished::AlreadyFinal(run)) => (
                     ItemStatus::Duplicate,
@@ -341,7 +530,7 @@ async fn results(
                     Some(format!("{what} is unknown for app {}", app.name)),
                 ),
                 Err(StoreError::InvalidState(why)) => (ItemStatus::Rejected, Some(why)),
-                Err(e) => return Err(e),
+                Err(e) => return Err(e.into()),
             };
             items.push(ItemAck {
                 run_id: r.run_id,
@@ -349,11 +538,10 @@ async fn results(
                 message,
             });
         }
-        tx.commit().await?;
-        Ok::<_, StoreError>(items)
-    }
-    .await;
-    ok(&ResultBatchResponse { items: outcome? })
+        Ok(ResultBatchResponse { items })
+    })
+    .await?;
+    ok(&answer)
 }
 
 async fn progress(
@@ -361,54 +549,59 @@ async fn progress(
     body: web::Bytes,
     api: web::Data<CallbackApi>,
 ) -> Result<HttpResponse, ApiError> {
-    let app = api.authenticate(&req, &body).await?;
-    let batch: ProgressBatch = parse(&body)?;
-    if batch.updates.len() + batch.logs.len() > 10 * protocol::MAX_BATCH_ITEMS {
-        return Err(ApiError::Malformed(
-            "too many progress items in one batch".to_owned(),
-        ));
-    }
-    let mut per_run: BTreeMap<i64, RunProgress> = BTreeMap::new();
-    for u in &batch.updates {
-        let p = per_run
-            .entry(u.run_id)
-            .or_insert_with(|| empty_progress(u.run_id));
-        p.fraction = Some(u.fraction);
-        if u.message.is_some() {
-            p.message = u.message.clone();
+    let incoming = Incoming::of(&req);
+    let answer = on_engine(api, move |api| async move {
+        let app = api.authenticate(&incoming, &body).await?;
+        let batch: ProgressBatch = parse(&body)?;
+        if batch.updates.len() + batch.logs.len() > 10 * protocol::MAX_BATCH_ITEMS {
+            return Err(ApiError::Malformed(
+                "too many progress items in one batch".to_owned(),
+            ));
         }
-    }
-    for l in &batch.logs {
-        let p = per_run
-            .entry(l.run_id)
-            .or_insert_with(|| empty_progress(l.run_id));
-        p.log_lines.push(match l.stream {
-            LogStream::Stderr => format!("[stderr] {}", l.line),
-            LogStream::Handler | LogStream::Stdout => l.line.clone(),
-        });
-    }
-    let now = api.clock.now_ms();
-    let outcome = async {
-        let mut tx = api.store.begin().await?;
-        let mut items = Vec::with_capacity(per_run.len());
-        for (run_id, p) in &per_run {
-            let recorded = tx.record_progress(Some(app.id), p, now).await?;
-            items.push(ItemAck {
-                run_id: *run_id,
-                status: if recorded {
-                    ItemStatus::Accepted
-                } else {
-                    ItemStatus::Rejected
-                },
-                message: (!recorded)
-                    .then(|| format!("run {run_id} is not running for app {}", app.name)),
+        let mut per_run: BTreeMap<i64, RunProgress> = BTreeMap::new();
+        for u in &batch.updates {
+            let p = per_run
+                .entry(u.run_id)
+                .or_insert_with(|| empty_progress(u.run_id));
+            p.fraction = Some(u.fraction);
+            if u.message.is_some() {
+                p.message = u.message.clone();
+            }
+        }
+        for l in &batch.logs {
+            let p = per_run
+                .entry(l.run_id)
+                .or_insert_with(|| empty_progress(l.run_id));
+            p.log_lines.push(match l.stream {
+                LogStream::Stderr => format!("[stderr] {}", l.line),
+                LogStream::Handler | LogStream::Stdout => l.line.clone(),
             });
         }
-        tx.commit().await?;
-        Ok::<_, StoreError>(items)
-    }
-    .await;
-    ok(&ProgressBatchResponse { items: outcome? })
+        let now = api.clock.now_ms();
+        let outcome = async {
+            let mut tx = api.store.begin().await?;
+            let mut items = Vec::with_capacity(per_run.len());
+            for (run_id, p) in &per_run {
+                let recorded = tx.record_progress(Some(app.id), p, now).await?;
+                items.push(ItemAck {
+                    run_id: *run_id,
+                    status: if recorded {
+                        ItemStatus::Accepted
+                    } else {
+                        ItemStatus::Rejected
+                    },
+                    message: (!recorded)
+                        .then(|| format!("run {run_id} is not running for app {}", app.name)),
+                });
+            }
+            tx.commit().await?;
+            Ok::<_, StoreError>(items)
+        }
+        .await;
+        Ok(ProgressBatchResponse { items: outcome? })
+    })
+    .await?;
+    ok(&answer)
 }
 
 fn empty_progress(run_id: i64) -> RunProgress {

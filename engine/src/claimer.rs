@@ -19,7 +19,7 @@
 //! `parallel` fires anyway; `skip` skips it; `serial` puts it back to wait (rechecked every
 //! [`SERIAL_RECHECK_MS`]); `replace` cancels the earlier runs and fires.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::alarm::{AlarmKind, NewAlarm, Severity};
@@ -128,8 +128,9 @@ impl Claimer {
         let mut ids: Vec<TaskId> = runs.iter().map(|r| r.task_id).collect();
         ids.sort_unstable();
         ids.dedup();
+        // Locked for update: the claim counts the occurrences it materialises on them.
         let tasks: HashMap<TaskId, Arc<Task>> = tx
-            .lock_tasks(&ids)
+            .lock_tasks_for_update(&ids)
             .await?
             .into_iter()
             .map(|t| (t.id, Arc::new(t)))
@@ -260,16 +261,12 @@ impl Claimer {
         if !successors.is_empty() {
             let inserted = tx.insert_runs(&successors, now).await?;
             report.materialised = inserted.len();
-            let mut per_task: BTreeMap<TaskId, i64> = BTreeMap::new();
-            for r in inserted
+            let counts: Vec<(TaskId, i64)> = inserted
                 .iter()
                 .filter(|r| r.trigger_kind == TriggerKind::Schedule)
-            {
-                *per_task.entry(r.task_id).or_default() += 1;
-            }
-            for (task, n) in per_task {
-                tx.add_fires_scheduled(task, n).await?;
-            }
+                .map(|r| (r.task_id, 1))
+                .collect();
+            tx.add_fires_scheduled_many(&counts).await?;
         }
         Ok(report)
     }

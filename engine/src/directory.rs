@@ -72,13 +72,31 @@ impl Directory {
 
     /// The entries of `apps`, refreshing those older than the TTL (one transaction for all).
     pub async fn entries(&self, apps: &[AppId], now: i64) -> Result<HashMap<AppId, Arc<AppEntry>>> {
+        self.entries_valid_at(apps, now, now).await
+    }
+
+    /// Refreshes the entries of `apps` that will be older than the TTL at `until`, so that
+    /// using them then does not wait for the database (the claim warms what the runs it just
+    /// claimed will need when they fall due).
+    pub async fn warm(&self, apps: &[AppId], now: i64, until: i64) -> Result<()> {
+        self.entries_valid_at(apps, now, until.max(now))
+            .await
+            .map(|_| ())
+    }
+
+    async fn entries_valid_at(
+        &self,
+        apps: &[AppId],
+        now: i64,
+        valid_at: i64,
+    ) -> Result<HashMap<AppId, Arc<AppEntry>>> {
         let mut out = HashMap::with_capacity(apps.len());
         let mut stale = Vec::new();
         {
             let cached = lock(&self.apps);
             for id in apps {
                 match cached.get(id) {
-                    Some(e) if now - e.fetched_at < self.ttl_ms => {
+                    Some(e) if valid_at - e.fetched_at < self.ttl_ms => {
                         out.insert(*id, e.clone());
                     }
                     _ if !stale.contains(id) => stale.push(*id),

@@ -10,7 +10,7 @@
 //!
 //! A run whose lease is about to expire is not sent: another node may be about to take it over.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -18,7 +18,7 @@ use futures::future::join_all;
 use mthpt_wrapper::protocol::{
     self, AckStatus, CancelRequest, RunAck, RunBatchRequest, RunBatchResponse, RunRequest, Trigger,
 };
-use tokio::sync::Semaphore;
+use tokio::sync::{Semaphore, oneshot};
 
 use crate::app::{AppId, ExecutorId};
 use crate::claimer::{Cancellation, Fire};
@@ -27,7 +27,7 @@ use crate::directory::{AppEntry, Directory, lock};
 use crate::outcome::{Finish, finish_run};
 use crate::routing::{self, RoutingState};
 use crate::run::{ClaimedTransition, Fence, NewRun, RunCompletion, RunId, RunState, TriggerKind};
-use crate::store::{Result, StartClaimed, Store};
+use crate::store::{Result, StartClaimed, Store, StoreError};
 use crate::task::{Routing, Task};
 
 /// Dispatch settings.
@@ -37,6 +37,11 @@ pub struct DispatchConfig {
     pub min_lease_left_ms: i64,
     /// At most this many requests to wrappers in flight.
     pub max_in_flight: usize,
+    /// At most one dispatch round per this many milliseconds: runs falling due in between wait
+    /// for the next round (at most this much), so a steady stream of runs costs fewer, larger
+    /// requests and writes. A run falling due after a quiet spell fires at once. 0: every due
+    /// instant is a round of its own.
+    pub coalesce_ms: i64,
 }
 
 impl Default for DispatchConfig {
@@ -44,6 +49,7 @@ impl Default for DispatchConfig {
         Self {
             min_lease_left_ms: 1_000,
             max_in_flight: 256,
+            coalesce_ms: 0,
         }
     }
 }
@@ -67,6 +73,33 @@ pub struct DispatchReport {
     pub requests: usize,
 }
 
+/// The group commit of dispatch outcomes: rounds queue their starts and releases; whoever
+/// holds `writer` writes everything queued in one transaction. Rounds that end while a write is
+/// in progress are written together by the next one, so a steady stream of small rounds costs
+/// one transaction at a time instead of one per round.
+#[derive(Debug, Default)]
+struct Recorder {
+    queue: Mutex<Vec<Ticket>>,
+    writer: tokio::sync::Mutex<()>,
+}
+
+/// One round's outcome waiting to be written, and where to send what became of it.
+#[derive(Debug)]
+struct Ticket {
+    started: Vec<StartClaimed>,
+    released: Vec<Fence>,
+    reply: oneshot::Sender<std::result::Result<Recorded, String>>,
+}
+
+/// What the write did to one round's runs.
+#[derive(Debug)]
+struct Recorded {
+    started: Vec<RunId>,
+    /// Accepted by an executor, but no longer held by this node.
+    fenced: Vec<Fence>,
+    released: Vec<RunId>,
+}
+
 /// Sends runs to wrappers.
 #[derive(Debug)]
 pub struct Dispatcher {
@@ -76,6 +109,7 @@ pub struct Dispatcher {
     config: DispatchConfig,
     permits: Arc<Semaphore>,
     routing: Mutex<RoutingState>,
+    recorder: Recorder,
 }
 
 /// One run on its way: its candidates and how far down the list it got.
@@ -101,6 +135,7 @@ impl Dispatcher {
             config,
             permits,
             routing: Mutex::new(RoutingState::default()),
+            recorder: Recorder::default(),
         }
     }
 
@@ -177,7 +212,17 @@ impl Dispatcher {
                     .or_default()
                     .push(p);
             }
-            let sends = batches.into_iter().map(|((app, executor), items)| {
+            // A wrapper takes at most `MAX_BATCH_ITEMS` runs per request.
+            let mut requests: Vec<((AppId, ExecutorId), Vec<Pending>)> = Vec::new();
+            for (target, mut items) in batches {
+                while items.len() > protocol::MAX_BATCH_ITEMS {
+                    let rest = items.split_off(protocol::MAX_BATCH_ITEMS);
+                    requests.push((target, items));
+                    items = rest;
+                }
+                requests.push((target, items));
+            }
+            let sends = requests.into_iter().map(|((app, executor), items)| {
                 let entry = entries.get(&app).cloned();
                 self.send_batch(entry, executor, items)
             });
@@ -244,7 +289,8 @@ impl Dispatcher {
         Ok(report)
     }
 
-    /// Writes the round's outcome in one transaction.
+    /// Writes the round's outcome: starts and releases go through the group commit
+    /// ([`Recorder`]); runs an executor refused as malformed fail in a transaction of their own.
     async fn record(
         &self,
         started: Vec<StartClaimed>,
@@ -252,25 +298,45 @@ impl Dispatcher {
         malformed: Vec<(Fire, String)>,
         report: &mut DispatchReport,
     ) -> Result<()> {
-        if started.is_empty() && released.is_empty() && malformed.is_empty() {
+        if !started.is_empty() || !released.is_empty() {
+            let (reply, answer) = oneshot::channel();
+            lock(&self.recorder.queue).push(Ticket {
+                started,
+                released,
+                reply,
+            });
+            {
+                let _writing = self.recorder.writer.lock().await;
+                let tickets = std::mem::take(&mut *lock(&self.recorder.queue));
+                if !tickets.is_empty() {
+                    self.write(tickets).await;
+                }
+            }
+            let recorded = match answer.await {
+                Ok(Ok(recorded)) => recorded,
+                Ok(Err(why)) => return Err(StoreError::Unavailable(why)),
+                Err(_) => {
+                    return Err(StoreError::Unavailable(
+                        "the dispatch record was abandoned".to_owned(),
+                    ));
+                }
+            };
+            for fence in &recorded.fenced {
+                tracing::warn!(
+                    run = %fence.run_id,
+                    node = %fence.node,
+                    "an executor accepted a run this node no longer held (lease lost)"
+                );
+            }
+            report.started = recorded.started;
+            report.fenced = recorded.fenced.into_iter().map(|f| f.run_id).collect();
+            report.released = recorded.released;
+        }
+        if malformed.is_empty() {
             return Ok(());
         }
         let now = self.clock.now_ms();
         let mut tx = self.store.begin().await?;
-        let moved = tx.start_claimed_runs(&started, now).await?;
-        for item in &started {
-            if moved.contains(&item.fence.run_id) {
-                report.started.push(item.fence.run_id);
-            } else {
-                tracing::warn!(
-                    run = %item.fence.run_id,
-                    node = %item.fence.node,
-                    "an executor accepted a run this node no longer held (lease lost)"
-                );
-                report.fenced.push(item.fence.run_id);
-            }
-        }
-        report.released = tx.release_claimed_runs(&released, now).await?;
         for (fire, why) in malformed {
             let finish = Finish {
                 completion: RunCompletion {
@@ -287,6 +353,56 @@ impl Dispatcher {
             report.failed.push(fire.run.id);
         }
         tx.commit().await
+    }
+
+    /// Writes the starts and releases of every queued round in one transaction and answers
+    /// each round with its share.
+    async fn write(&self, tickets: Vec<Ticket>) {
+        let now = self.clock.now_ms();
+        let started: Vec<StartClaimed> = tickets
+            .iter()
+            .flat_map(|t| t.started.iter().cloned())
+            .collect();
+        let released: Vec<Fence> = tickets
+            .iter()
+            .flat_map(|t| t.released.iter().cloned())
+            .collect();
+        let outcome = async {
+            let mut tx = self.store.begin().await?;
+            let moved = tx.start_claimed_runs(&started, now).await?;
+            let back = tx.release_claimed_runs(&released, now).await?;
+            tx.commit().await?;
+            Ok::<_, StoreError>((moved, back))
+        }
+        .await;
+        match outcome {
+            Ok((moved, back)) => {
+                let moved: HashSet<RunId> = moved.into_iter().collect();
+                let back: HashSet<RunId> = back.into_iter().collect();
+                for t in tickets {
+                    let (started, fenced): (Vec<_>, Vec<_>) = t
+                        .started
+                        .into_iter()
+                        .partition(|s| moved.contains(&s.fence.run_id));
+                    let _ = t.reply.send(Ok(Recorded {
+                        started: started.into_iter().map(|s| s.fence.run_id).collect(),
+                        fenced: fenced.into_iter().map(|s| s.fence).collect(),
+                        released: t
+                            .released
+                            .iter()
+                            .map(|f| f.run_id)
+                            .filter(|id| back.contains(id))
+                            .collect(),
+                    }));
+                }
+            }
+            Err(e) => {
+                let why = e.to_string();
+                for t in tickets {
+                    let _ = t.reply.send(Err(why.clone()));
+                }
+            }
+        }
     }
 
     /// Sends one batch to one instance. `Ok` carries the instance, when it was sent and the

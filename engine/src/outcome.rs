@@ -15,12 +15,12 @@
 //!   conditions admit it. Alarms: `run_failed` for a final failure without retries,
 //!   `retries_exhausted` when retries ran out, `timed_out` for every timeout.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use crate::alarm::{Alarm, AlarmKind, NewAlarm, Severity};
 use crate::app::AppId;
 use crate::run::{NewRun, Run, RunCompletion, RunId, RunState, TriggerKind};
-use crate::schedule::Schedule;
+use crate::schedule::{Schedule, ScheduleKind};
 use crate::store::{Completion, Result, StoreError, Tx};
 use crate::task::{Dependency, Task, TaskId};
 
@@ -77,23 +77,111 @@ pub async fn finish_run(
     finish: &Finish,
     jitter: f64,
 ) -> Result<Finished> {
-    let run = match tx.complete_run(id, app, &finish.completion).await? {
-        Completion::AlreadyFinal(run) => return Ok(Finished::AlreadyFinal(run)),
-        Completion::Applied(run) => run,
-    };
-    let task = tx
-        .lock_tasks(&[run.task_id])
+    let items = [(id, finish.clone())];
+    finish_runs(tx, app, &items, &mut || jitter)
         .await?
         .pop()
-        .ok_or_else(|| StoreError::NotFound(format!("task {}", run.task_id)))?;
+        .unwrap_or_else(|| Err(StoreError::NotFound(format!("run {id}"))))
+}
+
+/// [`finish_run`] for many runs, with the database work batched: the runs are completed by
+/// one locking read and one write, their tasks locked by one read (in id order, so concurrent
+/// batches and claims queue instead of deadlocking), their chain edges read once; what follows
+/// from each run is then written as by [`finish_run`]. Outcomes come back in item order; an
+/// item's own error (unknown run, a completion that is not final, a task gone) does not stop
+/// the others. `jitter` gives each retry's random part.
+pub async fn finish_runs(
+    tx: &mut dyn Tx,
+    app: Option<AppId>,
+    items: &[(RunId, Finish)],
+    jitter: &mut (dyn FnMut() -> f64 + Send),
+) -> Result<Vec<Result<Finished>>> {
+    let completions: Vec<(RunId, RunCompletion)> = items
+        .iter()
+        .map(|(id, f)| (*id, f.completion.clone()))
+        .collect();
+    let completed = tx.complete_runs(app, &completions).await?;
+    let mut task_ids: Vec<TaskId> = completed
+        .iter()
+        .filter_map(|c| match c {
+            Ok(Completion::Applied(run)) => Some(run.task_id),
+            _ => None,
+        })
+        .collect();
+    task_ids.sort_unstable();
+    task_ids.dedup();
+    let (tasks, parents): (HashMap<TaskId, Task>, HashSet<TaskId>) = if task_ids.is_empty() {
+        Default::default()
+    } else {
+        let (tasks, parents) = tx.lock_tasks_with_children(&task_ids).await?;
+        (
+            tasks.into_iter().map(|t| (t.id, t)).collect(),
+            parents.into_iter().collect(),
+        )
+    };
+    let mut over = HashSet::new();
+    let mut due_soon: Vec<String> = Vec::new();
+    let mut out = Vec::with_capacity(items.len());
+    for ((_, finish), completion) in items.iter().zip(completed) {
+        let run = match completion {
+            Err(e) => {
+                out.push(Err(e));
+                continue;
+            }
+            Ok(Completion::AlreadyFinal(run)) => {
+                out.push(Ok(Finished::AlreadyFinal(run)));
+                continue;
+            }
+            Ok(Completion::Applied(run)) => run,
+        };
+        let Some(task) = tasks.get(&run.task_id) else {
+            out.push(Err(StoreError::NotFound(format!("task {}", run.task_id))));
+            continue;
+        };
+        let has_children = parents.contains(&task.id);
+        let effects = effects_of(tx, task, &run, finish, jitter(), has_children, &mut over).await?;
+        let now = finish.completion.finished_at;
+        let soon = effects
+            .next_attempt
+            .iter()
+            .chain(&effects.children)
+            .chain(&effects.next_occurrence)
+            .any(|r| r.due_at <= now + crate::store::DUE_SOON_MS);
+        if soon && !due_soon.contains(&run.node_group) {
+            due_soon.push(run.node_group.clone());
+        }
+        out.push(Ok(Finished::Applied {
+            run,
+            effects: Box::new(effects),
+        }));
+    }
+    for group in &due_soon {
+        tx.notify_due(group).await?;
+    }
+    Ok(out)
+}
+
+/// What follows from `run` having finished: the next attempt, alarms, chain children (only
+/// looked up when the task `has_children`), the next occurrence of a fixed delay. `over` holds
+/// the broadcast occurrences an earlier run of the same batch already ended, so their children
+/// start once.
+async fn effects_of(
+    tx: &mut dyn Tx,
+    task: &Task,
+    run: &Run,
+    finish: &Finish,
+    jitter: f64,
+    has_children: bool,
+    over: &mut HashSet<(TaskId, i64)>,
+) -> Result<Effects> {
     let now = finish.completion.finished_at;
     let mut effects = Effects::default();
 
-    let next = next_attempt(&task, &run, finish, now, jitter);
+    let next = next_attempt(task, run, finish, now, jitter);
     if let Some(next) = &next {
         effects.next_attempt = tx.insert_run(next, now).await?;
     }
-    let alarms = alarms_for(&task, &run, finish, next.is_some());
+    let alarms = alarms_for(task, run, finish, next.is_some());
     for alarm in alarms {
         if let Some(a) = tx.insert_alarm(&alarm, now).await? {
             effects.alarms.push(a);
@@ -113,38 +201,32 @@ pub async fn finish_run(
             }
         }
         occurrence_over = latest.len() >= usize::try_from(run.shard_total).unwrap_or(usize::MAX)
-            && latest.values().all(|r| r.state.is_final());
+            && latest.values().all(|r| r.state.is_final())
+            // Another shard of this batch, finished together with this one, ended it already.
+            && over.insert((run.task_id, run.scheduled_at));
         succeeded = latest.values().all(|r| r.state == RunState::Succeeded);
     }
     if occurrence_over
+        && has_children
         && matches!(
             run.state,
             RunState::Succeeded | RunState::Failed | RunState::TimedOut | RunState::Lost
         )
     {
-        effects.children = start_children(tx, &task, &run, succeeded, now).await?;
+        effects.children = start_children(tx, task, run, succeeded, now).await?;
     }
-    if occurrence_over && is_scheduled_occurrence(&run) {
+    if occurrence_over
+        && is_scheduled_occurrence(run)
+        && task.schedule_kind == ScheduleKind::FixedDelay
+    {
         let schedule = task.schedule().map_err(StoreError::Invalid)?;
         if matches!(schedule, Schedule::FixedDelay { .. }) {
             effects.next_occurrence = tx
-                .materialise_next(&task, &schedule, &run.node_group, now, now)
+                .materialise_next(task, &schedule, &run.node_group, now, now)
                 .await?;
         }
     }
-    let soon = effects
-        .next_attempt
-        .iter()
-        .chain(&effects.children)
-        .chain(&effects.next_occurrence)
-        .any(|r| r.due_at <= now + crate::store::DUE_SOON_MS);
-    if soon {
-        tx.notify_due(&run.node_group).await?;
-    }
-    Ok(Finished::Applied {
-        run,
-        effects: Box::new(effects),
-    })
+    Ok(effects)
 }
 
 /// Whether `run` is (an attempt of) an occurrence of the task's own schedule, rather than a

@@ -485,8 +485,11 @@ impl Shared {
                                 let replaced = report.replaced.clone();
                                 tokio::spawn(async move { d.cancel(&replaced, "replaced by a newer run").await });
                             }
-                            if !report.fires.is_empty() && fires.send(report.fires).await.is_err() {
-                                return;
+                            if !report.fires.is_empty() {
+                                self.warm_directory(&report.fires).await;
+                                if fires.send(report.fires).await.is_err() {
+                                    return;
+                                }
                             }
                             next_claim = if full { Instant::now() } else { Instant::now() + poll };
                         }
@@ -513,22 +516,40 @@ impl Shared {
         }
     }
 
+    /// Makes sure the apps of just claimed runs are in the directory, fresh when the last of
+    /// them falls due: firing never waits for the database to look up executors.
+    async fn warm_directory(&self, fires: &[Fire]) {
+        let mut apps: Vec<_> = fires.iter().map(|f| f.task.app_id).collect();
+        apps.sort_unstable();
+        apps.dedup();
+        let last_due = fires.iter().map(|f| f.run.due_at).max().unwrap_or(0);
+        let directory = self.dispatcher.directory();
+        if let Err(e) = directory.warm(&apps, self.clock.now_ms(), last_due).await {
+            tracing::debug!(error = %e, "could not warm the directory; dispatch looks up executors itself");
+        }
+    }
+
     /// Holds claimed runs until they are due and hands them to the dispatcher.
     async fn scheduler_loop(self: Arc<Self>, mut stop: watch::Receiver<bool>) -> ShutdownReport {
         let (fires_tx, mut fires_rx) = mpsc::channel::<Vec<Fire>>(64);
         let claimer = tokio::spawn(self.clone().claim_loop(stop.clone(), fires_tx));
         let mut queue: BTreeMap<(i64, RunId), Fire> = BTreeMap::new();
         let mut dispatches: JoinSet<()> = JoinSet::new();
+        let coalesce_ms = self.config.dispatch.coalesce_ms.max(0);
+        let mut last_round = i64::MIN;
         loop {
-            let next_fire = queue
-                .keys()
-                .next()
-                .map(|(due, _)| instant_at(&*self.clock, *due));
+            let next_fire = queue.keys().next().map(|(due, _)| {
+                instant_at(
+                    &*self.clock,
+                    (*due).max(last_round.saturating_add(coalesce_ms)),
+                )
+            });
             tokio::select! {
                 biased;
                 _ = stop.changed() => break,
                 () = sleep_until_opt(next_fire) => {
                     let now = self.clock.now_ms();
+                    last_round = now;
                     let later = queue.split_off(&(now + 1, RunId(i64::MIN)));
                     let due: Vec<Fire> = std::mem::replace(&mut queue, later).into_values().collect();
                     let dispatcher = self.dispatcher.clone();

@@ -1,6 +1,8 @@
 //! Shared helpers for MTHPT's cross-crate tests and the benchmark harness: a tenant with an app,
 //! engine nodes and wrappers started in this process with quick timings, and polling.
 
+pub mod bench;
+
 use std::future::Future;
 use std::net::TcpListener;
 use std::sync::Arc;

@@ -11,7 +11,7 @@ use std::time::Duration;
 use anyhow::Result;
 use mthpt_engine::alarm::{AlarmFilter, AlarmKind};
 use mthpt_engine::clock::{Clock, SystemClock};
-use mthpt_engine::run::{Run, RunFilter, RunState};
+use mthpt_engine::run::{NewRun, Run, RunFilter, RunState, TriggerKind};
 use mthpt_engine::schedule::ScheduleSpec;
 use mthpt_engine::store::{Scope, Store};
 use mthpt_engine::task::{DependencyCondition, Routing, Task, TaskDefinition};
@@ -54,6 +54,7 @@ on_both_backends!(
     broadcast_task_runs_once_on_every_instance,
     shutdown_hands_claimed_runs_back,
     run_an_executor_no_longer_holds_is_lost_and_recovered,
+    more_runs_due_at_once_than_one_request_carries_all_reach_the_wrapper,
 );
 
 const WAIT: Duration = Duration::from_secs(15);
@@ -140,15 +141,25 @@ async fn scheduled_runs_reach_the_wrapper_and_their_results_come_back(
         },
     );
     let task = create(&*store, &t, &def).await?;
-    wait_until(WAIT, "3 scheduled runs succeeded", || async {
-        Ok(count(&*store, &t, &task, RunState::Succeeded).await? >= 3)
-    })
+    // A result can be recorded before its dispatch (a handler faster than that write): wait
+    // for both, and look at the runs seen then.
+    let seen = std::sync::Mutex::new(Vec::<Run>::new());
+    wait_until(
+        WAIT,
+        "3 scheduled runs succeeded, dispatches recorded",
+        || async {
+            let done: Vec<Run> = runs(&*store, &t, &task)
+                .await?
+                .into_iter()
+                .filter(|r| r.state == RunState::Succeeded)
+                .collect();
+            let ok = done.len() >= 3 && done.iter().all(|r| r.dispatched_at.is_some());
+            *seen.lock().unwrap() = done;
+            Ok(ok)
+        },
+    )
     .await?;
-    for run in runs(&*store, &t, &task)
-        .await?
-        .iter()
-        .filter(|r| r.state == RunState::Succeeded)
-    {
+    for run in seen.into_inner().unwrap().iter() {
         assert!(run.executor_id.is_some(), "run {} has its executor", run.id);
         let dispatched = run.dispatched_at.expect("dispatch time recorded");
         assert!(dispatched >= run.scheduled_at, "never early");
@@ -378,9 +389,20 @@ async fn broadcast_task_runs_once_on_every_instance(store: Arc<dyn Store>) -> Re
     def.routing = Routing::Broadcast;
     let task = create(&*store, &t, &def).await?;
     trigger(&*store, &t, &task).await?;
-    wait_until(WAIT, "three shards succeeded", || async {
-        Ok(count(&*store, &t, &task, RunState::Succeeded).await? == 3)
-    })
+    // A shard's result can be recorded before its dispatch (a handler faster than that write):
+    // wait for both.
+    wait_until(
+        WAIT,
+        "three shards succeeded on recorded executors",
+        || async {
+            let all = runs(&*store, &t, &task).await?;
+            Ok(all
+                .iter()
+                .filter(|r| r.state == RunState::Succeeded && r.executor_id.is_some())
+                .count()
+                == 3)
+        },
+    )
     .await?;
     let all = runs(&*store, &t, &task).await?;
     let mut shard_ids: Vec<i32> = all.iter().map(|r| r.shard_index).collect();
@@ -390,7 +412,14 @@ async fn broadcast_task_runs_once_on_every_instance(store: Arc<dyn Store>) -> Re
     let mut executors: Vec<_> = all.iter().map(|r| r.executor_id).collect();
     executors.sort();
     executors.dedup();
-    assert_eq!(executors.len(), 3, "one shard per instance");
+    assert_eq!(
+        executors.len(),
+        3,
+        "one shard per instance: {:?}",
+        all.iter()
+            .map(|r| (r.shard_index, r.executor_id, r.dispatch_attempts, r.fence))
+            .collect::<Vec<_>>()
+    );
     for w in ws {
         w.stop().await;
     }
@@ -544,6 +573,65 @@ async fn run_an_executor_no_longer_holds_is_lost_and_recovered(
         (recovery.attempt, recovery.scheduled_at),
         (2, all.iter().find(|r| r.id == ids[1]).unwrap().scheduled_at)
     );
+    engine.shutdown().await;
+    Ok(())
+}
+
+async fn more_runs_due_at_once_than_one_request_carries_all_reach_the_wrapper(
+    store: Arc<dyn Store>,
+) -> Result<()> {
+    let t = tenancy(&*store, "acme", "billing").await?;
+    let mut config = quick_engine_config("node-1");
+    config.claim_batch = 2_000;
+    let engine = start_engine(store.clone(), config).await?;
+    let w = TestWrapper::start(&t, &[engine.url()], |b| echo(b).capacity(5_000))?;
+    w.registered().await?;
+    let task = create(
+        &*store,
+        &t,
+        &TaskDefinition::new(t.app.id, "bulk", "echo", ScheduleSpec::Manual),
+    )
+    .await?;
+    let at = now();
+    let due: Vec<NewRun> = (0..1_500)
+        .map(|i| {
+            let mut r =
+                NewRun::occurrence(&task, &t.tenant.node_group, at + i, TriggerKind::Manual);
+            r.due_at = at;
+            r
+        })
+        .collect();
+    let mut tx = store.begin().await?;
+    tx.insert_runs(&due, at).await?;
+    tx.commit().await?;
+    let left = |state| {
+        let store = store.clone();
+        let tenant = t.tenant.id;
+        async move {
+            let mut tx = store.begin_read().await?;
+            let filter = RunFilter {
+                task_id: Some(task.id),
+                state: Some(state),
+                limit: Some(1_000),
+                ..Default::default()
+            };
+            anyhow::Ok(tx.list_runs(tenant, &filter).await?.len())
+        }
+    };
+    wait_until(WAIT, "all 1,500 runs finished", || async {
+        Ok(left(RunState::Pending).await?
+            + left(RunState::Claimed).await?
+            + left(RunState::Running).await?
+            == 0)
+    })
+    .await?;
+    assert_eq!(left(RunState::Failed).await?, 0);
+    assert_eq!(
+        left(RunState::Succeeded).await?,
+        1_000,
+        "a full page of successes"
+    );
+    w.stop().await;
     engine.shutdown().await;
     Ok(())
 }

@@ -79,6 +79,10 @@ pub struct EngineArgs {
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_in_flight: Option<usize>,
+    /// At most one dispatch round per this many ms (0: fire every due instant on its own).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dispatch_coalesce_ms: Option<i64>,
     /// Log format.
     #[arg(long, value_enum)]
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -101,6 +105,7 @@ struct Settings {
     executor_timeout_ms: i64,
     node_timeout_ms: i64,
     max_in_flight: usize,
+    dispatch_coalesce_ms: i64,
     log_format: LogFormat,
 }
 
@@ -121,6 +126,7 @@ impl Default for Settings {
             executor_timeout_ms: d.executor_timeout_ms,
             node_timeout_ms: d.node_timeout_ms,
             max_in_flight: d.dispatch.max_in_flight,
+            dispatch_coalesce_ms: d.dispatch.coalesce_ms,
             log_format: LogFormat::Human,
         }
     }
@@ -164,6 +170,7 @@ impl Settings {
             node_timeout_ms: self.node_timeout_ms,
             dispatch: DispatchConfig {
                 max_in_flight: self.max_in_flight,
+                coalesce_ms: self.dispatch_coalesce_ms,
                 ..d.dispatch.clone()
             },
             ..d

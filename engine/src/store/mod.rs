@@ -435,8 +435,22 @@ pub trait Tx: Send {
     /// Engine internal: tasks by id (deleted ones included), locked against concurrent edits
     /// until the transaction ends.
     async fn lock_tasks(&mut self, ids: &[TaskId]) -> Result<Vec<Task>>;
+    /// Engine internal: [`Tx::lock_tasks`] for a caller that is going to change the tasks (the
+    /// claim counts their materialised occurrences): locked exclusively from the start, in id
+    /// order, so two such callers queue one behind the other instead of deadlocking on
+    /// upgrading shared locks.
+    async fn lock_tasks_for_update(&mut self, ids: &[TaskId]) -> Result<Vec<Task>>;
+    /// Engine internal: [`Tx::lock_tasks`], and which of the tasks are the parent of a
+    /// dependency (have children), in one statement.
+    async fn lock_tasks_with_children(
+        &mut self,
+        ids: &[TaskId],
+    ) -> Result<(Vec<Task>, Vec<TaskId>)>;
     /// Engine internal: counts `n` more materialised scheduled occurrences.
     async fn add_fires_scheduled(&mut self, task: TaskId, n: i64) -> Result<()>;
+    /// Engine internal: [`Tx::add_fires_scheduled`] for many tasks in one statement (a task
+    /// may appear several times; its counts add up). Rows are updated in id order.
+    async fn add_fires_scheduled_many(&mut self, counts: &[(TaskId, i64)]) -> Result<()>;
 
     async fn insert_dependency(
         &mut self,
@@ -497,6 +511,16 @@ pub trait Tx: Send {
         app: Option<AppId>,
         completion: &RunCompletion,
     ) -> Result<Completion>;
+    /// [`Tx::complete_run`] for many runs at once, with the same rules for each item: the runs
+    /// are locked in id order by one read and changed by one write. The outcomes come back in
+    /// item order; an item's own error (unknown run, a completion that is not final) does not
+    /// stop the others. A run named twice is completed by the first item; the second finds it
+    /// final.
+    async fn complete_runs(
+        &mut self,
+        app: Option<AppId>,
+        items: &[(RunId, RunCompletion)],
+    ) -> Result<Vec<Result<Completion>>>;
     /// Records progress and log lines of a running run; false when the run is unknown (for
     /// that app) or no longer running.
     async fn record_progress(
@@ -601,6 +625,16 @@ where
         .collect();
     let version = migrator.iter().map(|m| m.version).max().unwrap_or(0);
     Ok(MigrationReport { applied, version })
+}
+
+/// Sums `counts` per task, in task id order (the order rows are locked in, so concurrent
+/// writers never wait on each other in a cycle).
+pub(crate) fn sum_per_task(counts: &[(TaskId, i64)]) -> Vec<(TaskId, i64)> {
+    let mut sums: std::collections::BTreeMap<TaskId, i64> = std::collections::BTreeMap::new();
+    for &(task, n) in counts {
+        *sums.entry(task).or_default() += n;
+    }
+    sums.into_iter().collect()
 }
 
 /// Clamps a listing limit to 1..=1000 (default 100).

@@ -8,13 +8,13 @@ use async_trait::async_trait;
 use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgListener, PgPool, PgPoolOptions};
 use sqlx::types::Json;
-use sqlx::{Connection, Postgres, Transaction};
+use sqlx::{Connection, FromRow, Postgres, Row, Transaction};
 
-use super::shared::{check_or, fk_or, found, is_fk, tx_impl, unique_or};
+use super::shared::{check_or, fk_or, found, is_fk, plan_completions, tx_impl, unique_or};
 use super::{
     Backend, ClaimRequest, Completion, DUE_CHANNEL, DueListener, MigrationReport, Result, Scope,
     StartClaimed, Store, StoreError, Tx, UserUpdate, apply_migrations, like_escape, page_limit,
-    redact_url,
+    redact_url, sum_per_task,
 };
 use crate::alarm::{Alarm, AlarmFilter, AlarmId, NewAlarm};
 use crate::app::{
@@ -160,6 +160,11 @@ tx_impl!(
             if items.is_empty() {
                 return Ok(Vec::new());
             }
+            // Locked in id order first, as result batches lock them: the two never deadlock.
+            sqlx::query("SELECT id FROM runs WHERE id = ANY($1) ORDER BY id FOR UPDATE")
+                .bind(items.iter().map(|i| i.fence.run_id.0).collect::<Vec<_>>())
+                .execute(&mut *self.tx)
+                .await?;
             let rows: Vec<(RunId,)> = sqlx::query_as(
                 "UPDATE runs r SET state = CASE WHEN r.state = 'claimed' THEN 'running' ELSE r.state END,
                      executor_id = u.executor_id, dispatched_at = u.dispatched_at,
@@ -224,6 +229,125 @@ tx_impl!(
             )
         }
 
+        async fn add_fires_scheduled_many(&mut self, counts: &[(TaskId, i64)]) -> Result<()> {
+            let sums = sum_per_task(counts);
+            if sums.is_empty() {
+                return Ok(());
+            }
+            sqlx::query(
+                "UPDATE tasks t SET fires_scheduled = t.fires_scheduled + u.n
+                 FROM UNNEST($1::bigint[], $2::bigint[]) AS u(id, n)
+                 WHERE t.id = u.id",
+            )
+            .bind(sums.iter().map(|(t, _)| t.0).collect::<Vec<_>>())
+            .bind(sums.iter().map(|(_, n)| *n).collect::<Vec<_>>())
+            .execute(&mut *self.tx)
+            .await?;
+            Ok(())
+        }
+
+        async fn lock_tasks_for_update(&mut self, ids: &[TaskId]) -> Result<Vec<Task>> {
+            Ok(sqlx::query_as(
+                "SELECT * FROM tasks WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE",
+            )
+            .bind(raw_ids(ids, |i| i.0))
+            .fetch_all(&mut *self.tx)
+            .await?)
+        }
+
+        async fn complete_runs(
+            &mut self,
+            app: Option<AppId>,
+            items: &[(RunId, RunCompletion)],
+        ) -> Result<Vec<Result<Completion>>> {
+            let mut ids: Vec<i64> = items
+                .iter()
+                .filter(|(_, c)| c.state.is_final())
+                .map(|(id, _)| id.0)
+                .collect();
+            ids.sort_unstable();
+            ids.dedup();
+            let locked: Vec<Run> = if ids.is_empty() {
+                Vec::new()
+            } else {
+                sqlx::query_as(
+                    "SELECT * FROM runs WHERE id = ANY($1)
+                       AND ($2 IS NULL OR EXISTS (SELECT 1 FROM tasks t WHERE t.id = runs.task_id AND t.app_id = $2))
+                     ORDER BY id FOR UPDATE",
+                )
+                .bind(&ids)
+                .bind(app)
+                .fetch_all(&mut *self.tx)
+                .await?
+            };
+            let plan = plan_completions(locked, items);
+            let changed: Vec<Run> = if plan.writes.is_empty() {
+                Vec::new()
+            } else {
+                let w = &plan.writes;
+                sqlx::query_as(
+                    "UPDATE runs r SET state = u.state, output = u.output, error = u.error,
+                         log_tail = u.log_tail, started_at = COALESCE(r.started_at, u.started_at),
+                         finished_at = u.finished_at, lease_until = NULL
+                     FROM UNNEST($1::bigint[], $2::text[], $3::jsonb[], $4::text[], $5::text[],
+                                 $6::bigint[], $7::bigint[])
+                       AS u(id, state, output, error, log_tail, started_at, finished_at)
+                     WHERE r.id = u.id AND r.state IN ('pending', 'claimed', 'running')
+                     RETURNING r.*",
+                )
+                .bind(w.iter().map(|(id, _, _)| id.0).collect::<Vec<_>>())
+                .bind(
+                    w.iter()
+                        .map(|(_, c, _)| c.state.as_str())
+                        .collect::<Vec<_>>(),
+                )
+                .bind(
+                    w.iter()
+                        .map(|(_, c, _)| c.output.as_ref().map(Json))
+                        .collect::<Vec<_>>(),
+                )
+                .bind(
+                    w.iter()
+                        .map(|(_, c, _)| c.error.clone())
+                        .collect::<Vec<_>>(),
+                )
+                .bind(
+                    w.iter()
+                        .map(|(_, _, tail)| tail.clone())
+                        .collect::<Vec<_>>(),
+                )
+                .bind(w.iter().map(|(_, c, _)| c.started_at).collect::<Vec<_>>())
+                .bind(w.iter().map(|(_, c, _)| c.finished_at).collect::<Vec<_>>())
+                .fetch_all(&mut *self.tx)
+                .await?
+            };
+            Ok(plan.outcomes(changed))
+        }
+
+        async fn lock_tasks_with_children(
+            &mut self,
+            ids: &[TaskId],
+        ) -> Result<(Vec<Task>, Vec<TaskId>)> {
+            let rows = sqlx::query(
+                "SELECT t.*, EXISTS (SELECT 1 FROM task_dependencies d WHERE d.parent_task_id = t.id)
+                     AS has_children
+                 FROM tasks t WHERE t.id = ANY($1) ORDER BY t.id FOR SHARE OF t",
+            )
+            .bind(raw_ids(ids, |i| i.0))
+            .fetch_all(&mut *self.tx)
+            .await?;
+            let mut tasks = Vec::with_capacity(rows.len());
+            let mut parents = Vec::new();
+            for row in rows {
+                let task = Task::from_row(&row)?;
+                if row.try_get::<bool, _>("has_children")? {
+                    parents.push(task.id);
+                }
+                tasks.push(task);
+            }
+            Ok((tasks, parents))
+        }
+
         async fn insert_runs(&mut self, runs: &[NewRun], now: i64) -> Result<Vec<Run>> {
             if runs.is_empty() {
                 return Ok(Vec::new());
@@ -243,6 +367,12 @@ tx_impl!(
                      $14::text[])
                    AS t(tenant_id, task_id, node_group, scheduled_at, due_at, attempt, shard_index, shard_total,
                         trigger_kind, priority, parent_run_id, chain_root_id, params, triggered_by)
+                 -- An occurrence that exists is skipped without touching the unique index: a row
+                 -- another transaction is changing (claiming) would make this insert wait for it,
+                 -- and that transaction may be waiting for a task this one holds.
+                 WHERE NOT EXISTS (SELECT 1 FROM runs r WHERE r.task_id = t.task_id
+                     AND r.scheduled_at = t.scheduled_at AND r.attempt = t.attempt
+                     AND r.shard_index = t.shard_index)
                  ON CONFLICT (task_id, scheduled_at, attempt, shard_index) DO NOTHING
                  RETURNING *",
             )

@@ -44,6 +44,97 @@ pub(super) fn found<T>(row: Option<T>, what: impl FnOnce() -> String) -> Result<
     row.ok_or_else(|| StoreError::NotFound(what()))
 }
 
+/// What a batch of completions does to runs locked by one read: which rows to write (run,
+/// completion, new log tail) and, per item, what happened.
+pub(super) struct CompletionPlan {
+    pub(super) writes: Vec<(crate::run::RunId, crate::run::RunCompletion, String)>,
+    items: Vec<PlannedItem>,
+    before: std::collections::HashMap<crate::run::RunId, crate::run::Run>,
+}
+
+enum PlannedItem {
+    Refused(StoreError),
+    /// Already final before the batch.
+    Final(crate::run::RunId),
+    /// Written by this item.
+    Write(crate::run::RunId),
+    /// Written by an earlier item of the batch.
+    Repeat(crate::run::RunId),
+}
+
+/// Plans `items` against the `locked` runs with the rules of `complete_run`.
+pub(super) fn plan_completions(
+    locked: Vec<crate::run::Run>,
+    items: &[(crate::run::RunId, crate::run::RunCompletion)],
+) -> CompletionPlan {
+    let before: std::collections::HashMap<_, _> = locked.into_iter().map(|r| (r.id, r)).collect();
+    let mut written = std::collections::HashSet::new();
+    let mut plan = CompletionPlan {
+        writes: Vec::new(),
+        items: Vec::with_capacity(items.len()),
+        before: std::collections::HashMap::new(),
+    };
+    for (id, completion) in items {
+        let item = if !completion.state.is_final() {
+            PlannedItem::Refused(StoreError::InvalidState(format!(
+                "a run cannot be completed as {}: use one of the final states",
+                completion.state
+            )))
+        } else {
+            match before.get(id) {
+                None => PlannedItem::Refused(StoreError::NotFound(format!("run {id}"))),
+                Some(_) if written.contains(id) => PlannedItem::Repeat(*id),
+                Some(run) if run.state.is_final() => PlannedItem::Final(*id),
+                Some(run) => {
+                    let tail = match &completion.log {
+                        Some(log) => {
+                            crate::run::append_log_tail(&run.log_tail, std::slice::from_ref(log))
+                        }
+                        None => run.log_tail.clone(),
+                    };
+                    written.insert(*id);
+                    plan.writes.push((*id, completion.clone(), tail));
+                    PlannedItem::Write(*id)
+                }
+            }
+        };
+        plan.items.push(item);
+    }
+    plan.before = before;
+    plan
+}
+
+impl CompletionPlan {
+    /// Each item's outcome, given the rows the write `changed`.
+    pub(super) fn outcomes(
+        self,
+        changed: Vec<crate::run::Run>,
+    ) -> Vec<Result<super::Completion, StoreError>> {
+        use super::Completion;
+        let changed: std::collections::HashMap<_, _> =
+            changed.into_iter().map(|r| (r.id, r)).collect();
+        let before = self.before;
+        let now_final = |id| changed.get(&id).or_else(|| before.get(&id)).cloned();
+        self.items
+            .into_iter()
+            .map(|item| match item {
+                PlannedItem::Refused(e) => Err(e),
+                PlannedItem::Final(id) | PlannedItem::Repeat(id) => now_final(id)
+                    .map(Completion::AlreadyFinal)
+                    .ok_or_else(|| StoreError::NotFound(format!("run {id}"))),
+                PlannedItem::Write(id) => match changed.get(&id) {
+                    Some(run) => Ok(Completion::Applied(run.clone())),
+                    None => before
+                        .get(&id)
+                        .cloned()
+                        .map(Completion::AlreadyFinal)
+                        .ok_or_else(|| StoreError::NotFound(format!("run {id}"))),
+                },
+            })
+            .collect()
+    }
+}
+
 /// Expands `impl Tx for $tx`. `$for_update` and `$skip_locked` are the backend's
 /// row-locking clauses (empty where the backend serialises writers instead); the braces hold
 /// the backend's own operations.
@@ -967,7 +1058,7 @@ macro_rules! tx_impl {
                 }
                 let row: Option<Run> = sqlx::query_as(concat!(
                     "SELECT * FROM runs WHERE id = $1
-                       AND ($2 IS NULL OR task_id IN (SELECT id FROM tasks WHERE app_id = $2))",
+                       AND ($2 IS NULL OR EXISTS (SELECT 1 FROM tasks t WHERE t.id = runs.task_id AND t.app_id = $2))",
                     $for_update
                 ))
                 .bind(id)
@@ -1011,7 +1102,7 @@ macro_rules! tx_impl {
                 let id = progress.run_id;
                 let row: Option<Run> = sqlx::query_as(concat!(
                     "SELECT * FROM runs WHERE id = $1 AND state = 'running'
-                       AND ($2 IS NULL OR task_id IN (SELECT id FROM tasks WHERE app_id = $2))",
+                       AND ($2 IS NULL OR EXISTS (SELECT 1 FROM tasks t WHERE t.id = runs.task_id AND t.app_id = $2))",
                     $for_update
                 ))
                 .bind(id)

@@ -18,7 +18,7 @@ use tokio::sync::broadcast;
 use super::shared::{check_or, fk_or, found, is_fk, tx_impl, unique_or};
 use super::{
     Backend, ClaimRequest, Completion, DueListener, MigrationReport, Result, Scope, StartClaimed,
-    Store, StoreError, Tx, UserUpdate, apply_migrations, like_escape, page_limit,
+    Store, StoreError, Tx, UserUpdate, apply_migrations, like_escape, page_limit, sum_per_task,
 };
 use crate::alarm::{Alarm, AlarmFilter, AlarmId, NewAlarm};
 use crate::app::{
@@ -232,6 +232,50 @@ tx_impl!(SqliteTx, for_update = "", skip_locked = "", {
         .bind(json_ids(ids, |i| i.0))
         .fetch_all(&mut *self.tx)
         .await?)
+    }
+
+    async fn add_fires_scheduled_many(&mut self, counts: &[(TaskId, i64)]) -> Result<()> {
+        for (task, n) in sum_per_task(counts) {
+            self.add_fires_scheduled(task, n).await?;
+        }
+        Ok(())
+    }
+
+    async fn lock_tasks_for_update(&mut self, ids: &[TaskId]) -> Result<Vec<Task>> {
+        // One writer at a time: the shared read is already exclusive.
+        self.lock_tasks(ids).await
+    }
+
+    async fn lock_tasks_with_children(
+        &mut self,
+        ids: &[TaskId],
+    ) -> Result<(Vec<Task>, Vec<TaskId>)> {
+        let tasks = self.lock_tasks(ids).await?;
+        let parents: Vec<(TaskId,)> = sqlx::query_as(
+            "SELECT DISTINCT parent_task_id FROM task_dependencies
+             WHERE parent_task_id IN (SELECT value FROM json_each($1)) ORDER BY parent_task_id",
+        )
+        .bind(json_ids(ids, |i| i.0))
+        .fetch_all(&mut *self.tx)
+        .await?;
+        Ok((tasks, parents.into_iter().map(|(t,)| t).collect()))
+    }
+
+    async fn complete_runs(
+        &mut self,
+        app: Option<AppId>,
+        items: &[(RunId, RunCompletion)],
+    ) -> Result<Vec<Result<Completion>>> {
+        // One writer at a time: item by item is as good as one statement here.
+        let mut out = Vec::with_capacity(items.len());
+        for (id, completion) in items {
+            out.push(match self.complete_run(*id, app, completion).await {
+                Ok(c) => Ok(c),
+                Err(e @ (StoreError::NotFound(_) | StoreError::InvalidState(_))) => Err(e),
+                Err(e) => return Err(e),
+            });
+        }
+        Ok(out)
     }
 
     async fn insert_runs(&mut self, runs: &[NewRun], now: i64) -> Result<Vec<Run>> {

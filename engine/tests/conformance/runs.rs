@@ -837,3 +837,76 @@ pub async fn runs_are_listed_with_filters_and_pages(store: Arc<dyn Store>) {
         .unwrap();
     assert_eq!(ids(page), vec![runs[2].id, runs[1].id]);
 }
+
+pub async fn results_completed_in_one_batch_follow_the_single_result_rules(store: Arc<dyn Store>) {
+    let store = &*store;
+    let (w, _, runs) = with_runs(store, 4).await;
+    // runs[3] is final before the batch.
+    in_tx!(store, |tx| tx
+        .complete_run(runs[3].id, None, &success(T0))
+        .await
+        .unwrap());
+    let failed = RunCompletion {
+        state: RunState::Failed,
+        error: Some("boom".into()),
+        output: None,
+        log: None,
+        ..success(T0 + SECOND)
+    };
+    let not_final = RunCompletion {
+        state: RunState::Running,
+        ..failed.clone()
+    };
+    let items = vec![
+        (runs[2].id, success(T0 + SECOND)),
+        (RunId(987_654), failed.clone()),
+        (runs[0].id, failed.clone()),
+        (runs[1].id, not_final),
+        (runs[3].id, failed.clone()),
+        (runs[2].id, failed.clone()),
+    ];
+    let out = in_tx!(store, |tx| tx
+        .complete_runs(Some(w.app.id), &items)
+        .await
+        .unwrap());
+    assert_eq!(out.len(), items.len());
+    let Ok(Completion::Applied(second)) = &out[0] else {
+        panic!("{:?}", out[0])
+    };
+    assert_eq!(
+        (second.state, second.log_tail.as_str()),
+        (RunState::Succeeded, "done\n")
+    );
+    assert!(matches!(out[1], Err(StoreError::NotFound(_))));
+    let Ok(Completion::Applied(first)) = &out[2] else {
+        panic!("{:?}", out[2])
+    };
+    assert_eq!(
+        (first.state, first.error.as_deref()),
+        (RunState::Failed, Some("boom"))
+    );
+    assert!(matches!(out[3], Err(StoreError::InvalidState(_))));
+    assert!(matches!(&out[4], Ok(Completion::AlreadyFinal(r)) if r.state == RunState::Succeeded));
+    assert_eq!(
+        out[5].as_ref().unwrap(),
+        &Completion::AlreadyFinal(second.clone()),
+        "a run named twice completes once"
+    );
+    let mut tx = read(store).await;
+    assert_eq!(
+        tx.find_run(runs[1].id).await.unwrap().unwrap().state,
+        RunState::Pending
+    );
+    drop(tx);
+
+    // Another app's runs are not found; an empty batch does nothing.
+    let other = in_tx!(store, |tx| tx
+        .complete_runs(
+            Some(AppId(w.app.id.0 + 1000)),
+            &[(runs[1].id, failed.clone())]
+        )
+        .await
+        .unwrap());
+    assert!(matches!(other[0], Err(StoreError::NotFound(_))));
+    assert!(in_tx!(store, |tx| tx.complete_runs(None, &[]).await.unwrap()).is_empty());
+}

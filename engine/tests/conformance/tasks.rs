@@ -624,3 +624,62 @@ pub async fn manual_triggers_in_the_same_millisecond_are_distinct_runs(store: Ar
     assert_eq!(r1.triggered_by.as_deref(), Some("alice"));
     assert_eq!(r2.params.as_ref().unwrap().0["full"], true);
 }
+
+pub async fn scheduled_fire_counts_add_up_per_task_in_one_write(store: Arc<dyn Store>) {
+    let store = &*store;
+    let w = world(store, "acme").await;
+    let other = world(store, "globex").await;
+    let (a, _) = create_task(store, &w, &manual(w.app.id, "a")).await;
+    let (b, _) = create_task(store, &w, &manual(w.app.id, "b")).await;
+    let (c, _) = create_task(store, &other, &manual(other.app.id, "c")).await;
+    in_tx!(store, |tx| tx
+        .add_fires_scheduled_many(&[(b.id, 2), (a.id, 1), (b.id, 3), (c.id, 1)])
+        .await
+        .unwrap());
+    in_tx!(store, |tx| tx.add_fires_scheduled_many(&[]).await.unwrap());
+    let mut tx = read(store).await;
+    let fires = |t: mthpt_engine::task::Task| t.fires_scheduled;
+    assert_eq!(fires(tx.get_task(w.tenant.id, a.id).await.unwrap()), 1);
+    assert_eq!(fires(tx.get_task(w.tenant.id, b.id).await.unwrap()), 5);
+    assert_eq!(fires(tx.get_task(other.tenant.id, c.id).await.unwrap()), 1);
+}
+
+pub async fn tasks_and_their_children_are_read_for_many_at_once(store: Arc<dyn Store>) {
+    let store = &*store;
+    let w = world(store, "acme").await;
+    let mut ids = Vec::new();
+    for name in ["a", "b", "c", "d"] {
+        ids.push(create_task(store, &w, &manual(w.app.id, name)).await.0.id);
+    }
+    let (a, b, c, d) = (ids[0], ids[1], ids[2], ids[3]);
+    in_tx!(store, |tx| {
+        tx.add_dependency(w.tenant.id, a, c, DependencyCondition::OnSuccess, T0)
+            .await
+            .unwrap();
+        tx.add_dependency(w.tenant.id, a, b, DependencyCondition::Always, T0)
+            .await
+            .unwrap();
+        tx.add_dependency(w.tenant.id, c, d, DependencyCondition::OnFailure, T0)
+            .await
+            .unwrap();
+    });
+    let mut tx = store.begin().await.unwrap();
+    let (tasks, parents) = tx.lock_tasks_with_children(&[c, a, b, d]).await.unwrap();
+    assert_eq!(
+        tasks.iter().map(|t| t.id).collect::<Vec<_>>(),
+        vec![a, b, c, d],
+        "in id order"
+    );
+    assert_eq!(parents, vec![a, c]);
+    let (_, none) = tx.lock_tasks_with_children(&[b, d]).await.unwrap();
+    assert!(none.is_empty());
+    let locked: Vec<_> = tx
+        .lock_tasks_for_update(&[d, b, a])
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.id)
+        .collect();
+    assert_eq!(locked, vec![a, b, d], "in id order");
+    tx.commit().await.unwrap();
+}

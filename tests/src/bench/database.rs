@@ -1,0 +1,233 @@
+//! The benchmark's database: created fresh, migrated and loaded through the engine's store API,
+//! then read back for the figures.
+
+use std::collections::{HashMap, HashSet};
+use std::str::FromStr;
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
+use mthpt_engine::clock::{Clock, SystemClock};
+use mthpt_engine::run::{NewRun, TriggerKind};
+use mthpt_engine::schedule::ScheduleSpec;
+use mthpt_engine::store::{PgStore, Store};
+use mthpt_engine::task::{ScheduleColumns, Task, TaskDefinition};
+use sqlx::postgres::PgConnectOptions;
+use sqlx::{Connection, PgConnection};
+
+use super::figures::{Occurrence, RunFact};
+use crate::Tenancy;
+
+/// Drops the database `url` names (if it exists), creates it empty and migrates it.
+pub async fn fresh(url: &str) -> anyhow::Result<PgStore> {
+    let options = PgConnectOptions::from_str(url).context("parse the database URL")?;
+    let name = options
+        .get_database()
+        .context("the database URL names no database")?
+        .to_owned();
+    if name.is_empty()
+        || !name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+    {
+        bail!("database name {name:?}: use lower-case letters, digits and _ only");
+    }
+    if name == "postgres" {
+        bail!("the benchmark drops and recreates its database: name another one than postgres");
+    }
+    let mut admin = PgConnection::connect_with(&options.clone().database("postgres"))
+        .await
+        .context("connect to PostgreSQL (database postgres) to create the benchmark database")?;
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
+    )))
+    .execute(&mut admin)
+    .await?;
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+        .execute(&mut admin)
+        .await?;
+    admin.close().await?;
+    let store = PgStore::connect_with(options, 8).await?;
+    store.migrate().await?;
+    Ok(store)
+}
+
+/// Drops the database `url` names.
+pub async fn drop_database(url: &str) -> anyhow::Result<()> {
+    let options = PgConnectOptions::from_str(url)?;
+    let Some(name) = options.get_database().map(str::to_owned) else {
+        return Ok(());
+    };
+    let mut admin = PgConnection::connect_with(&options.database("postgres")).await?;
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
+    )))
+    .execute(&mut admin)
+    .await?;
+    Ok(())
+}
+
+/// A task to load.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskPlan {
+    pub name: String,
+    pub handler: String,
+    pub params: serde_json::Value,
+    pub schedule: ScheduleSpec,
+    pub timeout_ms: Option<i64>,
+}
+
+/// How many tasks one loading transaction writes.
+const LOAD_CHUNK: usize = 2_000;
+/// Loading transactions at once.
+const LOAD_PARALLEL: usize = 4;
+
+/// Creates the planned tasks, each with its first occurrence materialised (as creating a task
+/// does), in batches.
+pub async fn load(
+    store: Arc<dyn Store>,
+    tenancy: &Tenancy,
+    plans: Vec<TaskPlan>,
+) -> anyhow::Result<()> {
+    let chunks: Vec<Vec<TaskPlan>> = plans.chunks(LOAD_CHUNK).map(<[_]>::to_vec).collect();
+    let mut pending = chunks.into_iter();
+    let mut running = tokio::task::JoinSet::new();
+    loop {
+        while running.len() < LOAD_PARALLEL {
+            let Some(chunk) = pending.next() else { break };
+            running.spawn(load_chunk(store.clone(), tenancy.clone(), chunk));
+        }
+        match running.join_next().await {
+            Some(done) => done.context("loading task panicked")??,
+            None => return Ok(()),
+        }
+    }
+}
+
+async fn load_chunk(
+    store: Arc<dyn Store>,
+    tenancy: Tenancy,
+    plans: Vec<TaskPlan>,
+) -> anyhow::Result<()> {
+    let now = SystemClock.now_ms();
+    let mut tx = store.begin().await?;
+    let mut runs = Vec::with_capacity(plans.len());
+    let mut counts = Vec::with_capacity(plans.len());
+    for plan in plans {
+        let mut def = TaskDefinition::new(tenancy.app.id, plan.name, plan.handler, plan.schedule);
+        def.params = plan.params;
+        def.timeout_ms = plan.timeout_ms;
+        let schedule = def.validate(now)?;
+        let cols = ScheduleColumns::from_schedule(&def.schedule, &schedule);
+        let task = tx.insert_task(tenancy.tenant.id, &def, &cols, now).await?;
+        if let Some(at) = task.first_occurrence(&schedule, now) {
+            runs.push(NewRun::occurrence(
+                &task,
+                &tenancy.tenant.node_group,
+                at,
+                TriggerKind::Schedule,
+            ));
+            counts.push((task.id, 1));
+        }
+    }
+    tx.insert_runs(&runs, now).await?;
+    tx.add_fires_scheduled_many(&counts).await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// Every task of the database.
+pub async fn tasks(store: &PgStore) -> anyhow::Result<Vec<Task>> {
+    Ok(sqlx::query_as("SELECT * FROM tasks ORDER BY id")
+        .fetch_all(store.pool())
+        .await?)
+}
+
+/// The occurrences the tasks' schedules call for in `[from, until)`.
+pub fn expected_occurrences(tasks: &[Task], from: i64, until: i64) -> HashSet<Occurrence> {
+    let mut out = HashSet::new();
+    for task in tasks {
+        let Ok(schedule) = task.schedule() else {
+            continue;
+        };
+        let mut at = from - 1;
+        while let Some(next) = task.next_occurrence(&schedule, at) {
+            if next >= until {
+                break;
+            }
+            out.insert((task.id.0, next));
+            at = next;
+        }
+    }
+    out
+}
+
+/// The runs scheduled in `[from, until)`.
+pub async fn runs_scheduled(
+    store: &PgStore,
+    from: i64,
+    until: i64,
+) -> anyhow::Result<Vec<RunFact>> {
+    Ok(sqlx::query_as(
+        "SELECT task_id, scheduled_at, attempt, shard_index, trigger_kind, state, fence, claim_owner,
+                dispatched_at, finished_at
+         FROM runs WHERE scheduled_at >= $1 AND scheduled_at < $2",
+    )
+    .bind(from)
+    .bind(until)
+    .fetch_all(store.pool())
+    .await?)
+}
+
+/// Runs that succeeded with their result recorded in `[from, until)`.
+pub async fn succeeded_between(store: &PgStore, from: i64, until: i64) -> anyhow::Result<u64> {
+    let (n,): (i64,) = sqlx::query_as(
+        "SELECT count(*) FROM runs WHERE state = 'succeeded' AND finished_at >= $1 AND finished_at < $2",
+    )
+    .bind(from)
+    .bind(until)
+    .fetch_one(store.pool())
+    .await?;
+    Ok(u64::try_from(n).unwrap_or(0))
+}
+
+/// Runs scheduled in `[from, until)` that are not final yet.
+pub async fn unfinished(store: &PgStore, from: i64, until: i64) -> anyhow::Result<u64> {
+    let (n,): (i64,) = sqlx::query_as(
+        "SELECT count(*) FROM runs WHERE scheduled_at >= $1 AND scheduled_at < $2
+           AND state IN ('pending', 'claimed', 'running')",
+    )
+    .bind(from)
+    .bind(until)
+    .fetch_one(store.pool())
+    .await?;
+    Ok(u64::try_from(n).unwrap_or(0))
+}
+
+/// The runs `node` holds claimed (not yet dispatched): id and scheduled time.
+pub async fn claimed_by(store: &PgStore, node: &str) -> anyhow::Result<Vec<(i64, i64)>> {
+    Ok(sqlx::query_as(
+        "SELECT id, scheduled_at FROM runs WHERE state = 'claimed' AND claim_owner = $1 ORDER BY id",
+    )
+    .bind(node)
+    .fetch_all(store.pool())
+    .await?)
+}
+
+/// Each of `ids`: when it was (last) dispatched, if it was, and whether it is final.
+pub async fn dispatch_times(
+    store: &PgStore,
+    ids: &[i64],
+) -> anyhow::Result<HashMap<i64, (Option<i64>, bool)>> {
+    let rows: Vec<(i64, Option<i64>, String)> =
+        sqlx::query_as("SELECT id, dispatched_at, state FROM runs WHERE id = ANY($1)")
+            .bind(ids)
+            .fetch_all(store.pool())
+            .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(id, at, state)| {
+            let done = !matches!(state.as_str(), "pending" | "claimed" | "running");
+            (id, (at, done))
+        })
+        .collect())
+}

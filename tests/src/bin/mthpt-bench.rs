@@ -1,0 +1,165 @@
+//! `mthpt-bench`: starts engine node processes against PostgreSQL and wrapper instances with a
+//! no-op handler, loads tasks, runs a scenario for a while and prints one JSON object with the
+//! figures on stdout (progress goes to stderr). See `docs/benchmarks.md`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Parser;
+use mthpt_tests::bench::{self, BenchConfig, Scenario, nodes};
+
+/// Benchmarks an MTHPT cluster on this machine.
+#[derive(Debug, Parser)]
+#[command(name = "mthpt-bench", version, about)]
+struct Args {
+    /// What to measure.
+    #[arg(long, value_enum)]
+    scenario: Scenario,
+    /// Engine node processes (default: 3 for failover, else 1).
+    #[arg(long)]
+    nodes: Option<usize>,
+    /// Wrapper instances, in this process (default 4).
+    #[arg(long)]
+    wrappers: Option<usize>,
+    /// Runs each wrapper instance takes at once (default 10000).
+    #[arg(long)]
+    capacity: Option<u32>,
+    /// Tasks with the no-op handler (scenario defaults: see docs/benchmarks.md).
+    #[arg(long)]
+    tasks: Option<usize>,
+    /// Period of the fixed-rate tasks, ms.
+    #[arg(long)]
+    every_ms: Option<i64>,
+    /// Length of the measured window, seconds.
+    #[arg(long)]
+    duration: Option<f64>,
+    /// Time from everything being up to the window's start, seconds (default 5).
+    #[arg(long)]
+    warmup: Option<f64>,
+    /// How long runs scheduled in the window may still take to finish after it, seconds.
+    #[arg(long)]
+    drain_timeout: Option<f64>,
+    /// PostgreSQL database to use; it is DROPPED and created again
+    /// (default postgres://postgres@127.0.0.1:5432/mthpt_bench_<scenario>).
+    #[arg(long)]
+    database_url: Option<String>,
+    /// Drop the database when done (default: keep it for inspection).
+    #[arg(long)]
+    drop_database: bool,
+    /// The `mthpt` binary (default: next to mthpt-bench).
+    #[arg(long)]
+    mthpt: Option<PathBuf>,
+    /// Node logs and wrapper spools (default /dev/shm/mthpt-bench/<scenario>).
+    #[arg(long)]
+    work_dir: Option<PathBuf>,
+    /// `mthpt engine --poll-interval-ms`.
+    #[arg(long)]
+    poll_interval_ms: Option<i64>,
+    /// `mthpt engine --horizon-ms`.
+    #[arg(long)]
+    horizon_ms: Option<i64>,
+    /// `mthpt engine --lease-ms`.
+    #[arg(long)]
+    lease_ms: Option<i64>,
+    /// `mthpt engine --claim-batch`.
+    #[arg(long)]
+    claim_batch: Option<i64>,
+    /// `mthpt engine --max-in-flight`.
+    #[arg(long)]
+    max_in_flight: Option<usize>,
+    /// `mthpt engine --dispatch-coalesce-ms`.
+    #[arg(long)]
+    dispatch_coalesce_ms: Option<i64>,
+    /// long-tasks: tasks whose runs sleep (default 200).
+    #[arg(long)]
+    long_tasks: Option<usize>,
+    /// long-tasks: their period, ms (default 2000).
+    #[arg(long)]
+    long_every_ms: Option<i64>,
+    /// long-tasks: how long each of their runs sleeps, ms (default 10000).
+    #[arg(long)]
+    long_run_ms: Option<i64>,
+    /// long-tasks: their timeout, ms (default 30000).
+    #[arg(long)]
+    long_timeout_ms: Option<i64>,
+    /// failover: seconds into the window when a node is SIGKILLed (default 15).
+    #[arg(long)]
+    kill_after: Option<f64>,
+}
+
+fn secs(s: f64) -> Duration {
+    Duration::from_secs_f64(s.max(0.0))
+}
+
+fn config(args: Args) -> anyhow::Result<BenchConfig> {
+    let mthpt = match args.mthpt {
+        Some(p) => p,
+        None => nodes::default_mthpt()?,
+    };
+    let mut c = BenchConfig::defaults(args.scenario, mthpt);
+    macro_rules! set {
+        ($($field:ident => $target:expr),* $(,)?) => {
+            $(if let Some(v) = args.$field { $target = v; })*
+        };
+    }
+    set!(
+        nodes => c.nodes,
+        wrappers => c.wrappers,
+        capacity => c.capacity,
+        tasks => c.tasks,
+        every_ms => c.every_ms,
+        database_url => c.database_url,
+        work_dir => c.work_dir,
+        poll_interval_ms => c.engine.poll_interval_ms,
+        horizon_ms => c.engine.horizon_ms,
+        lease_ms => c.engine.lease_ms,
+        claim_batch => c.engine.claim_batch,
+        max_in_flight => c.engine.max_in_flight,
+        dispatch_coalesce_ms => c.engine.dispatch_coalesce_ms,
+        long_tasks => c.long_tasks,
+        long_every_ms => c.long_every_ms,
+        long_run_ms => c.long_run_ms,
+        long_timeout_ms => c.long_timeout_ms,
+    );
+    if let Some(s) = args.duration {
+        c.duration = secs(s);
+    }
+    if let Some(s) = args.warmup {
+        c.warmup = secs(s);
+    }
+    if let Some(s) = args.drain_timeout {
+        c.drain_timeout = secs(s);
+    }
+    if let Some(s) = args.kill_after {
+        c.kill_after = secs(s);
+    }
+    c.drop_database = args.drop_database;
+    if c.nodes == 0 || c.wrappers == 0 {
+        anyhow::bail!("--nodes and --wrappers must be at least 1");
+    }
+    if c.every_ms <= 0 {
+        anyhow::bail!("--every-ms must be positive");
+    }
+    Ok(c)
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let outcome = async {
+        let config = config(Args::parse())?;
+        let report = bench::run(&config).await?;
+        anyhow::Ok(serde_json::to_string(&report)?)
+    }
+    .await;
+    match outcome {
+        Ok(json) => {
+            println!("{json}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("mthpt-bench: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
