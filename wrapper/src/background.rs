@@ -59,6 +59,7 @@ pub(crate) async fn deliver_results(inner: Arc<Inner>) {
     let mut failures: u32 = 0;
     loop {
         let notified = inner.outbox_changed.notified();
+        linger_for_more(&inner, &mut stop).await;
         let batch: Vec<_> = inner
             .outbox
             .lock()
@@ -126,6 +127,24 @@ pub(crate) async fn deliver_results(inner: Arc<Inner>) {
                 return;
             }
         }
+    }
+}
+
+/// When results are waiting but fewer than a full batch, gives runs finishing at about the same
+/// time the linger to join them, so that a steady stream of results travels in few requests.
+/// A stop cuts the linger short; what is waiting is delivered all the same.
+async fn linger_for_more(inner: &Inner, stop: &mut watch::Receiver<bool>) {
+    let waiting = inner
+        .outbox
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .len();
+    if waiting > 0
+        && waiting < MAX_BATCH_ITEMS
+        && !inner.settings.result_linger.is_zero()
+        && !*stop.borrow()
+    {
+        sleep_or_stop(inner.settings.result_linger, stop).await;
     }
 }
 

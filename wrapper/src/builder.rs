@@ -101,6 +101,7 @@ pub struct WrapperBuilder {
     flush_timeout: Duration,
     cancel_wait: Duration,
     progress_flush_interval: Duration,
+    result_linger: Duration,
     log_tail_lines: usize,
     remember_finished: usize,
     handlers: BTreeMap<String, Handler>,
@@ -128,6 +129,7 @@ impl WrapperBuilder {
             flush_timeout: Duration::from_secs(10),
             cancel_wait: Duration::from_secs(5),
             progress_flush_interval: Duration::from_millis(250),
+            result_linger: Duration::from_millis(5),
             log_tail_lines: 100,
             remember_finished: 100_000,
             handlers: BTreeMap::new(),
@@ -222,6 +224,14 @@ impl WrapperBuilder {
     /// How long progress updates and log lines are gathered before a batch is sent (default 250 ms).
     pub fn progress_flush_interval(mut self, interval: Duration) -> Self {
         self.progress_flush_interval = interval;
+        self
+    }
+
+    /// How long results that finish close together are gathered before they are delivered in
+    /// one request (default 5 ms; zero sends each as soon as it is spooled). The result is on
+    /// disk before this wait starts, so lingering never risks losing it.
+    pub fn result_linger(mut self, linger: Duration) -> Self {
+        self.result_linger = linger;
         self
     }
 
@@ -370,6 +380,7 @@ impl WrapperBuilder {
             flush_timeout: self.flush_timeout,
             cancel_wait: self.cancel_wait,
             progress_flush_interval: self.progress_flush_interval,
+            result_linger: self.result_linger,
             log_tail_lines: self.log_tail_lines,
             remember_finished: self.remember_finished,
         };

@@ -51,6 +51,8 @@ pub(crate) struct Settings {
     pub(crate) flush_timeout: Duration,
     pub(crate) cancel_wait: Duration,
     pub(crate) progress_flush_interval: Duration,
+    /// How long results are gathered before a delivery (see the builder).
+    pub(crate) result_linger: Duration,
     pub(crate) log_tail_lines: usize,
     pub(crate) remember_finished: usize,
 }

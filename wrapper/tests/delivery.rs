@@ -69,6 +69,26 @@ async fn results_are_retried_until_the_engine_accepts_them() -> anyhow::Result<(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn results_finishing_together_travel_in_one_request() -> anyhow::Result<()> {
+    let engine = EngineStandIn::start()?;
+    let spool = tempfile::tempdir()?;
+    let w = TestWrapper::start(&[&engine.url], spool.path(), |b| {
+        b.result_linger(Duration::from_millis(500))
+            .blocking_handler("echo", |ctx| Ok(json!({"run": ctx.run_id()})))
+    })?;
+    let client = engine_client()?;
+    for run_id in 31..=35 {
+        let resp = post(&client, &w.url, paths::RUNS, &run_request(run_id, "echo")).await?;
+        assert_eq!(resp.status.as_u16(), 202);
+    }
+    assert!(eventually(WAIT, || engine.log().results.len() == 5).await);
+    // All five finished within the linger of the first: one request carried them.
+    assert_eq!(engine.log().result_batches, vec![5]);
+    assert!(eventually(WAIT, || spooled_files(spool.path()) == 0).await);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restarted_wrapper_delivers_what_the_previous_process_had_not() -> anyhow::Result<()> {
     let engine = EngineStandIn::start()?;
     engine.refuse_results(true);

@@ -65,6 +65,8 @@ pub struct BenchConfig {
     pub wrappers: usize,
     /// Runs each wrapper instance takes at once.
     pub capacity: u32,
+    /// How long each wrapper gathers results before delivering them (`None`: its default).
+    pub result_linger: Option<Duration>,
     /// Tasks with the no-op handler.
     pub tasks: usize,
     /// Their period (fixed-rate scenarios).
@@ -118,6 +120,7 @@ impl BenchConfig {
             nodes: 1,
             wrappers: 4,
             capacity: 10_000,
+            result_linger: None,
             tasks: 6_000,
             every_ms: 1_000,
             duration: Duration::from_secs(30),
@@ -312,6 +315,7 @@ async fn measure(
         &urls,
         config.wrappers,
         config.capacity,
+        config.result_linger,
         &config.work_dir.join("spool"),
     )?;
     wrappers.registered(Duration::from_secs(30)).await?;

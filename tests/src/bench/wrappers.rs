@@ -72,6 +72,7 @@ impl BenchWrappers {
         engines: &[String],
         count: usize,
         capacity: u32,
+        result_linger: Option<Duration>,
         spool_root: &Path,
     ) -> anyhow::Result<Self> {
         let executions = Executions::default();
@@ -86,26 +87,30 @@ impl BenchWrappers {
             }
             let noop = executions.clone();
             let sleeper = executions.clone();
-            let wrapper =
-                Wrapper::builder(tenancy.key.clone(), tenancy.secret.clone().into_bytes())
-                    .engine_urls(order)
-                    .advertise_url(url)
-                    .instance_id(format!("bench-{i}"))
-                    .capacity(capacity)
-                    .spool_dir(spool_root.join(format!("wrapper-{i}")))
-                    .retry_backoff(Duration::from_millis(50), Duration::from_secs(1))
-                    .async_handler(NOOP, move |ctx| {
-                        noop.record(&ctx);
-                        async { Ok(serde_json::Value::Null) }
-                    })
-                    .blocking_handler(SLEEP, move |ctx| {
-                        sleeper.record(&ctx);
-                        let ms = ctx.params()["ms"].as_u64().unwrap_or(1_000);
-                        ctx.sleep(Duration::from_millis(ms))?;
-                        Ok(serde_json::Value::Null)
-                    })
-                    .build()
-                    .context("build a bench wrapper")?;
+            let mut builder =
+                Wrapper::builder(tenancy.key.clone(), tenancy.secret.clone().into_bytes());
+            if let Some(linger) = result_linger {
+                builder = builder.result_linger(linger);
+            }
+            let wrapper = builder
+                .engine_urls(order)
+                .advertise_url(url)
+                .instance_id(format!("bench-{i}"))
+                .capacity(capacity)
+                .spool_dir(spool_root.join(format!("wrapper-{i}")))
+                .retry_backoff(Duration::from_millis(50), Duration::from_secs(1))
+                .async_handler(NOOP, move |ctx| {
+                    noop.record(&ctx);
+                    async { Ok(serde_json::Value::Null) }
+                })
+                .blocking_handler(SLEEP, move |ctx| {
+                    sleeper.record(&ctx);
+                    let ms = ctx.params()["ms"].as_u64().unwrap_or(1_000);
+                    ctx.sleep(Duration::from_millis(ms))?;
+                    Ok(serde_json::Value::Null)
+                })
+                .build()
+                .context("build a bench wrapper")?;
             let server = wrapper.http_server(listener)?;
             let handle = server.handle();
             tokio::spawn(server);

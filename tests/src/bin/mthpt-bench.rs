@@ -71,6 +71,10 @@ struct Args {
     /// `mthpt engine --dispatch-coalesce-ms`.
     #[arg(long)]
     dispatch_coalesce_ms: Option<i64>,
+    /// How long each wrapper gathers results before delivering them together, ms (default: the
+    /// wrapper's own default, 5).
+    #[arg(long)]
+    result_linger_ms: Option<u64>,
     /// long-tasks: tasks whose runs sleep (default 200).
     #[arg(long)]
     long_tasks: Option<usize>,
@@ -130,6 +134,9 @@ fn config(args: Args) -> anyhow::Result<BenchConfig> {
     }
     if let Some(s) = args.drain_timeout {
         c.drain_timeout = secs(s);
+    }
+    if let Some(ms) = args.result_linger_ms {
+        c.result_linger = Some(Duration::from_millis(ms));
     }
     if let Some(s) = args.kill_after {
         c.kill_after = secs(s);

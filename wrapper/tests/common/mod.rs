@@ -33,6 +33,8 @@ pub struct EngineLog {
     pub deregisters: Vec<DeregisterRequest>,
     /// Results it accepted (a run id may appear once per accepted delivery).
     pub results: Vec<RunResult>,
+    /// The number of results in each accepted result request, in arrival order.
+    pub result_batches: Vec<usize>,
     /// Result batches it refused with 503.
     pub refused_result_batches: usize,
     pub progress: Vec<ProgressBatch>,
@@ -136,6 +138,7 @@ async fn results(req: HttpRequest, body: web::Bytes, st: web::Data<EngineState>)
                     .json(ErrorBody::new(ErrorCode::Unavailable, "database is down"));
             }
             let mut log = lock(&st.log);
+            log.result_batches.push(batch.results.len());
             let items = batch
                 .results
                 .into_iter()
