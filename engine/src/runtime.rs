@@ -63,6 +63,9 @@ pub struct EngineConfig {
     pub node_timeout_ms: i64,
     /// How long app and executor facts are cached.
     pub directory_ttl_ms: i64,
+    /// Threads of the callback API's HTTP server. They parse and verify requests only: the
+    /// database work of a callback runs on the engine's own runtime.
+    pub callback_workers: usize,
     pub dispatch: DispatchConfig,
     /// On shutdown, how long in-flight dispatches may take.
     pub shutdown_grace_ms: i64,
@@ -85,6 +88,7 @@ impl Default for EngineConfig {
             executor_timeout_ms: 4_000,
             node_timeout_ms: 5_000,
             directory_ttl_ms: 1_000,
+            callback_workers: 1,
             dispatch: DispatchConfig::default(),
             shutdown_grace_ms: 10_000,
         }
@@ -127,6 +131,9 @@ impl EngineConfig {
             if v <= 0 {
                 return Err(format!("{name} must be positive (is {v})"));
             }
+        }
+        if self.callback_workers == 0 {
+            return Err("callback_workers must be at least 1".to_owned());
         }
         if self.horizon_ms < 0 {
             return Err(format!(
@@ -299,7 +306,7 @@ impl EngineNode {
                     }),
                 )
         })
-        .workers(2)
+        .workers(shared.config.callback_workers)
         .disable_signals()
         .shutdown_timeout(5)
         .listen(listener)

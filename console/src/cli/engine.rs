@@ -83,6 +83,11 @@ pub struct EngineArgs {
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dispatch_coalesce_ms: Option<i64>,
+    /// Threads of the callback API's HTTP server (they parse and verify requests; database work
+    /// runs on the engine's runtime).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub callback_workers: Option<usize>,
     /// Log format.
     #[arg(long, value_enum)]
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -106,6 +111,7 @@ struct Settings {
     node_timeout_ms: i64,
     max_in_flight: usize,
     dispatch_coalesce_ms: i64,
+    callback_workers: usize,
     log_format: LogFormat,
 }
 
@@ -127,6 +133,7 @@ impl Default for Settings {
             node_timeout_ms: d.node_timeout_ms,
             max_in_flight: d.dispatch.max_in_flight,
             dispatch_coalesce_ms: d.dispatch.coalesce_ms,
+            callback_workers: d.callback_workers,
             log_format: LogFormat::Human,
         }
     }
@@ -168,6 +175,7 @@ impl Settings {
             executor_heartbeat_ms: self.executor_heartbeat_ms,
             executor_timeout_ms: self.executor_timeout_ms,
             node_timeout_ms: self.node_timeout_ms,
+            callback_workers: self.callback_workers,
             dispatch: DispatchConfig {
                 max_in_flight: self.max_in_flight,
                 coalesce_ms: self.dispatch_coalesce_ms,
@@ -278,5 +286,28 @@ mod tests {
         })
         .unwrap_err();
         assert!(err.contains("lease_ms"), "{err}");
+    }
+
+    #[test]
+    fn tuning_flags_reach_the_engine_and_zero_workers_is_refused() {
+        let args = EngineArgs {
+            callback_workers: Some(3),
+            dispatch_coalesce_ms: Some(5),
+            ..Default::default()
+        };
+        let c = settings(&args).unwrap().engine_config();
+        assert_eq!((c.callback_workers, c.dispatch.coalesce_ms), (3, 5));
+        assert_eq!(EngineConfig::default().callback_workers, 1);
+
+        let zero = EngineArgs {
+            callback_workers: Some(0),
+            ..Default::default()
+        };
+        let err = settings(&zero)
+            .unwrap()
+            .engine_config()
+            .validate()
+            .unwrap_err();
+        assert!(err.contains("callback_workers"), "{err}");
     }
 }
