@@ -123,13 +123,13 @@ async fn write_results(store: &Arc<dyn Store>, tickets: Vec<ResultTicket>) {
     let Some(app) = tickets.first().map(|t| t.app) else {
         return;
     };
-    let all: Vec<(RunId, Finish)> = tickets
-        .iter()
-        .flat_map(|t| t.finishes.iter().cloned())
-        .collect();
     let grouped = if tickets.len() == 1 {
         Err(None)
     } else {
+        let all: Vec<(RunId, Finish)> = tickets
+            .iter()
+            .flat_map(|t| t.finishes.iter().cloned())
+            .collect();
         write(store, app, &all).await.map_err(Some)
     };
     match grouped {
@@ -276,6 +276,30 @@ where
     }
 }
 
+/// A signed callback: authenticates the request, parses its body as `Req` and runs `work` on the
+/// engine's runtime; its answer is the JSON response.
+async fn signed<Req, Resp, F, Fut>(
+    req: HttpRequest,
+    body: web::Bytes,
+    api: web::Data<CallbackApi>,
+    work: F,
+) -> Result<HttpResponse, ApiError>
+where
+    Req: DeserializeOwned,
+    Resp: Serialize + Send + 'static,
+    F: FnOnce(web::Data<CallbackApi>, App, Req) -> Fut + Send + 'static,
+    Fut: Future<Output = Result<Resp, ApiError>> + Send,
+{
+    let incoming = Incoming::of(&req);
+    let answer = on_engine(api, move |api| async move {
+        let app = api.authenticate(&incoming, &body).await?;
+        let request: Req = parse(&body)?;
+        work(api, app, request).await
+    })
+    .await?;
+    ok(&answer)
+}
+
 /// Why a callback was refused; each maps to one protocol error code and HTTP status.
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
@@ -340,36 +364,30 @@ async fn register(
     body: web::Bytes,
     api: web::Data<CallbackApi>,
 ) -> Result<HttpResponse, ApiError> {
-    let incoming = Incoming::of(&req);
-    let answer = on_engine(api, move |api| async move {
-    let app = api.authenticate(&incoming, &body).await?;
-    let reg: RegisterRequest = parse(&body)?;
-    let registration = ExecutorRegistration {
-        app_id: app.id,
-        instance_id: reg.instance_id.clone(),
-        base_url: reg.base_url.clone(),
-        capacity: i32::try_from(reg.capacity).unwrap_or(i32::MAX),
-        handlers: reg.handlers.iter().map(|h| h.name.clone()).collect(),
-        labels: reg.labels.clone(),
-    };
-    let now = api.clock.now_ms();
-    let outcome = async {
+    signed(req, body, api, move |api, app, reg: RegisterRequest| async move {
+        let registration = ExecutorRegistration {
+            app_id: app.id,
+            instance_id: reg.instance_id,
+            base_url: reg.base_url,
+            capacity: i32::try_from(reg.capacity).unwrap_or(i32::MAX),
+            handlers: reg.handlers.into_iter().map(|h| h.name).collect(),
+            labels: reg.labels,
+        };
+        let now = api.clock.now_ms();
         let mut tx = api.store.begin().await?;
         let e = tx.register_executor(&registration, now).await?;
         tx.commit().await?;
-        Ok::<_, StoreError>(e)
-    }
-    .await;
-    let e = outcome?;
-    api.directory.invalidate(app.id);
-    tracing::info!(app = %app.name, instance = %e.instance_id, url = %e.base_url, capacity = e.capacity, "executor registered");
-    Ok(RegisterResponse {
-        instance_id: e.instance_id,
-        heartbeat_interval_ms: Some(api.heartbeat_interval_ms),
+        api.directory.invalidate(app.id);
+        tracing::info!(
+            app = %app.name, instance = %e.instance_id, url = %e.base_url, capacity = e.capacity,
+            "executor registered"
+        );
+        Ok(RegisterResponse {
+            instance_id: e.instance_id,
+            heartbeat_interval_ms: Some(api.heartbeat_interval_ms),
+        })
     })
-    })
-    .await?;
-    ok(&answer)
+    .await
 }
 
 async fn heartbeat(
@@ -377,17 +395,17 @@ async fn heartbeat(
     body: web::Bytes,
     api: web::Data<CallbackApi>,
 ) -> Result<HttpResponse, ApiError> {
-    let incoming = Incoming::of(&req);
-    let answer = on_engine(api, move |api| async move {
-        let app = api.authenticate(&incoming, &body).await?;
-        let beat: HeartbeatRequest = parse(&body)?;
-        let now = api.clock.now_ms();
-        // A run sent to this instance a while ago that it does not hold any more is lost (the
-        // instance restarted and forgot it); the grace covers requests and acks in flight.
-        let grace = i64::try_from(api.heartbeat_interval_ms.saturating_mul(3))
-            .unwrap_or(i64::MAX)
-            .max(2_000);
-        let outcome = async {
+    signed(
+        req,
+        body,
+        api,
+        move |api, app, beat: HeartbeatRequest| async move {
+            let now = api.clock.now_ms();
+            // A run sent to this instance a while ago that it does not hold any more is lost (the
+            // instance restarted and forgot it); the grace covers requests and acks in flight.
+            let grace = i64::try_from(api.heartbeat_interval_ms.saturating_mul(3))
+                .unwrap_or(i64::MAX)
+                .max(2_000);
             let mut tx = api.store.begin().await?;
             let known = tx
                 .heartbeat_executor(
@@ -414,36 +432,32 @@ async fn heartbeat(
                     if held.contains(&run.id.0) || now - sent < grace {
                         continue;
                     }
-                    tracing::warn!(run = %run.id, instance = %e.instance_id, "an executor no longer holds a run it was sent; declaring it lost");
-                    let finish = Finish {
-                        completion: RunCompletion {
-                            state: RunState::Lost,
-                            output: None,
-                            error: Some(format!(
-                                "executor {} no longer holds this run (it restarted or dropped it)",
-                                e.instance_id
-                            )),
-                            log: None,
-                            started_at: None,
-                            finished_at: now,
-                        },
-                        retryable: true,
-                    };
+                    tracing::warn!(
+                        run = %run.id, instance = %e.instance_id,
+                        "an executor no longer holds a run it was sent; declaring it lost"
+                    );
+                    let finish = Finish::decided(
+                        RunState::Lost,
+                        format!(
+                            "executor {} no longer holds this run (it restarted or dropped it)",
+                            e.instance_id
+                        ),
+                        true,
+                        now,
+                    );
                     finish_run(tx.as_mut(), run.id, None, &finish, rand::random()).await?;
                 }
             }
             tx.commit().await?;
-            Ok::<_, StoreError>((known.is_some(), changed))
-        }
-        .await;
-        let (known, changed) = outcome?;
-        if changed {
-            api.directory.invalidate(app.id);
-        }
-        Ok(HeartbeatResponse { known })
-    })
-    .await?;
-    ok(&answer)
+            if changed {
+                api.directory.invalidate(app.id);
+            }
+            Ok(HeartbeatResponse {
+                known: known.is_some(),
+            })
+        },
+    )
+    .await
 }
 
 async fn deregister(
@@ -451,31 +465,30 @@ async fn deregister(
     body: web::Bytes,
     api: web::Data<CallbackApi>,
 ) -> Result<HttpResponse, ApiError> {
-    let incoming = Incoming::of(&req);
-    let answer = on_engine(api, move |api| async move {
-    let app = api.authenticate(&incoming, &body).await?;
-    let dereg: DeregisterRequest = parse(&body)?;
-    let now = api.clock.now_ms();
-    let outcome = async {
-        let mut tx = api.store.begin().await?;
-        let e = tx
-            .set_executor_state(app.id, &dereg.instance_id, ExecutorState::Down, now)
-            .await?;
-        tx.commit().await?;
-        Ok::<_, StoreError>(e)
-    }
-    .await;
-    let e = outcome?;
-    api.directory.invalidate(app.id);
-    tracing::info!(app = %app.name, instance = %dereg.instance_id, reason = %dereg.reason, "executor deregistered");
-    Ok(DeregisterResponse { known: e.is_some() })
-    })
-    .await?;
-    ok(&answer)
+    signed(
+        req,
+        body,
+        api,
+        move |api, app, dereg: DeregisterRequest| async move {
+            let now = api.clock.now_ms();
+            let mut tx = api.store.begin().await?;
+            let e = tx
+                .set_executor_state(app.id, &dereg.instance_id, ExecutorState::Down, now)
+                .await?;
+            tx.commit().await?;
+            api.directory.invalidate(app.id);
+            tracing::info!(
+                app = %app.name, instance = %dereg.instance_id, reason = %dereg.reason,
+                "executor deregistered"
+            );
+            Ok(DeregisterResponse { known: e.is_some() })
+        },
+    )
+    .await
 }
 
 /// How a reported outcome finishes a run.
-fn finish_of(r: &protocol::RunResult) -> Finish {
+fn finish_of(r: protocol::RunResult) -> Finish {
     let (state, retryable) = match r.outcome {
         Outcome::Succeeded => (RunState::Succeeded, false),
         Outcome::FailedRetryable => (RunState::Failed, true),
@@ -486,8 +499,8 @@ fn finish_of(r: &protocol::RunResult) -> Finish {
     Finish {
         completion: RunCompletion {
             state,
-            output: (!r.output.is_null()).then(|| r.output.clone()),
-            error: r.error.clone(),
+            output: (!r.output.is_null()).then_some(r.output),
+            error: r.error,
             log: (!r.log_tail.is_empty()).then(|| r.log_tail.join("\n")),
             started_at: Some(r.started_at.timestamp_millis()),
             finished_at: r.finished_at.timestamp_millis(),
@@ -501,47 +514,49 @@ async fn results(
     body: web::Bytes,
     api: web::Data<CallbackApi>,
 ) -> Result<HttpResponse, ApiError> {
-    let incoming = Incoming::of(&req);
-    let answer = on_engine(api, move |api| async move {
-        let app = api.authenticate(&incoming, &body).await?;
-        let batch: ResultBatch = parse(&body)?;
-        if batch.results.len() > protocol::MAX_BATCH_ITEMS {
-            return Err(ApiError::Malformed(format!(
-                "at most {} results per batch",
-                protocol::MAX_BATCH_ITEMS
-            )));
-        }
-        let finishes: Vec<(RunId, Finish)> = batch
-            .results
-            .iter()
-            .map(|r| (RunId(r.run_id), finish_of(r)))
-            .collect();
-        let finished = api.results.finish(&api.store, app.id, finishes).await?;
-        let mut items = Vec::with_capacity(finished.len());
-        for (r, finished) in batch.results.iter().zip(finished) {
-            let (status, message) = match finished {
-                Ok(Finished::Applied { .. }) => (ItemStatus::Accepted, None),
-                Ok(Finished::AlreadyFinal(run)) => (
-                    ItemStatus::Duplicate,
-                    Some(format!("run {} is already {}", run.id, run.state)),
-                ),
-                Err(StoreError::NotFound(what)) => (
-                    ItemStatus::Rejected,
-                    Some(format!("{what} is unknown for app {}", app.name)),
-                ),
-                Err(StoreError::InvalidState(why)) => (ItemStatus::Rejected, Some(why)),
-                Err(e) => return Err(e.into()),
-            };
-            items.push(ItemAck {
-                run_id: r.run_id,
-                status,
-                message,
-            });
-        }
-        Ok(ResultBatchResponse { items })
-    })
-    .await?;
-    ok(&answer)
+    signed(
+        req,
+        body,
+        api,
+        move |api, app, batch: ResultBatch| async move {
+            if batch.results.len() > protocol::MAX_BATCH_ITEMS {
+                return Err(ApiError::Malformed(format!(
+                    "at most {} results per batch",
+                    protocol::MAX_BATCH_ITEMS
+                )));
+            }
+            let run_ids: Vec<i64> = batch.results.iter().map(|r| r.run_id).collect();
+            let finishes: Vec<(RunId, Finish)> = batch
+                .results
+                .into_iter()
+                .map(|r| (RunId(r.run_id), finish_of(r)))
+                .collect();
+            let finished = api.results.finish(&api.store, app.id, finishes).await?;
+            let mut items = Vec::with_capacity(finished.len());
+            for (run_id, finished) in run_ids.into_iter().zip(finished) {
+                let (status, message) = match finished {
+                    Ok(Finished::Applied { .. }) => (ItemStatus::Accepted, None),
+                    Ok(Finished::AlreadyFinal(run)) => (
+                        ItemStatus::Duplicate,
+                        Some(format!("run {} is already {}", run.id, run.state)),
+                    ),
+                    Err(StoreError::NotFound(what)) => (
+                        ItemStatus::Rejected,
+                        Some(format!("{what} is unknown for app {}", app.name)),
+                    ),
+                    Err(StoreError::InvalidState(why)) => (ItemStatus::Rejected, Some(why)),
+                    Err(e) => return Err(e.into()),
+                };
+                items.push(ItemAck {
+                    run_id,
+                    status,
+                    message,
+                });
+            }
+            Ok(ResultBatchResponse { items })
+        },
+    )
+    .await
 }
 
 async fn progress(
@@ -549,36 +564,36 @@ async fn progress(
     body: web::Bytes,
     api: web::Data<CallbackApi>,
 ) -> Result<HttpResponse, ApiError> {
-    let incoming = Incoming::of(&req);
-    let answer = on_engine(api, move |api| async move {
-        let app = api.authenticate(&incoming, &body).await?;
-        let batch: ProgressBatch = parse(&body)?;
-        if batch.updates.len() + batch.logs.len() > 10 * protocol::MAX_BATCH_ITEMS {
-            return Err(ApiError::Malformed(
-                "too many progress items in one batch".to_owned(),
-            ));
-        }
-        let mut per_run: BTreeMap<i64, RunProgress> = BTreeMap::new();
-        for u in &batch.updates {
-            let p = per_run
-                .entry(u.run_id)
-                .or_insert_with(|| empty_progress(u.run_id));
-            p.fraction = Some(u.fraction);
-            if u.message.is_some() {
-                p.message = u.message.clone();
+    signed(
+        req,
+        body,
+        api,
+        move |api, app, batch: ProgressBatch| async move {
+            if batch.updates.len() + batch.logs.len() > 10 * protocol::MAX_BATCH_ITEMS {
+                return Err(ApiError::Malformed(
+                    "too many progress items in one batch".to_owned(),
+                ));
             }
-        }
-        for l in &batch.logs {
-            let p = per_run
-                .entry(l.run_id)
-                .or_insert_with(|| empty_progress(l.run_id));
-            p.log_lines.push(match l.stream {
-                LogStream::Stderr => format!("[stderr] {}", l.line),
-                LogStream::Handler | LogStream::Stdout => l.line.clone(),
-            });
-        }
-        let now = api.clock.now_ms();
-        let outcome = async {
+            let mut per_run: BTreeMap<i64, RunProgress> = BTreeMap::new();
+            for u in &batch.updates {
+                let p = per_run
+                    .entry(u.run_id)
+                    .or_insert_with(|| empty_progress(u.run_id));
+                p.fraction = Some(u.fraction);
+                if u.message.is_some() {
+                    p.message = u.message.clone();
+                }
+            }
+            for l in &batch.logs {
+                let p = per_run
+                    .entry(l.run_id)
+                    .or_insert_with(|| empty_progress(l.run_id));
+                p.log_lines.push(match l.stream {
+                    LogStream::Stderr => format!("[stderr] {}", l.line),
+                    LogStream::Handler | LogStream::Stdout => l.line.clone(),
+                });
+            }
+            let now = api.clock.now_ms();
             let mut tx = api.store.begin().await?;
             let mut items = Vec::with_capacity(per_run.len());
             for (run_id, p) in &per_run {
@@ -595,13 +610,10 @@ async fn progress(
                 });
             }
             tx.commit().await?;
-            Ok::<_, StoreError>(items)
-        }
-        .await;
-        Ok(ProgressBatchResponse { items: outcome? })
-    })
-    .await?;
-    ok(&answer)
+            Ok(ProgressBatchResponse { items })
+        },
+    )
+    .await
 }
 
 fn empty_progress(run_id: i64) -> RunProgress {

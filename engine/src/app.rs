@@ -89,6 +89,13 @@ pub struct Executor {
     pub last_heartbeat_at: i64,
 }
 
+impl Executor {
+    /// Whether this instance announced a handler of that name.
+    pub fn has_handler(&self, name: &str) -> bool {
+        self.handlers.0.iter().any(|h| h == name)
+    }
+}
+
 /// What a wrapper announces when it registers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExecutorRegistration {

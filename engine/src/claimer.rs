@@ -153,7 +153,7 @@ impl Claimer {
             let schedule = schedules
                 .entry(task.id)
                 .or_insert_with(|| task.schedule().ok())
-                .clone();
+                .as_ref();
             let scheduled = run.trigger_kind == TriggerKind::Schedule
                 && run.attempt == 1
                 && run.shard_index == 0;
@@ -167,13 +167,13 @@ impl Claimer {
             if misfire {
                 report.misfires += 1;
                 let decision = self
-                    .misfire(tx, &task, schedule.as_ref(), &run, now, &mut successors)
+                    .misfire(tx, &task, schedule, &run, now, &mut successors)
                     .await?;
                 continue_after = decision.continue_after;
                 fire = decision.fire;
             }
             if scheduled
-                && let Some(s) = &schedule
+                && let Some(s) = schedule
                 && s.follows_on_claim()
                 && let Some(at) = task.next_occurrence(s, continue_after)
             {
@@ -261,11 +261,8 @@ impl Claimer {
         if !successors.is_empty() {
             let inserted = tx.insert_runs(&successors, now).await?;
             report.materialised = inserted.len();
-            let counts: Vec<(TaskId, i64)> = inserted
-                .iter()
-                .filter(|r| r.trigger_kind == TriggerKind::Schedule)
-                .map(|r| (r.task_id, 1))
-                .collect();
+            // Every successor is a scheduled occurrence.
+            let counts: Vec<(TaskId, i64)> = inserted.iter().map(|r| (r.task_id, 1)).collect();
             tx.add_fires_scheduled_many(&counts).await?;
         }
         Ok(report)

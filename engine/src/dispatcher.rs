@@ -26,7 +26,7 @@ use crate::clock::{Clock, ms_to_datetime};
 use crate::directory::{AppEntry, Directory, lock};
 use crate::outcome::{Finish, finish_run};
 use crate::routing::{self, RoutingState};
-use crate::run::{ClaimedTransition, Fence, NewRun, RunCompletion, RunId, RunState, TriggerKind};
+use crate::run::{ClaimedTransition, Fence, NewRun, RunId, RunState, TriggerKind};
 use crate::store::{Result, StartClaimed, Store, StoreError};
 use crate::task::{Routing, Task};
 
@@ -117,7 +117,8 @@ struct Pending {
     fire: Fire,
     candidates: Vec<ExecutorId>,
     next: usize,
-    last_refusal: String,
+    /// Why the last instance tried did not take it (`None`: no instance was tried).
+    last_refusal: Option<String>,
 }
 
 impl Dispatcher {
@@ -181,7 +182,7 @@ impl Dispatcher {
                     fire,
                     candidates,
                     next: 0,
-                    last_refusal: "no live instance has this handler".to_owned(),
+                    last_refusal: None,
                 });
             }
         }
@@ -194,7 +195,7 @@ impl Dispatcher {
                 .into_iter()
                 .partition(|p| p.next >= p.candidates.len());
             for p in exhausted {
-                tracing::debug!(run = %p.fire.run.id, reason = %p.last_refusal, "no executor accepted the run");
+                tracing::debug!(run = %p.fire.run.id, reason = p.last_refusal.as_deref().unwrap_or("no live instance has this handler"), "no executor accepted the run");
                 if let Some(f) = p.fire.run.fence() {
                     released.push(f);
                 }
@@ -232,7 +233,7 @@ impl Dispatcher {
                     Err(refusal) => {
                         for mut p in items {
                             p.next += 1;
-                            p.last_refusal = refusal.clone();
+                            p.last_refusal = Some(refusal.clone());
                             pending.push(p);
                         }
                     }
@@ -268,13 +269,13 @@ impl Dispatcher {
                                 other => {
                                     p.next += 1;
                                     p.last_refusal =
-                                        match (other, ack.and_then(|a| a.message.clone())) {
+                                        Some(match (other, ack.and_then(|a| a.message.clone())) {
                                             (Some(s), Some(m)) => format!("{s:?}: {m}"),
                                             (Some(s), None) => format!("{s:?}"),
                                             (None, _) => {
                                                 "no ack for this run in the answer".to_owned()
                                             }
-                                        };
+                                        });
                                     pending.push(p);
                                 }
                             }
@@ -338,17 +339,12 @@ impl Dispatcher {
         let now = self.clock.now_ms();
         let mut tx = self.store.begin().await?;
         for (fire, why) in malformed {
-            let finish = Finish {
-                completion: RunCompletion {
-                    state: RunState::Failed,
-                    output: None,
-                    error: Some(format!("the executor refused the run request: {why}")),
-                    log: None,
-                    started_at: None,
-                    finished_at: now,
-                },
-                retryable: false,
-            };
+            let finish = Finish::decided(
+                RunState::Failed,
+                format!("the executor refused the run request: {why}"),
+                false,
+                now,
+            );
             finish_run(tx.as_mut(), fire.run.id, None, &finish, rand::random()).await?;
             report.failed.push(fire.run.id);
         }
@@ -479,6 +475,7 @@ impl Dispatcher {
         }
         let mut tx = self.store.begin().await?;
         let mut out = Vec::with_capacity(fires.len());
+        let mut shards: Vec<NewRun> = Vec::new();
         for mut fire in fires {
             let n = entries
                 .get(&fire.task.app_id)
@@ -498,10 +495,7 @@ impl Dispatcher {
                     .await
                 {
                     Ok(run) => {
-                        let shards: Vec<NewRun> =
-                            (1..total).map(|i| NewRun::shard(&run, i, now)).collect();
-                        report.shards_created += tx.insert_runs(&shards, now).await?.len();
-                        tx.notify_due(&run.node_group).await?;
+                        shards.extend((1..total).map(|i| NewRun::shard(&run, i, now)));
                         fire.run = run;
                     }
                     Err(crate::store::StoreError::Fenced { .. }) => continue,
@@ -509,6 +503,15 @@ impl Dispatcher {
                 }
             }
             out.push(fire);
+        }
+        if !shards.is_empty() {
+            report.shards_created += tx.insert_runs(&shards, now).await?.len();
+            let mut groups: Vec<&str> = shards.iter().map(|r| r.node_group.as_str()).collect();
+            groups.sort_unstable();
+            groups.dedup();
+            for group in groups {
+                tx.notify_due(group).await?;
+            }
         }
         tx.commit().await?;
         Ok(out)
@@ -551,9 +554,7 @@ impl Dispatcher {
 
 /// How many live instances have the task's handler.
 fn able(live: &[crate::app::Executor], task: &Task) -> usize {
-    live.iter()
-        .filter(|e| e.handlers.0.iter().any(|h| h == &task.handler))
-        .count()
+    live.iter().filter(|e| e.has_handler(&task.handler)).count()
 }
 
 /// The protocol request for a claimed run sent at `sent_at` (its deadline counts from then).

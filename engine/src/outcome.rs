@@ -32,6 +32,24 @@ pub struct Finish {
     pub retryable: bool,
 }
 
+impl Finish {
+    /// An end the engine decides itself (deadline passed, executor lost or refusing the run):
+    /// no output, log or start time, only why.
+    pub fn decided(state: RunState, error: String, retryable: bool, now: i64) -> Self {
+        Self {
+            completion: RunCompletion {
+                state,
+                output: None,
+                error: Some(error),
+                log: None,
+                started_at: None,
+                finished_at: now,
+            },
+            retryable,
+        }
+    }
+}
+
 /// What finishing a run wrote.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Effects {
@@ -332,13 +350,21 @@ async fn start_children(
     }
     let root = run.chain_root_id.unwrap_or(run.id);
     let mut started = Vec::new();
+    // The tenant's dependency graph, read once, when a join needs it.
+    let mut graph: Option<Vec<Dependency>> = None;
     for edge in edges {
         if !edge.condition.admits(succeeded) {
             continue;
         }
         let parents = tx.parents_of(edge.child_task_id).await?;
-        if parents.len() > 1 && !join_complete(tx, run, root, &edge, &parents).await? {
-            continue;
+        if parents.len() > 1 {
+            let graph = match &mut graph {
+                Some(g) => g,
+                None => graph.insert(tx.list_dependencies(run.tenant_id).await?),
+            };
+            if !join_complete(tx, run, root, &edge, &parents, graph).await? {
+                continue;
+            }
         }
         let Some(child) = tx
             .lock_tasks(&[edge.child_task_id])
@@ -352,12 +378,8 @@ async fn start_children(
         new.parent_run_id = Some(run.id);
         new.chain_root_id = Some(root);
         // Two chain runs of one task finishing in the same millisecond: the next free one.
-        for offset in 0..1000 {
-            new.scheduled_at = now + offset;
-            if let Some(r) = tx.insert_run(&new, now).await? {
-                started.push(r);
-                break;
-            }
+        if let Some(r) = tx.insert_run_at_free_ms(&mut new, now).await? {
+            started.push(r);
         }
     }
     Ok(started)
@@ -372,6 +394,7 @@ async fn join_complete(
     root: RunId,
     edge: &Dependency,
     parents: &[Dependency],
+    graph: &[Dependency],
 ) -> Result<bool> {
     let root_run = if root == run.id {
         run.clone()
@@ -381,8 +404,7 @@ async fn join_complete(
             None => return Ok(false),
         }
     };
-    let edges = tx.list_dependencies(run.tenant_id).await?;
-    let in_chain = reachable_from(&edges, root_run.task_id);
+    let in_chain = reachable_from(graph, root_run.task_id);
     let mut tasks: Vec<TaskId> = parents
         .iter()
         .map(|p| p.parent_task_id)

@@ -49,7 +49,7 @@ pub fn order<'a>(
 ) -> Vec<&'a Executor> {
     let mut able: Vec<&Executor> = live
         .iter()
-        .filter(|e| e.handlers.0.iter().any(|h| h == &task.handler))
+        .filter(|e| e.has_handler(&task.handler))
         .collect();
     if able.is_empty() {
         return able;

@@ -17,7 +17,7 @@ use crate::app::ExecutorId;
 use crate::claimer::Cancellation;
 use crate::clock::ms_to_datetime;
 use crate::outcome::{Finish, Finished, finish_run};
-use crate::run::{Run, RunCompletion, RunState};
+use crate::run::{Run, RunState};
 use crate::store::{Result, Store};
 use crate::task::{Task, TaskId};
 
@@ -96,20 +96,15 @@ impl Watchdog {
             .collect();
         for run in overdue {
             let late = now - run.deadline_at.unwrap_or(now);
-            let finish = Finish {
-                completion: RunCompletion {
-                    state: RunState::TimedOut,
-                    output: None,
-                    error: Some(format!(
-                        "did not finish before its deadline ({}); {late} ms over",
-                        ms_to_datetime(run.deadline_at.unwrap_or(now)).to_rfc3339()
-                    )),
-                    log: None,
-                    started_at: None,
-                    finished_at: now,
-                },
-                retryable: true,
-            };
+            let finish = Finish::decided(
+                RunState::TimedOut,
+                format!(
+                    "did not finish before its deadline ({}); {late} ms over",
+                    ms_to_datetime(run.deadline_at.unwrap_or(now)).to_rfc3339()
+                ),
+                true,
+                now,
+            );
             if let Finished::Applied { run, effects } =
                 finish_run(tx.as_mut(), run.id, None, &finish, jitter).await?
             {
@@ -165,20 +160,12 @@ impl Watchdog {
             ));
             tx.insert_alarm(&alarm, now).await?;
             for run in theirs {
-                let finish = Finish {
-                    completion: RunCompletion {
-                        state: RunState::Lost,
-                        output: None,
-                        error: Some(format!(
-                            "executor {} stopped heartbeating",
-                            executor.instance_id
-                        )),
-                        log: None,
-                        started_at: None,
-                        finished_at: now,
-                    },
-                    retryable: true,
-                };
+                let finish = Finish::decided(
+                    RunState::Lost,
+                    format!("executor {} stopped heartbeating", executor.instance_id),
+                    true,
+                    now,
+                );
                 if let Finished::Applied { run, effects } =
                     finish_run(tx.as_mut(), run.id, None, &finish, jitter).await?
                 {

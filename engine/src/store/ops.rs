@@ -173,20 +173,35 @@ impl dyn Tx + '_ {
     ) -> Result<Run> {
         let task = self.get_task(tenant, id).await?;
         let group = self.get_tenant(tenant).await?.node_group;
-        // Two triggers in the same millisecond are two runs: move to the next free millisecond.
+        // Two triggers in the same millisecond are two runs.
+        let mut run = NewRun::occurrence(&task, &group, now, TriggerKind::Manual);
+        run.params = params;
+        run.triggered_by = Some(by.to_owned());
+        let Some(run) = self.insert_run_at_free_ms(&mut run, now).await? else {
+            return Err(StoreError::InvalidState(format!(
+                "task {id} was triggered too often in the same second; try again"
+            )));
+        };
+        self.notify_due(&run.node_group).await?;
+        Ok(run)
+    }
+
+    /// Inserts `run` at its scheduled time or, when that occurrence exists already (another
+    /// run of the task in the same millisecond), at the next free millisecond within a second;
+    /// its due time stays. `None`: the whole second is taken.
+    pub async fn insert_run_at_free_ms(
+        &mut self,
+        run: &mut NewRun,
+        now: i64,
+    ) -> Result<Option<Run>> {
+        let at = run.scheduled_at;
         for offset in 0..1000 {
-            let mut run = NewRun::occurrence(&task, &group, now + offset, TriggerKind::Manual);
-            run.due_at = now;
-            run.params = params.clone();
-            run.triggered_by = Some(by.to_owned());
-            if let Some(run) = self.insert_run(&run, now).await? {
-                self.notify_due(&run.node_group).await?;
-                return Ok(run);
+            run.scheduled_at = at + offset;
+            if let Some(inserted) = self.insert_run(run, now).await? {
+                return Ok(Some(inserted));
             }
         }
-        Err(StoreError::InvalidState(format!(
-            "task {id} was triggered too often in the same second; try again"
-        )))
+        Ok(None)
     }
 
     /// Adds (or changes the condition of) a dependency parent → child within a tenant. A

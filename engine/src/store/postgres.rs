@@ -160,9 +160,10 @@ tx_impl!(
             if items.is_empty() {
                 return Ok(Vec::new());
             }
+            let ids: Vec<i64> = items.iter().map(|i| i.fence.run_id.0).collect();
             // Locked in id order first, as result batches lock them: the two never deadlock.
             sqlx::query("SELECT id FROM runs WHERE id = ANY($1) ORDER BY id FOR UPDATE")
-                .bind(items.iter().map(|i| i.fence.run_id.0).collect::<Vec<_>>())
+                .bind(&ids)
                 .execute(&mut *self.tx)
                 .await?;
             let rows: Vec<(RunId,)> = sqlx::query_as(
@@ -178,7 +179,7 @@ tx_impl!(
                         OR (r.state IN ('succeeded', 'failed', 'timed_out', 'cancelled') AND r.dispatched_at IS NULL))
                  RETURNING r.id",
             )
-            .bind(items.iter().map(|i| i.fence.run_id.0).collect::<Vec<_>>())
+            .bind(&ids)
             .bind(items.iter().map(|i| i.fence.node.clone()).collect::<Vec<_>>())
             .bind(items.iter().map(|i| i.fence.token).collect::<Vec<_>>())
             .bind(items.iter().map(|i| i.executor_id.0).collect::<Vec<_>>())

@@ -62,6 +62,24 @@ enum PlannedItem {
     Repeat(crate::run::RunId),
 }
 
+/// Why a completion with a state that is not final is refused.
+pub(super) fn not_final(state: crate::run::RunState) -> StoreError {
+    StoreError::InvalidState(format!(
+        "a run cannot be completed as {state}: use one of the final states"
+    ))
+}
+
+/// The log tail of `run` once `completion`'s log is added.
+pub(super) fn completed_tail(
+    run: &crate::run::Run,
+    completion: &crate::run::RunCompletion,
+) -> String {
+    match &completion.log {
+        Some(log) => crate::run::append_log_tail(&run.log_tail, std::slice::from_ref(log)),
+        None => run.log_tail.clone(),
+    }
+}
+
 /// Plans `items` against the `locked` runs with the rules of `complete_run`.
 pub(super) fn plan_completions(
     locked: Vec<crate::run::Run>,
@@ -76,22 +94,14 @@ pub(super) fn plan_completions(
     };
     for (id, completion) in items {
         let item = if !completion.state.is_final() {
-            PlannedItem::Refused(StoreError::InvalidState(format!(
-                "a run cannot be completed as {}: use one of the final states",
-                completion.state
-            )))
+            PlannedItem::Refused(not_final(completion.state))
         } else {
             match before.get(id) {
                 None => PlannedItem::Refused(StoreError::NotFound(format!("run {id}"))),
                 Some(_) if written.contains(id) => PlannedItem::Repeat(*id),
                 Some(run) if run.state.is_final() => PlannedItem::Final(*id),
                 Some(run) => {
-                    let tail = match &completion.log {
-                        Some(log) => {
-                            crate::run::append_log_tail(&run.log_tail, std::slice::from_ref(log))
-                        }
-                        None => run.log_tail.clone(),
-                    };
+                    let tail = completed_tail(run, completion);
                     written.insert(*id);
                     plan.writes.push((*id, completion.clone(), tail));
                     PlannedItem::Write(*id)
@@ -1051,10 +1061,7 @@ macro_rules! tx_impl {
                 completion: &RunCompletion,
             ) -> Result<Completion> {
                 if !completion.state.is_final() {
-                    return Err(StoreError::InvalidState(format!(
-                        "a run cannot be completed as {}: use one of the final states",
-                        completion.state
-                    )));
+                    return Err($crate::store::shared::not_final(completion.state));
                 }
                 let row: Option<Run> = sqlx::query_as(concat!(
                     "SELECT * FROM runs WHERE id = $1
@@ -1069,10 +1076,7 @@ macro_rules! tx_impl {
                 if run.state.is_final() {
                     return Ok(Completion::AlreadyFinal(run));
                 }
-                let tail = match &completion.log {
-                    Some(log) => $crate::run::append_log_tail(&run.log_tail, std::slice::from_ref(log)),
-                    None => run.log_tail.clone(),
-                };
+                let tail = $crate::store::shared::completed_tail(&run, completion);
                 let row: Option<Run> = sqlx::query_as(
                     "UPDATE runs SET state = $2, output = $3, error = $4, log_tail = $5,
                          started_at = COALESCE(started_at, $6), finished_at = $7, lease_until = NULL
@@ -1321,7 +1325,7 @@ macro_rules! tx_impl {
                 )
                 .bind(scope.tenant())
                 .bind(before_id)
-                .bind(limit.clamp(1, 1000))
+                .bind(page_limit(Some(limit)))
                 .fetch_all(&mut *self.tx)
                 .await?)
             }
