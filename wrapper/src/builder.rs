@@ -75,6 +75,14 @@ pub enum BuildError {
     Client(#[from] ClientError),
 }
 
+/// Why a URL was refused, without repeating the URL the build error already names.
+fn url_reason(e: ClientError) -> String {
+    match e {
+        ClientError::Url { reason, .. } => reason,
+        other => other.to_string(),
+    }
+}
+
 fn valid_name(name: &str, extra: &[u8]) -> bool {
     (1..=128).contains(&name.len())
         && name
@@ -301,10 +309,7 @@ impl WrapperBuilder {
         for url in &self.engine_urls {
             join_url(url, "/").map_err(|e| BuildError::InvalidEngineUrl {
                 url: url.clone(),
-                reason: match e {
-                    ClientError::Url { reason, .. } => reason,
-                    other => other.to_string(),
-                },
+                reason: url_reason(e),
             })?;
         }
         let advertise_url = self
@@ -313,10 +318,7 @@ impl WrapperBuilder {
             .ok_or(BuildError::NoAdvertiseUrl)?;
         join_url(&advertise_url, "/").map_err(|e| BuildError::InvalidAdvertiseUrl {
             url: advertise_url.clone(),
-            reason: match e {
-                ClientError::Url { reason, .. } => reason,
-                other => other.to_string(),
-            },
+            reason: url_reason(e),
         })?;
         if self.capacity == 0 {
             return Err(BuildError::ZeroCapacity);

@@ -196,17 +196,17 @@ impl SignedClient {
         path: &str,
         raw: RawResponse,
     ) -> Result<R, ClientError> {
-        let url = format!("{}{}", base_url.trim_end_matches('/'), path);
+        let url = || format!("{}{}", base_url.trim_end_matches('/'), path);
         if !raw.status.is_success() {
             let text = String::from_utf8_lossy(&raw.body);
             return Err(ClientError::Status {
-                url,
+                url: url(),
                 status: raw.status,
                 body: text.chars().take(300).collect(),
             });
         }
         raw.json()
-            .map_err(|source| ClientError::Decode { url, source })
+            .map_err(|source| ClientError::Decode { url: url(), source })
     }
 }
 

@@ -36,10 +36,10 @@ fn error(code: ErrorCode, message: impl Into<String>) -> HttpResponse {
 /// Checks the request's signature; on failure, the 401 answer to send.
 fn refusal(wrapper: &Wrapper, req: &HttpRequest, body: &[u8]) -> Option<HttpResponse> {
     let inner = &wrapper.inner;
-    let path = match req.uri().query() {
-        Some(q) => format!("{}?{}", req.uri().path(), q),
-        None => req.uri().path().to_owned(),
-    };
+    let path = req
+        .uri()
+        .path_and_query()
+        .map_or(req.uri().path(), |p| p.as_str());
     let checked =
         SignatureHeaders::from_lookup(|name| req.headers().get(name).and_then(|v| v.to_str().ok()))
             .and_then(|headers| {
@@ -49,7 +49,7 @@ fn refusal(wrapper: &Wrapper, req: &HttpRequest, body: &[u8]) -> Option<HttpResp
                 inner.replay.verify(
                     inner.client.signer().secret(),
                     req.method().as_str(),
-                    &path,
+                    path,
                     &headers,
                     body,
                     crate::protocol::unix_now(),

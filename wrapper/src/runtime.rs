@@ -14,7 +14,7 @@
 //! the handler never starts twice for one run id on this instance. Finished entries are kept
 //! (up to a configurable number) so that late re-dispatches are still recognised.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -88,12 +88,17 @@ impl RunEntry {
 #[derive(Debug, Default)]
 struct RunTable {
     runs: HashMap<RunId, RunEntry>,
-    running: u32,
+    /// Runs accepted whose handler has not returned yet.
+    running: HashSet<RunId>,
     /// Finished run ids, oldest first, to bound how many are remembered.
     finished_order: VecDeque<RunId>,
 }
 
 impl RunTable {
+    fn running_count(&self) -> u32 {
+        u32::try_from(self.running.len()).unwrap_or(u32::MAX)
+    }
+
     fn forget_old(&mut self, keep: usize) {
         while self.finished_order.len() > keep {
             let Some(id) = self.finished_order.pop_front() else {
@@ -263,19 +268,29 @@ impl Inner {
     }
 
     pub(crate) fn running(&self) -> u32 {
-        lock(&self.table).running
+        lock(&self.table).running_count()
     }
 
     /// Every run whose result no engine has confirmed yet: running, being cancelled, or
     /// finished with its result waiting in the outbox (results replayed from the spool
     /// included). An engine may declare a run it sent here lost once it is missing from this.
     pub(crate) fn unconfirmed_ids(&self) -> Vec<RunId> {
-        let mut ids: Vec<RunId> = lock(&self.table)
-            .runs
-            .iter()
-            .filter(|(_, e)| matches!(e.state, LocalRunState::Running | LocalRunState::Cancelling))
-            .map(|(id, _)| *id)
-            .collect();
+        let mut ids: Vec<RunId> = {
+            let table = lock(&self.table);
+            // Only entries still in state Running (cancelling is derived, never stored): `settle`
+            // marks any id an engine confirms as reported, a running one included.
+            table
+                .running
+                .iter()
+                .filter(|id| {
+                    table
+                        .runs
+                        .get(id)
+                        .is_some_and(|e| e.state == LocalRunState::Running)
+                })
+                .copied()
+                .collect()
+        };
         ids.extend(lock(&self.outbox).keys().copied());
         ids.sort_unstable();
         ids.dedup();
@@ -339,7 +354,7 @@ impl Inner {
         let handler = self.handlers.get(&request.handler).cloned();
         let cancel = Arc::new(Cancellation::new());
         let started_at = Utc::now();
-        {
+        let handler = {
             let mut table = lock(&self.table);
             if let Some(entry) = table.runs.get(&run_id) {
                 return RunAck {
@@ -355,7 +370,7 @@ impl Inner {
                     "instance is shutting down and takes no new runs".to_owned(),
                 );
             }
-            if handler.is_none() {
+            let Some(handler) = handler else {
                 return refuse(
                     AckStatus::UnknownHandler,
                     format!(
@@ -364,8 +379,8 @@ impl Inner {
                         self.handlers.keys().cloned().collect::<Vec<_>>().join(", ")
                     ),
                 );
-            }
-            if table.running >= self.settings.capacity {
+            };
+            if table.running_count() >= self.settings.capacity {
                 return refuse(
                     AckStatus::AtCapacity,
                     format!(
@@ -386,11 +401,8 @@ impl Inner {
                     deadline_timer: None,
                 },
             );
-            table.running += 1;
-        }
-        let Some(handler) = handler else {
-            // Checked above under the lock; kept total without a panic path.
-            return refuse(AckStatus::UnknownHandler, "handler vanished".to_owned());
+            table.running.insert(run_id);
+            handler
         };
         match self.launch(request, handler, cancel, started_at) {
             Ok(()) => RunAck {
@@ -404,7 +416,7 @@ impl Inner {
                 {
                     let mut table = lock(&self.table);
                     table.runs.remove(&run_id);
-                    table.running = table.running.saturating_sub(1);
+                    table.running.remove(&run_id);
                 }
                 self.run_finished.notify_waiters();
                 refuse(AckStatus::AtCapacity, problem)
@@ -520,7 +532,7 @@ impl Inner {
                     timer.abort();
                 }
             }
-            table.running = table.running.saturating_sub(1);
+            table.running.remove(&run_id);
             table.finished_order.push_back(run_id);
             table.forget_old(self.settings.remember_finished);
         }

@@ -42,9 +42,10 @@ pub struct StandaloneArgs {
     pub log_format: LogFormat,
 }
 
-/// The demo tenant's name, and its app's.
-pub const DEMO_TENANT: &str = "demo";
-pub const DEMO_APP: &str = "demo";
+/// The demo tenant's name.
+pub(crate) const DEMO_TENANT: &str = "demo";
+/// The demo app's name, within the demo tenant.
+pub(crate) const DEMO_APP: &str = "demo";
 
 /// Runs until SIGINT or SIGTERM.
 pub async fn run(args: StandaloneArgs) -> ExitCode {

@@ -299,8 +299,9 @@ impl ReplayGuard {
         self.check_and_remember(headers, now_unix)
     }
 
-    /// The replay half of [`verify`](Self::verify), for callers that checked the signature.
-    pub fn check_and_remember(
+    /// The replay half of [`verify`](Self::verify), run once the signature is checked: refuses
+    /// the request if its app + nonce was already accepted, else remembers it.
+    fn check_and_remember(
         &self,
         headers: &SignatureHeaders,
         now_unix: i64,
