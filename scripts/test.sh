@@ -76,6 +76,17 @@ BEGIN
   END LOOP;
 END $$;
 SQL
+# Databases a failed bench smoke run left behind (tests/tests/bench_smoke.rs names them
+# mthpt_bench_smoke_<scenario>_<pid>). DROP DATABASE cannot run in a DO block, so psql runs one
+# statement per row with \gexec; none left over means no rows and nothing to do. Databases
+# still in use (a concurrent run) are skipped.
+psql "$MTHPT_TEST_DATABASE_URL" -qAt -v ON_ERROR_STOP=1 <<'SQL' >/dev/null ||
+SELECT format('DROP DATABASE IF EXISTS %I', d.datname)
+FROM pg_database d
+WHERE d.datname LIKE 'mthpt\_bench\_smoke\_%'
+  AND NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.datname = d.datname) \gexec
+SQL
+  say "could not drop every left-over mthpt_bench_smoke_* database; continuing"
 
 # ---- RabbitMQ ------------------------------------------------------------------------------
 if ! command -v rabbitmq-server >/dev/null; then

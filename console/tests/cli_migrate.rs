@@ -43,8 +43,7 @@ fn migrate_creates_a_fresh_sqlite_file_and_is_idempotent() {
 
 #[tokio::test]
 async fn migrate_applies_to_postgres_and_is_idempotent() {
-    let base = std::env::var("MTHPT_TEST_DATABASE_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
+    let base = mthpt_engine::testing::postgres_url();
     let mut admin = sqlx::PgConnection::connect(&base)
         .await
         .unwrap_or_else(|e| panic!("PostgreSQL is unreachable at {base}: {e}"));

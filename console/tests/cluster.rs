@@ -15,12 +15,12 @@ use std::time::Duration;
 use anyhow::Result;
 use mthpt_engine::alarm::{AlarmFilter, AlarmKind};
 use mthpt_engine::clock::{Clock, SystemClock};
-use mthpt_engine::run::{Run, RunFilter, RunState, TriggerKind};
+use mthpt_engine::run::{RunState, TriggerKind};
 use mthpt_engine::schedule::ScheduleSpec;
 use mthpt_engine::store::{Scope, Store};
-use mthpt_engine::task::{Routing, Task, TaskDefinition};
+use mthpt_engine::task::{Routing, TaskDefinition};
 use mthpt_engine::testing::TestDb;
-use mthpt_tests::{Tenancy, TestWrapper, tenancy, wait_until};
+use mthpt_tests::{Tenancy, TestWrapper, create, runs, tenancy, trigger, wait_until};
 use serde_json::json;
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -84,7 +84,7 @@ impl Drop for Proc {
         }
         self.kill9();
         if std::thread::panicking() {
-            let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+            let log = self.log_text();
             let tail: Vec<&str> = log.lines().rev().take(40).collect();
             eprintln!("---- last lines of {} ----", self.name);
             for line in tail.iter().rev() {
@@ -183,29 +183,6 @@ async fn builtin_wrapper(
     })
     .await?;
     Ok(proc)
-}
-
-async fn create(store: &dyn Store, t: &Tenancy, def: &TaskDefinition) -> Result<Task> {
-    let mut tx = store.begin().await?;
-    let task = tx.create_task(t.tenant.id, def, now()).await?.task;
-    tx.commit().await?;
-    Ok(task)
-}
-
-async fn runs(store: &dyn Store, t: &Tenancy, task: &Task) -> Result<Vec<Run>> {
-    let mut tx = store.begin_read().await?;
-    let mut runs = tx
-        .list_runs(
-            t.tenant.id,
-            &RunFilter {
-                task_id: Some(task.id),
-                limit: Some(1000),
-                ..Default::default()
-            },
-        )
-        .await?;
-    runs.sort_by_key(|r| r.id);
-    Ok(runs)
 }
 
 async fn several_nodes_never_fire_an_occurrence_twice(nodes: usize) -> Result<()> {
@@ -497,13 +474,7 @@ async fn killed_wrappers_running_run_is_lost_and_recovered() {
     def.params = json!({ "url": endpoint, "method": "POST", "timeout_ms": 60_000 });
     def.routing = Routing::Failover;
     let task = create(&*store, &t, &def).await.unwrap();
-    {
-        let mut tx = store.begin().await.unwrap();
-        tx.trigger_task(t.tenant.id, task.id, None, "test", now())
-            .await
-            .unwrap();
-        tx.commit().await.unwrap();
-    }
+    trigger(&*store, &t, &task).await.unwrap();
     wait_until(WAIT, "attempt 1 in flight on wrapper a", || async {
         Ok(requests.load(Ordering::SeqCst) == 1
             && runs(&*store, &t, &task)
@@ -591,13 +562,7 @@ async fn run_past_its_deadline_is_cancelled_and_its_shell_group_is_gone() {
     def.params = json!({ "script": script });
     def.timeout_ms = Some(1_500);
     let task = create(&*store, &t, &def).await.unwrap();
-    {
-        let mut tx = store.begin().await.unwrap();
-        tx.trigger_task(t.tenant.id, task.id, None, "test", now())
-            .await
-            .unwrap();
-        tx.commit().await.unwrap();
-    }
+    trigger(&*store, &t, &task).await.unwrap();
     wait_until(WAIT, "the script started", || async {
         Ok(pgid_file.exists()
             && std::fs::read_to_string(&pgid_file)?

@@ -11,8 +11,10 @@ use std::time::Duration;
 use anyhow::Context;
 use mthpt_engine::app::{App, NewApp};
 use mthpt_engine::clock::{Clock, SystemClock};
+use mthpt_engine::run::{Run, RunFilter};
 use mthpt_engine::runtime::{EngineConfig, EngineNode};
 use mthpt_engine::store::Store;
+use mthpt_engine::task::{Task, TaskDefinition};
 use mthpt_engine::tenant::{NewTenant, Tenant};
 use mthpt_wrapper::{Wrapper, WrapperBuilder};
 
@@ -48,6 +50,43 @@ pub async fn tenancy(store: &dyn Store, tenant: &str, app: &str) -> anyhow::Resu
         app: a,
         secret,
     })
+}
+
+/// Creates the task `def` in `t`'s tenant, stamped with the current time.
+pub async fn create(store: &dyn Store, t: &Tenancy, def: &TaskDefinition) -> anyhow::Result<Task> {
+    let mut tx = store.begin().await?;
+    let created = tx
+        .create_task(t.tenant.id, def, SystemClock.now_ms())
+        .await?;
+    tx.commit().await?;
+    Ok(created.task)
+}
+
+/// Triggers `task` by hand (requested by `"test"`) now, and returns the run it made.
+pub async fn trigger(store: &dyn Store, t: &Tenancy, task: &Task) -> anyhow::Result<Run> {
+    let mut tx = store.begin().await?;
+    let run = tx
+        .trigger_task(t.tenant.id, task.id, None, "test", SystemClock.now_ms())
+        .await?;
+    tx.commit().await?;
+    Ok(run)
+}
+
+/// The runs of `task` (at most 1000), oldest first by id.
+pub async fn runs(store: &dyn Store, t: &Tenancy, task: &Task) -> anyhow::Result<Vec<Run>> {
+    let mut tx = store.begin_read().await?;
+    let mut runs = tx
+        .list_runs(
+            t.tenant.id,
+            &RunFilter {
+                task_id: Some(task.id),
+                limit: Some(1000),
+                ..Default::default()
+            },
+        )
+        .await?;
+    runs.sort_by_key(|r| r.id);
+    Ok(runs)
 }
 
 /// Engine settings for tests: a free port and short intervals, so failures show in seconds.

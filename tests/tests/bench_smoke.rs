@@ -25,8 +25,7 @@ const FIELDS: &[&str] = &[
 fn small(scenario: Scenario, work: &tempfile::TempDir) -> BenchConfig {
     let node = PathBuf::from(env!("CARGO_BIN_EXE_mthpt-bench-node"));
     let mut c = BenchConfig::defaults(scenario, node);
-    let base = std::env::var("MTHPT_TEST_DATABASE_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
+    let base = mthpt_engine::testing::postgres_url();
     let server = base.rsplit_once('/').map_or(base.as_str(), |(s, _)| s);
     c.database_url = format!(
         "{server}/mthpt_bench_smoke_{}_{}",

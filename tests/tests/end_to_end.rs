@@ -16,7 +16,8 @@ use mthpt_engine::schedule::ScheduleSpec;
 use mthpt_engine::store::{Scope, Store};
 use mthpt_engine::task::{DependencyCondition, Routing, Task, TaskDefinition};
 use mthpt_tests::{
-    Tenancy, TestWrapper, init_logs, quick_engine_config, start_engine, tenancy, wait_until,
+    Tenancy, TestWrapper, create, init_logs, quick_engine_config, runs, start_engine, tenancy,
+    trigger, wait_until,
 };
 use mthpt_wrapper::HandlerError;
 use serde_json::json;
@@ -61,38 +62,6 @@ const WAIT: Duration = Duration::from_secs(15);
 
 fn now() -> i64 {
     SystemClock.now_ms()
-}
-
-async fn create(store: &dyn Store, t: &Tenancy, def: &TaskDefinition) -> Result<Task> {
-    let mut tx = store.begin().await?;
-    let created = tx.create_task(t.tenant.id, def, now()).await?;
-    tx.commit().await?;
-    Ok(created.task)
-}
-
-async fn trigger(store: &dyn Store, t: &Tenancy, task: &Task) -> Result<Run> {
-    let mut tx = store.begin().await?;
-    let run = tx
-        .trigger_task(t.tenant.id, task.id, None, "test", now())
-        .await?;
-    tx.commit().await?;
-    Ok(run)
-}
-
-async fn runs(store: &dyn Store, t: &Tenancy, task: &Task) -> Result<Vec<Run>> {
-    let mut tx = store.begin_read().await?;
-    let mut runs = tx
-        .list_runs(
-            t.tenant.id,
-            &RunFilter {
-                task_id: Some(task.id),
-                limit: Some(1000),
-                ..Default::default()
-            },
-        )
-        .await?;
-    runs.sort_by_key(|r| r.id);
-    Ok(runs)
 }
 
 async fn count(store: &dyn Store, t: &Tenancy, task: &Task, state: RunState) -> Result<usize> {

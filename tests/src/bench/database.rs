@@ -168,8 +168,7 @@ pub async fn runs_scheduled(
     until: i64,
 ) -> anyhow::Result<Vec<RunFact>> {
     Ok(sqlx::query_as(
-        "SELECT task_id, scheduled_at, attempt, shard_index, trigger_kind, state, fence, claim_owner,
-                dispatched_at, finished_at
+        "SELECT task_id, scheduled_at, attempt, shard_index, trigger_kind, state, dispatched_at
          FROM runs WHERE scheduled_at >= $1 AND scheduled_at < $2",
     )
     .bind(from)

@@ -15,10 +15,7 @@ pub struct RunFact {
     pub shard_index: i32,
     pub trigger_kind: String,
     pub state: String,
-    pub fence: i64,
-    pub claim_owner: Option<String>,
     pub dispatched_at: Option<i64>,
-    pub finished_at: Option<i64>,
 }
 
 /// An occurrence: a task and the instant its schedule fires it.
@@ -157,10 +154,7 @@ mod tests {
             shard_index: 0,
             trigger_kind: "schedule".to_owned(),
             state: state.to_owned(),
-            fence: 1,
-            claim_owner: Some("n1".to_owned()),
             dispatched_at: dispatched,
-            finished_at: dispatched,
         }
     }
 

@@ -130,14 +130,6 @@ impl BenchWrappers {
         .await
     }
 
-    /// Results not yet confirmed by an engine, over all instances.
-    pub fn pending_results(&self) -> usize {
-        self.instances
-            .iter()
-            .map(|(w, _)| w.pending_results())
-            .sum()
-    }
-
     /// Drains and stops every instance.
     pub async fn stop(self) {
         for (w, handle) in self.instances {
