@@ -112,6 +112,15 @@ pub struct Dispatcher {
     recorder: Recorder,
 }
 
+/// A batch an instance answered: who, its heartbeat as this node last saw it, when the batch
+/// was sent and the acks.
+struct Delivered {
+    executor: ExecutorId,
+    heartbeat_at: i64,
+    sent_at: i64,
+    acks: Vec<RunAck>,
+}
+
 /// One run on its way: its candidates and how far down the list it got.
 struct Pending {
     fire: Fire,
@@ -237,7 +246,12 @@ impl Dispatcher {
                             pending.push(p);
                         }
                     }
-                    Ok((executor, sent_at, acks)) => {
+                    Ok(Delivered {
+                        executor,
+                        heartbeat_at,
+                        sent_at,
+                        acks,
+                    }) => {
                         let by_run: HashMap<RunId, RunAck> = acks
                             .into_iter()
                             .filter_map(|a| a.run_id.map(|id| (RunId(id), a)))
@@ -246,7 +260,7 @@ impl Dispatcher {
                             let ack = by_run.get(&p.fire.run.id);
                             match ack.map(|a| a.status) {
                                 Some(AckStatus::Accepted | AckStatus::AlreadyKnown) => {
-                                    lock(&self.routing).sent(executor);
+                                    lock(&self.routing).sent(executor, heartbeat_at);
                                     if let Some(fence) = p.fire.run.fence() {
                                         started.push(StartClaimed {
                                             fence,
@@ -408,10 +422,7 @@ impl Dispatcher {
         entry: Option<Arc<AppEntry>>,
         executor: ExecutorId,
         items: Vec<Pending>,
-    ) -> (
-        Vec<Pending>,
-        std::result::Result<(ExecutorId, i64, Vec<RunAck>), String>,
-    ) {
+    ) -> (Vec<Pending>, std::result::Result<Delivered, String>) {
         let Some(entry) = entry else {
             return (items, Err("the app is unknown".to_owned()));
         };
@@ -435,7 +446,12 @@ impl Dispatcher {
         let outcome = match answer {
             Err(e) => Err(e.to_string()),
             Ok(raw) if raw.status.is_success() => match raw.json::<RunBatchResponse>() {
-                Ok(resp) => Ok((executor, sent_at, resp.acks)),
+                Ok(resp) => Ok(Delivered {
+                    executor,
+                    heartbeat_at: instance.last_heartbeat_at,
+                    sent_at,
+                    acks: resp.acks,
+                }),
                 Err(e) => Err(format!(
                     "{} answered with unexpected JSON: {e}",
                     instance.base_url

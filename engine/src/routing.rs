@@ -5,7 +5,7 @@
 //! - `round_robin`: rotates through the instances, per task;
 //! - `random`: a random order;
 //! - `least_busy`: most free capacity first (capacity − running at the last heartbeat − runs
-//!   this node has just sent);
+//!   this node has sent it since that heartbeat);
 //! - `consistent_hash`: rendezvous hashing of (task, instance): a task sticks to the same
 //!   instance while it lives, and only the tasks of an instance that leaves move;
 //! - `failover`: a fixed order (oldest registration first): the first live one takes all;
@@ -23,18 +23,28 @@ use crate::task::{Routing, Task, TaskId};
 #[derive(Debug, Default)]
 pub struct RoutingState {
     next: HashMap<TaskId, usize>,
-    in_flight: HashMap<ExecutorId, i64>,
+    /// Per instance: the heartbeat this node last saw from it, and the runs sent since.
+    in_flight: HashMap<ExecutorId, (i64, i64)>,
 }
 
 impl RoutingState {
-    /// Counts a run sent to `executor` and not yet reflected in its heartbeat.
-    pub fn sent(&mut self, executor: ExecutorId) {
-        *self.in_flight.entry(executor).or_default() += 1;
+    /// Counts a run sent to `executor`, whose last heartbeat seen was at `heartbeat_at`. A
+    /// newer heartbeat counts the instance's running runs itself, so what was sent before it
+    /// is forgotten.
+    pub fn sent(&mut self, executor: ExecutorId, heartbeat_at: i64) {
+        let seen = self.in_flight.entry(executor).or_insert((heartbeat_at, 0));
+        if seen.0 < heartbeat_at {
+            *seen = (heartbeat_at, 0);
+        }
+        seen.1 += 1;
     }
 
-    /// Forgets what was sent to the instances: a fresh heartbeat view replaces it.
-    pub fn refreshed(&mut self) {
-        self.in_flight.clear();
+    /// Runs sent to `e` that its last heartbeat does not count yet.
+    fn in_flight(&self, e: &Executor) -> i64 {
+        match self.in_flight.get(&e.id) {
+            Some(&(seen, runs)) if seen >= e.last_heartbeat_at => runs,
+            _ => 0,
+        }
     }
 }
 
@@ -72,11 +82,8 @@ pub fn order<'a>(
             }
         }
         Routing::LeastBusy => {
-            let free = |e: &Executor| {
-                i64::from(e.capacity)
-                    - i64::from(e.running)
-                    - state.in_flight.get(&e.id).copied().unwrap_or(0)
-            };
+            let free =
+                |e: &Executor| i64::from(e.capacity) - i64::from(e.running) - state.in_flight(e);
             able.sort_by_key(|e| (std::cmp::Reverse(free(e)), e.registered_at, e.id));
         }
         Routing::ConsistentHash => {
@@ -253,7 +260,7 @@ mod tests {
             vec![3, 2, 1]
         );
         for _ in 0..4 {
-            st.sent(ExecutorId(3));
+            st.sent(ExecutorId(3), 0);
         }
         assert_eq!(
             ids(&order(
@@ -265,7 +272,14 @@ mod tests {
             )),
             vec![2, 1, 3]
         );
-        st.refreshed();
+        // A newer heartbeat counts the instance's runs itself: what was sent before is forgotten.
+        let l: Vec<Executor> = l
+            .into_iter()
+            .map(|mut e| {
+                e.last_heartbeat_at = 1_000;
+                e
+            })
+            .collect();
         assert_eq!(
             order(&task(1, Routing::LeastBusy), &run(0, 1), &l, &mut st, || 0)[0]
                 .id
