@@ -269,7 +269,7 @@ impl EngineNode {
             WatchConfig {
                 executor_timeout_ms: config.executor_timeout_ms,
                 node_timeout_ms: config.node_timeout_ms,
-                batch: 500,
+                ..WatchConfig::default()
             },
         );
         let shared = Arc::new(Shared {
@@ -485,11 +485,11 @@ impl Shared {
                 _ = stop.changed() => return,
                 () = tokio::time::sleep_until(next_claim) => {
                     match self.claimer.run_once(self.clock.now_ms()).await {
-                        Ok(report) => {
+                        Ok(mut report) => {
                             let full = i64::try_from(report.claimed()).unwrap_or(0) >= self.config.claim_batch;
                             if !report.replaced.is_empty() {
                                 let d = self.dispatcher.clone();
-                                let replaced = report.replaced.clone();
+                                let replaced = std::mem::take(&mut report.replaced);
                                 tokio::spawn(async move { d.cancel(&replaced, "replaced by a newer run").await });
                             }
                             if !report.fires.is_empty() {

@@ -148,6 +148,55 @@ impl CompletionPlan {
 /// Expands `impl Tx for $tx`. `$for_update` and `$skip_locked` are the backend's
 /// row-locking clauses (empty where the backend serialises writers instead); the braces hold
 /// the backend's own operations.
+/// `UPDATE runs SET <set>` of a claimed run, fenced: `$1` run id, `$2` claim owner, `$3` fence
+/// token, `$4` now (the lease must not have ended); the SET clause's own values start at `$5`.
+/// Binds a task definition's columns, in the order `insert_task` and `update_task_row` list
+/// them (from the app id to `paused`), after the statement's own leading parameters.
+macro_rules! bind_task_definition {
+    ($q:expr, $def:expr, $schedule:expr) => {
+        $q.bind($def.app_id)
+            .bind(&$def.name)
+            .bind(&$def.description)
+            .bind(&$def.handler)
+            .bind(Json(&$def.params))
+            .bind($schedule.kind.as_str())
+            .bind($schedule.cron_expr.as_deref())
+            .bind($schedule.interval_ms)
+            .bind($schedule.anchor_at)
+            .bind(&$schedule.timezone)
+            .bind($def.window_start_at)
+            .bind($def.window_end_at)
+            .bind($def.max_fires)
+            .bind($def.misfire_policy.as_str())
+            .bind($def.misfire_threshold_ms)
+            .bind($def.misfire_max_catch_up)
+            .bind($def.overlap_policy.as_str())
+            .bind($def.routing.as_str())
+            .bind($def.timeout_ms)
+            .bind($def.start_timeout_ms)
+            .bind($def.max_retries)
+            .bind($def.retry_backoff_ms)
+            .bind($def.retry_backoff_max_ms)
+            .bind($def.recover_lost)
+            .bind($def.priority)
+            .bind($def.paused)
+    };
+}
+pub(crate) use bind_task_definition;
+
+macro_rules! fenced_update {
+    ($set:literal) => {
+        concat!(
+            "UPDATE runs SET ",
+            $set,
+            "
+                         WHERE id = $1 AND state = 'claimed' AND claim_owner = $2 AND fence = $3
+                           AND lease_until > $4 RETURNING *"
+        )
+    };
+}
+pub(crate) use fenced_update;
+
 macro_rules! tx_impl {
     (
         $tx:ty,
@@ -613,7 +662,7 @@ macro_rules! tx_impl {
                 schedule: &ScheduleColumns,
                 now: i64,
             ) -> Result<Task> {
-                let row = sqlx::query_as(
+                let q = sqlx::query_as(
                     "INSERT INTO tasks (tenant_id, app_id, name, description, handler, params, schedule_kind,
                          cron_expr, interval_ms, anchor_at, timezone, window_start_at, window_end_at, max_fires,
                          fires_scheduled, misfire_policy, misfire_threshold_ms, misfire_max_catch_up,
@@ -624,37 +673,12 @@ macro_rules! tx_impl {
                      FROM apps a WHERE a.id = $2 AND a.tenant_id = $1
                      RETURNING *",
                 )
-                .bind(tenant)
-                .bind(def.app_id)
-                .bind(&def.name)
-                .bind(&def.description)
-                .bind(&def.handler)
-                .bind(Json(&def.params))
-                .bind(schedule.kind.as_str())
-                .bind(schedule.cron_expr.as_deref())
-                .bind(schedule.interval_ms)
-                .bind(schedule.anchor_at)
-                .bind(&schedule.timezone)
-                .bind(def.window_start_at)
-                .bind(def.window_end_at)
-                .bind(def.max_fires)
-                .bind(def.misfire_policy.as_str())
-                .bind(def.misfire_threshold_ms)
-                .bind(def.misfire_max_catch_up)
-                .bind(def.overlap_policy.as_str())
-                .bind(def.routing.as_str())
-                .bind(def.timeout_ms)
-                .bind(def.start_timeout_ms)
-                .bind(def.max_retries)
-                .bind(def.retry_backoff_ms)
-                .bind(def.retry_backoff_max_ms)
-                .bind(def.recover_lost)
-                .bind(def.priority)
-                .bind(def.paused)
-                .bind(now)
-                .fetch_optional(&mut *self.tx)
-                .await
-                .map_err(|e| unique_or(e, || format!("a task named {:?} already exists", def.name)))?;
+                .bind(tenant);
+                let row = $crate::store::shared::bind_task_definition!(q, def, schedule)
+                    .bind(now)
+                    .fetch_optional(&mut *self.tx)
+                    .await
+                    .map_err(|e| unique_or(e, || format!("a task named {:?} already exists", def.name)))?;
                 found(row, || format!("app {}", def.app_id))
             }
 
@@ -707,7 +731,7 @@ macro_rules! tx_impl {
                 reset_fires: bool,
                 now: i64,
             ) -> Result<Task> {
-                let row = sqlx::query_as(
+                let q = sqlx::query_as(
                     "UPDATE tasks SET fires_scheduled = CASE WHEN $31 THEN 0 ELSE fires_scheduled END, app_id = $4, name = $5, description = $6, handler = $7, params = $8,
                          schedule_kind = $9, cron_expr = $10, interval_ms = $11, anchor_at = $12, timezone = $13,
                          window_start_at = $14, window_end_at = $15, max_fires = $16, misfire_policy = $17,
@@ -721,38 +745,13 @@ macro_rules! tx_impl {
                 )
                 .bind(tenant)
                 .bind(id)
-                .bind(expected_version)
-                .bind(def.app_id)
-                .bind(&def.name)
-                .bind(&def.description)
-                .bind(&def.handler)
-                .bind(Json(&def.params))
-                .bind(schedule.kind.as_str())
-                .bind(schedule.cron_expr.as_deref())
-                .bind(schedule.interval_ms)
-                .bind(schedule.anchor_at)
-                .bind(&schedule.timezone)
-                .bind(def.window_start_at)
-                .bind(def.window_end_at)
-                .bind(def.max_fires)
-                .bind(def.misfire_policy.as_str())
-                .bind(def.misfire_threshold_ms)
-                .bind(def.misfire_max_catch_up)
-                .bind(def.overlap_policy.as_str())
-                .bind(def.routing.as_str())
-                .bind(def.timeout_ms)
-                .bind(def.start_timeout_ms)
-                .bind(def.max_retries)
-                .bind(def.retry_backoff_ms)
-                .bind(def.retry_backoff_max_ms)
-                .bind(def.recover_lost)
-                .bind(def.priority)
-                .bind(def.paused)
-                .bind(now)
-                .bind(reset_fires)
-                .fetch_optional(&mut *self.tx)
-                .await
-                .map_err(|e| unique_or(e, || format!("a task named {:?} already exists", def.name)))?;
+                .bind(expected_version);
+                let row = $crate::store::shared::bind_task_definition!(q, def, schedule)
+                    .bind(now)
+                    .bind(reset_fires)
+                    .fetch_optional(&mut *self.tx)
+                    .await
+                    .map_err(|e| unique_or(e, || format!("a task named {:?} already exists", def.name)))?;
                 match row {
                     Some(task) => Ok(task),
                     None => Err(self
@@ -970,81 +969,49 @@ macro_rules! tx_impl {
                 to: &ClaimedTransition,
                 now: i64,
             ) -> Result<Run> {
+                // Every transition is fenced the same way: still claimed, by this node, with this
+                // token, on a lease that has not ended ($1–$4); the transition's own values follow.
+                let sql = match to {
+                    ClaimedTransition::Started { .. } => $crate::store::shared::fenced_update!(
+                        "state = 'running', executor_id = $5, deadline_at = $6,
+                         dispatched_at = $7, started_at = $4, dispatch_attempts = dispatch_attempts + 1"
+                    ),
+                    ClaimedTransition::Deferred { .. } => $crate::store::shared::fenced_update!(
+                        "state = 'pending', claim_owner = NULL, lease_until = NULL, due_at = $5"
+                    ),
+                    ClaimedTransition::Released => $crate::store::shared::fenced_update!(
+                        "state = 'pending', claim_owner = NULL, lease_until = NULL,
+                         dispatch_attempts = dispatch_attempts + 1"
+                    ),
+                    ClaimedTransition::Sharded { .. } => {
+                        $crate::store::shared::fenced_update!("shard_index = $5, shard_total = $6")
+                    }
+                    ClaimedTransition::Skipped { .. } => $crate::store::shared::fenced_update!(
+                        "state = 'skipped', finished_at = $4, error = $5"
+                    ),
+                    ClaimedTransition::Cancelled { .. } => $crate::store::shared::fenced_update!(
+                        "state = 'cancelled', finished_at = $4, error = $5"
+                    ),
+                    ClaimedTransition::ExtendLease { .. } => {
+                        $crate::store::shared::fenced_update!("lease_until = $5")
+                    }
+                };
+                let q = sqlx::query_as(sql)
+                    .bind(fence.run_id)
+                    .bind(&fence.node)
+                    .bind(fence.token)
+                    .bind(now);
                 let q = match to {
-                    ClaimedTransition::Started { executor_id, dispatched_at, deadline_at } => sqlx::query_as(
-                        "UPDATE runs SET state = 'running', executor_id = $5, deadline_at = $6,
-                             dispatched_at = $7, started_at = $4, dispatch_attempts = dispatch_attempts + 1
-                         WHERE id = $1 AND state = 'claimed' AND claim_owner = $2 AND fence = $3
-                           AND lease_until > $4 RETURNING *",
-                    )
-                    .bind(fence.run_id)
-                    .bind(&fence.node)
-                    .bind(fence.token)
-                    .bind(now)
-                    .bind(*executor_id)
-                    .bind(*deadline_at)
-                    .bind(*dispatched_at),
-                    ClaimedTransition::Deferred { due_at } => sqlx::query_as(
-                        "UPDATE runs SET state = 'pending', claim_owner = NULL, lease_until = NULL, due_at = $5
-                         WHERE id = $1 AND state = 'claimed' AND claim_owner = $2 AND fence = $3
-                           AND lease_until > $4 RETURNING *",
-                    )
-                    .bind(fence.run_id)
-                    .bind(&fence.node)
-                    .bind(fence.token)
-                    .bind(now)
-                    .bind(*due_at),
-                    ClaimedTransition::Released => sqlx::query_as(
-                        "UPDATE runs SET state = 'pending', claim_owner = NULL, lease_until = NULL,
-                             dispatch_attempts = dispatch_attempts + 1
-                         WHERE id = $1 AND state = 'claimed' AND claim_owner = $2 AND fence = $3
-                           AND lease_until > $4 RETURNING *",
-                    )
-                    .bind(fence.run_id)
-                    .bind(&fence.node)
-                    .bind(fence.token)
-                    .bind(now),
-                    ClaimedTransition::Sharded { index, total } => sqlx::query_as(
-                        "UPDATE runs SET shard_index = $5, shard_total = $6
-                         WHERE id = $1 AND state = 'claimed' AND claim_owner = $2 AND fence = $3
-                           AND lease_until > $4 RETURNING *",
-                    )
-                    .bind(fence.run_id)
-                    .bind(&fence.node)
-                    .bind(fence.token)
-                    .bind(now)
-                    .bind(*index)
-                    .bind(*total),
-                    ClaimedTransition::Skipped { reason } => sqlx::query_as(
-                        "UPDATE runs SET state = 'skipped', finished_at = $4, error = $5
-                         WHERE id = $1 AND state = 'claimed' AND claim_owner = $2 AND fence = $3
-                           AND lease_until > $4 RETURNING *",
-                    )
-                    .bind(fence.run_id)
-                    .bind(&fence.node)
-                    .bind(fence.token)
-                    .bind(now)
-                    .bind(reason.as_str()),
-                    ClaimedTransition::Cancelled { reason } => sqlx::query_as(
-                        "UPDATE runs SET state = 'cancelled', finished_at = $4, error = $5
-                         WHERE id = $1 AND state = 'claimed' AND claim_owner = $2 AND fence = $3
-                           AND lease_until > $4 RETURNING *",
-                    )
-                    .bind(fence.run_id)
-                    .bind(&fence.node)
-                    .bind(fence.token)
-                    .bind(now)
-                    .bind(reason.as_str()),
-                    ClaimedTransition::ExtendLease { lease_until } => sqlx::query_as(
-                        "UPDATE runs SET lease_until = $5
-                         WHERE id = $1 AND state = 'claimed' AND claim_owner = $2 AND fence = $3
-                           AND lease_until > $4 RETURNING *",
-                    )
-                    .bind(fence.run_id)
-                    .bind(&fence.node)
-                    .bind(fence.token)
-                    .bind(now)
-                    .bind(*lease_until),
+                    ClaimedTransition::Started { executor_id, dispatched_at, deadline_at } => {
+                        q.bind(*executor_id).bind(*deadline_at).bind(*dispatched_at)
+                    }
+                    ClaimedTransition::Deferred { due_at } => q.bind(*due_at),
+                    ClaimedTransition::Released => q,
+                    ClaimedTransition::Sharded { index, total } => q.bind(*index).bind(*total),
+                    ClaimedTransition::Skipped { reason } | ClaimedTransition::Cancelled { reason } => {
+                        q.bind(reason.as_str())
+                    }
+                    ClaimedTransition::ExtendLease { lease_until } => q.bind(*lease_until),
                 };
                 let row = q.fetch_optional(&mut *self.tx).await?;
                 row.ok_or_else(|| StoreError::Fenced {
