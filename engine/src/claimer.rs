@@ -6,14 +6,22 @@
 //! every active task always has its next occurrence as a pending run, and a node that dies
 //! after claiming leaves nothing behind that another node cannot pick up once the lease ends.
 //!
-//! Misfire (a scheduled occurrence found due more than the task's threshold ago, before any
-//! dispatch attempt — the engine was down; runs held back because no executor had room are not
-//! misfires, they keep their place in line):
-//! - `fire_once_now`: fire it now; the schedule continues from now (missed occurrences are
-//!   dropped);
-//! - `skip`: skip it; the schedule continues from now;
-//! - `fire_all`: fire it and every occurrence missed since, oldest first; when more than
-//!   `misfire_max_catch_up` are missed, only the most recent that many fire.
+//! Misfire (a scheduled occurrence found due more than the task's threshold ago — the engine
+//! was down or paused, or no executor took it in time, whether or not a dispatch was tried):
+//! one decision per outage, made by the task's *latest* missed occurrence, so the outcome does
+//! not depend on the order, batch or node in which the late runs are claimed:
+//! - an earlier missed occurrence (a later occurrence of the task is already due, in whatever
+//!   state) is superseded: skipped without an alarm and without a successor — except under
+//!   `fire_all`, where it fires when fewer than `misfire_max_catch_up` schedule points follow it;
+//! - the latest one applies the policy and raises the one misfire alarm:
+//!   - `fire_once_now`: fire it now; the schedule continues from now (missed occurrences are
+//!     dropped);
+//!   - `skip`: skip it; the schedule continues from now;
+//!   - `fire_all`: fire it and every occurrence missed since, oldest first; when more than
+//!     `misfire_max_catch_up` are missed, only the most recent that many fire.
+//!
+//! A late occurrence never materialises a successor from its own scheduled time: that
+//! successor would itself be from inside the outage.
 //!
 //! Overlap (a scheduled occurrence due while an earlier run of the task is still running):
 //! `parallel` fires anyway; `skip` skips it; `serial` puts it back to wait (rechecked every
@@ -23,7 +31,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::alarm::{AlarmKind, NewAlarm, Severity};
-use crate::run::{ClaimedTransition, NewRun, Run, RunCompletion, RunState, TriggerKind};
+use crate::run::{ClaimedTransition, NewRun, Run, RunCompletion, RunFilter, RunState, TriggerKind};
 use crate::schedule::Schedule;
 use crate::store::{ClaimRequest, Completion, Result, Store, Tx};
 use crate::task::{MisfirePolicy, OverlapPolicy, Task, TaskId};
@@ -32,6 +40,10 @@ use crate::task::{MisfirePolicy, OverlapPolicy, Task, TaskId};
 pub const SERIAL_RECHECK_MS: i64 = 500;
 /// The most missed occurrences `fire_all` looks through.
 const MAX_MISSED_SCAN: usize = 100_000;
+/// Runs read per page while looking for a later occurrence of a late one's task.
+const LATER_PAGE: i64 = 200;
+/// Pages of a task's earlier runs looked through to name an outage.
+const OUTAGE_SCAN_PAGES: usize = 5;
 
 /// What a node claims and for how long.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -158,12 +170,13 @@ impl Claimer {
                 && run.attempt == 1
                 && run.shard_index == 0;
             let late_ms = now - run.due_at;
-            let misfire =
-                scheduled && run.dispatch_attempts == 0 && late_ms > task.misfire_threshold_ms;
+            let misfire = scheduled && late_ms > task.misfire_threshold_ms;
 
-            // Where the schedule continues from, and whether this run fires.
-            let mut continue_after = run.scheduled_at;
+            // Where the schedule continues from (none: a later occurrence carries it on), and
+            // whether this run fires.
+            let mut continue_after = Some(run.scheduled_at);
             let mut fire = true;
+            let mut skip_reason = None;
             if misfire {
                 report.misfires += 1;
                 let decision = self
@@ -171,11 +184,13 @@ impl Claimer {
                     .await?;
                 continue_after = decision.continue_after;
                 fire = decision.fire;
+                skip_reason = Some(decision.reason);
             }
             if scheduled
                 && let Some(s) = schedule
                 && s.follows_on_claim()
-                && let Some(at) = task.next_occurrence(s, continue_after)
+                && let Some(after) = continue_after
+                && let Some(at) = task.next_occurrence(s, after)
             {
                 successors.push(NewRun::occurrence(
                     &task,
@@ -185,10 +200,12 @@ impl Claimer {
                 ));
             }
             if !fire {
-                let reason = format!(
-                    "misfire: found {late_ms} ms late; policy {}",
-                    task.misfire_policy
-                );
+                let reason = skip_reason.unwrap_or_else(|| {
+                    format!(
+                        "misfire: found {late_ms} ms late; policy {}",
+                        task.misfire_policy
+                    )
+                });
                 tx.transition_claimed(&fence, &ClaimedTransition::Skipped { reason }, now)
                     .await?;
                 report.skipped += 1;
@@ -269,7 +286,8 @@ impl Claimer {
     }
 
     /// Applies the misfire policy to a late scheduled occurrence: whether it fires, and where
-    /// the schedule continues from. `fire_all` pushes the missed occurrences it fires.
+    /// the schedule continues from. Only the task's latest missed occurrence decides for the
+    /// outage (and raises the alarm); `fire_all` pushes the missed occurrences it fires.
     async fn misfire(
         &self,
         tx: &mut dyn Tx,
@@ -280,31 +298,40 @@ impl Claimer {
         successors: &mut Vec<NewRun>,
     ) -> Result<MisfireDecision> {
         let late_ms = now - run.due_at;
+        let bound = usize::try_from(task.misfire_max_catch_up)
+            .unwrap_or(1)
+            .max(1);
+        if let Some(later) = later_occurrence(tx, task, run, now).await? {
+            // The outage is (or will be) decided by a later occurrence; this one only follows.
+            let fire = task.misfire_policy == MisfirePolicy::FireAll
+                && schedule.is_some_and(|s| {
+                    missed_after(task, s, run.scheduled_at, now, bound).len() < bound
+                });
+            return Ok(MisfireDecision {
+                fire,
+                continue_after: None,
+                reason: format!(
+                    "misfire: found {late_ms} ms late; superseded by the later occurrence due at \
+                     {}; policy {}",
+                    crate::clock::ms_to_datetime(later).to_rfc3339(),
+                    task.misfire_policy
+                ),
+            });
+        }
         let mut decision = MisfireDecision {
             fire: task.misfire_policy != MisfirePolicy::Skip,
-            continue_after: now,
+            continue_after: Some(now),
+            reason: format!(
+                "misfire: found {late_ms} ms late; policy {}",
+                task.misfire_policy
+            ),
         };
         let mut fired_missed = 0usize;
         let mut skipped_missed = 0usize;
         if task.misfire_policy == MisfirePolicy::FireAll
             && let Some(s) = schedule
         {
-            let mut missed = Vec::new();
-            let mut at = run.scheduled_at;
-            let mut left = task.max_fires.map(|m| m - task.fires_scheduled);
-            while missed.len() < MAX_MISSED_SCAN && left.is_none_or(|l| l > 0) {
-                match task.next_occurrence(s, at) {
-                    Some(next) if next <= now => {
-                        missed.push(next);
-                        at = next;
-                        left = left.map(|l| l - 1);
-                    }
-                    _ => break,
-                }
-            }
-            let bound = usize::try_from(task.misfire_max_catch_up)
-                .unwrap_or(1)
-                .max(1);
+            let missed = missed_after(task, s, run.scheduled_at, now, MAX_MISSED_SCAN);
             let total = missed.len() + 1;
             let keep_from = total.saturating_sub(bound);
             if keep_from > 0 {
@@ -319,7 +346,7 @@ impl Claimer {
                 successors.push(r);
                 fired_missed += 1;
             }
-            decision.continue_after = missed.last().copied().unwrap_or(run.scheduled_at);
+            decision.continue_after = Some(missed.last().copied().unwrap_or(run.scheduled_at));
         }
         let what = match task.misfire_policy {
             MisfirePolicy::FireOnceNow => "fired once now; missed occurrences dropped".to_owned(),
@@ -349,10 +376,90 @@ impl Claimer {
             "fired_missed": fired_missed,
             "skipped_missed": skipped_missed,
         });
-        alarm.dedupe_key = Some(format!("misfire:{}", run.id));
+        // One alarm per outage: every decision of the same outage (a run judged again after a
+        // refused dispatch, the next occurrence turning late while no executor takes any) has
+        // the same key.
+        alarm.dedupe_key = Some(outage_key(tx, task, run).await?);
         tx.insert_alarm(&alarm, now).await?;
         Ok(decision)
     }
+}
+
+/// The schedule points of `task` after `after_ms` up to `now`, oldest first, at most `limit`
+/// (and no more than `max_fires` leaves).
+fn missed_after(task: &Task, s: &Schedule, after_ms: i64, now: i64, limit: usize) -> Vec<i64> {
+    let mut missed = Vec::new();
+    let mut at = after_ms;
+    let mut left = task.max_fires.map(|m| m - task.fires_scheduled);
+    while missed.len() < limit && left.is_none_or(|l| l > 0) {
+        match task.next_occurrence(s, at) {
+            Some(next) if next <= now => {
+                missed.push(next);
+                at = next;
+                left = left.map(|l| l - 1);
+            }
+            _ => break,
+        }
+    }
+    missed
+}
+
+/// The scheduled time of an occurrence of `run`'s task (in any state) that is later than `run`
+/// and already due at `now`, if one exists. Runs of other triggers (by hand, chains) do not
+/// count: they are not the schedule's.
+async fn later_occurrence(
+    tx: &mut dyn Tx,
+    task: &Task,
+    run: &Run,
+    now: i64,
+) -> Result<Option<i64>> {
+    let mut filter = RunFilter {
+        task_id: Some(task.id),
+        scheduled_from: Some(run.scheduled_at.saturating_add(1)),
+        scheduled_before: Some(now.saturating_add(1)),
+        limit: Some(LATER_PAGE),
+        ..RunFilter::default()
+    };
+    loop {
+        let page = tx.list_runs(task.tenant_id, &filter).await?;
+        if let Some(r) = page
+            .iter()
+            .find(|r| r.trigger_kind == TriggerKind::Schedule)
+        {
+            return Ok(Some(r.scheduled_at));
+        }
+        match page.last() {
+            Some(last) if page.len() as i64 == LATER_PAGE => filter.before_id = Some(last.id),
+            _ => return Ok(None),
+        }
+    }
+}
+
+/// Names the outage `run` was missed in: the gap after the task's last occurrence scheduled
+/// before it that an executor started. Looks through at most [`OUTAGE_SCAN_PAGES`] pages of the
+/// task's runs; an outage longer than that is named after `run` itself (it may then alarm again).
+async fn outage_key(tx: &mut dyn Tx, task: &Task, run: &Run) -> Result<String> {
+    let mut filter = RunFilter {
+        task_id: Some(task.id),
+        scheduled_before: Some(run.scheduled_at),
+        limit: Some(LATER_PAGE),
+        ..RunFilter::default()
+    };
+    for _ in 0..OUTAGE_SCAN_PAGES {
+        let page = tx.list_runs(task.tenant_id, &filter).await?;
+        if let Some(r) = page
+            .iter()
+            .find(|r| r.trigger_kind == TriggerKind::Schedule && r.started_at.is_some())
+        {
+            return Ok(format!("misfire:{}:after:{}", task.id, r.id));
+        }
+        match page.last() {
+            Some(last) if page.len() as i64 == LATER_PAGE => filter.before_id = Some(last.id),
+            // The task never started an occurrence before this one.
+            _ => return Ok(format!("misfire:{}:after:none", task.id)),
+        }
+    }
+    Ok(format!("misfire:{}:run:{}", task.id, run.id))
 }
 
 /// Earlier runs of the same task that `run` overlaps under `policy`: running ones, claimed
@@ -379,5 +486,8 @@ async fn earlier_unfinished(tx: &mut dyn Tx, run: &Run, policy: OverlapPolicy) -
 
 struct MisfireDecision {
     fire: bool,
-    continue_after: i64,
+    /// Where the schedule continues from; `None` when a later occurrence carries it on.
+    continue_after: Option<i64>,
+    /// Why the run is skipped, when it does not fire.
+    reason: String,
 }

@@ -7,7 +7,7 @@
 mod engine;
 mod support;
 
-use engine::{claiming, outcomes, watching};
+use engine::{claiming, misfire, outcomes, watching};
 
 on_both_backends!(
     claiming::claiming_fires_due_runs_and_materialises_their_successors,
@@ -15,12 +15,19 @@ on_both_backends!(
     claiming::misfire_skip_skips_late_occurrence_and_continues_from_now,
     claiming::misfire_fire_all_catches_up_every_missed_occurrence_within_its_bound,
     claiming::misfire_fire_all_beyond_its_bound_fires_only_the_most_recent,
-    claiming::run_held_back_for_capacity_is_not_a_misfire,
     claiming::overlap_skip_skips_while_the_previous_run_runs,
     claiming::overlap_serial_waits_for_the_previous_run_in_order,
     claiming::overlap_replace_cancels_the_previous_run,
     claiming::runs_of_a_deleted_task_are_cancelled_when_claimed,
     claiming::node_that_lost_its_lease_is_fenced_and_another_node_fires,
+    misfire::fire_once_now_after_an_outage_fires_one_and_continues_from_now,
+    misfire::fire_once_now_holds_when_late_runs_come_in_separate_batches,
+    misfire::fire_once_now_holds_when_the_earlier_late_run_is_claimed_last,
+    misfire::skip_after_an_outage_fires_none_and_continues_from_now,
+    misfire::fire_all_after_an_outage_fires_at_most_its_bound,
+    misfire::fire_all_within_its_bound_fires_every_missed_occurrence_once,
+    misfire::refused_dispatch_found_late_follows_the_policy,
+    misfire::refused_dispatches_through_an_outage_fire_one_occurrence,
     outcomes::success_starts_the_children_its_condition_admits,
     outcomes::retryable_failure_retries_with_backoff_then_raises_retries_exhausted,
     outcomes::fatal_failure_does_not_retry_and_raises_run_failed,

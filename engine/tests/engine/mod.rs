@@ -1,3 +1,4 @@
 pub mod claiming;
+pub mod misfire;
 pub mod outcomes;
 pub mod watching;
