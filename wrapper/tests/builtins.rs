@@ -253,3 +253,89 @@ async fn http_handler_checks_the_expected_status() -> anyhow::Result<()> {
     assert_eq!(outcome(5), Outcome::FailedFatal);
     Ok(())
 }
+
+/// Tells `shell_wrapper_process` where its engine and spool are.
+const CHILD_ENGINE: &str = "MTHPT_TEST_CHILD_ENGINE_URL";
+const CHILD_SPOOL: &str = "MTHPT_TEST_CHILD_SPOOL";
+const CHILD_URL_PREFIX: &str = "wrapper-url=";
+
+/// The wrapper process that `shell_children_die_with_a_sigkilled_wrapper` starts by running this
+/// test binary again: a wrapper with the `shell` handler that serves until it is killed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "the wrapper process of shell_children_die_with_a_sigkilled_wrapper, not a test"]
+async fn shell_wrapper_process() -> anyhow::Result<()> {
+    let engine = std::env::var(CHILD_ENGINE)?;
+    let spool = std::env::var(CHILD_SPOOL)?;
+    let w = TestWrapper::start(&[&engine], Path::new(&spool), |b| {
+        b.enable_shell(ShellOptions::default())
+    })?;
+    println!("{CHILD_URL_PREFIX}{}", w.url);
+    tokio::time::sleep(Duration::from_secs(600)).await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shell_children_die_with_a_sigkilled_wrapper() -> anyhow::Result<()> {
+    use tokio::io::{AsyncBufReadExt, BufReader};
+
+    let engine = EngineStandIn::start()?;
+    let spool = tempfile::tempdir()?;
+    let scratch = tempfile::tempdir()?;
+    let pid_file = scratch.path().join("pgid");
+    let mut wrapper = tokio::process::Command::new(std::env::current_exe()?)
+        .args([
+            "shell_wrapper_process",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD_ENGINE, &engine.url)
+        .env(CHILD_SPOOL, spool.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()?;
+    let Some(stdout) = wrapper.stdout.take() else {
+        anyhow::bail!("the wrapper process has no stdout");
+    };
+    let mut lines = BufReader::new(stdout).lines();
+    let url = tokio::time::timeout(WAIT, async {
+        while let Some(line) = lines.next_line().await? {
+            // The test harness may print the test's name on the same line first.
+            if let Some((_, url)) = line.split_once(CHILD_URL_PREFIX) {
+                return Ok(url.trim().to_owned());
+            }
+        }
+        anyhow::bail!("the wrapper process ended before it served")
+    })
+    .await??;
+
+    let client = engine_client()?;
+    let resp = post(&client, &url, paths::RUNS, &shell_run(5, FAMILY, &pid_file)).await?;
+    assert_eq!(resp.status.as_u16(), 202);
+    let Some(pgid) = read_pgid(&pid_file).await else {
+        anyhow::bail!("the script never wrote its pid");
+    };
+    // The script, its three children and the group's guard.
+    assert!(
+        eventually(WAIT, || live_members(pgid).len() >= 5).await,
+        "script and its children run in group {pgid}: {:?}",
+        live_members(pgid)
+    );
+
+    wrapper.start_kill()?;
+    wrapper.wait().await?;
+    let killed = std::time::Instant::now();
+    let emptied = eventually(Duration::from_secs(1), || live_members(pgid).is_empty()).await;
+    assert!(
+        emptied,
+        "group {pgid} still has {:?} 1 s after its wrapper was SIGKILLed",
+        live_members(pgid)
+    );
+    eprintln!(
+        "group {pgid} empty {} ms after the wrapper was SIGKILLed",
+        killed.elapsed().as_millis()
+    );
+    Ok(())
+}

@@ -12,6 +12,13 @@
 //! then SIGKILL after the grace period; when the script ends, whatever is left of its group is
 //! terminated the same way. No process the script started outlives the run (unless it left the
 //! group on purpose, with `setsid`).
+//!
+//! Nor does any outlive the wrapper: a guard process sits in the group, reading a pipe (the
+//! lifeline) whose only write end the wrapper holds. However the wrapper dies — even by SIGKILL —
+//! the kernel closes that end, the guard reads end-of-file and SIGKILLs its own group at once.
+//! The guard ignores SIGTERM, so it keeps watch through the grace period, and the script only
+//! starts once the guard is in place (the launcher waits for a go line on its stdin, then execs
+//! the script with stdin from `/dev/null`; the script's pid is still its group id).
 
 use std::collections::BTreeMap;
 use std::process::Stdio;
@@ -22,8 +29,9 @@ use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use serde::Deserialize;
 use serde_json::{Value, json};
+use tokio::io::AsyncWriteExt;
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
-use tokio::process::Command;
+use tokio::process::{Child, Command};
 use tokio::time::Instant;
 
 use crate::context::{MAX_LOG_LINE_BYTES, RunContext};
@@ -81,16 +89,17 @@ fn parse_params(params: &Value) -> Result<ShellParams, HandlerError> {
     Ok(parsed)
 }
 
-/// Whether any live (not zombie) process is in group `pgid`. Reads `/proc`; where that is not
-/// available, asks the kernel with signal 0 (which also counts zombies).
-pub(crate) fn group_alive(pgid: i32) -> bool {
+/// Whether any live (not zombie) process other than `except` is in group `pgid`. Reads
+/// `/proc`; where that is not available, asks the kernel with signal 0 (which also counts
+/// zombies and `except`).
+pub(crate) fn group_alive(pgid: i32, except: Option<i32>) -> bool {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return killpg(Pid::from_raw(pgid), None).is_ok();
     };
     for entry in entries.flatten() {
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
-        if !name.bytes().all(|b| b.is_ascii_digit()) {
+        if !name.bytes().all(|b| b.is_ascii_digit()) || name.parse::<i32>().ok() == except {
             continue;
         }
         let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
@@ -118,15 +127,15 @@ fn signal_group(pgid: i32, signal: Signal) {
     }
 }
 
-/// SIGTERM to the group, wait up to `grace` for it to empty, then SIGKILL.
-async fn terminate_group(pgid: i32, grace: Duration) {
-    if !group_alive(pgid) {
+/// SIGTERM to the group, wait up to `grace` for it to empty (but for the guard), then SIGKILL.
+async fn terminate_group(pgid: i32, guard: Option<i32>, grace: Duration) {
+    if !group_alive(pgid, guard) {
         return;
     }
     signal_group(pgid, Signal::SIGTERM);
     let until = Instant::now() + grace;
     while Instant::now() < until {
-        if !group_alive(pgid) {
+        if !group_alive(pgid, guard) {
             return;
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
@@ -171,6 +180,51 @@ async fn pump<R: AsyncRead + Unpin>(reader: R, ctx: RunContext, stream: LogStrea
     }
 }
 
+/// Started as `bash -c LAUNCHER BASH SCRIPT`: waits for the wrapper's go line (sent once the
+/// guard is in the group; end-of-file means the wrapper died first), then becomes the script.
+const LAUNCHER: &str = r#"IFS= read -r go && [ "$go" = go ] || exit 70
+exec "$0" -c "$1" </dev/null"#;
+
+/// The guard's script: wait for end-of-file on the lifeline, then SIGKILL the whole group
+/// (itself included). SIGTERM, SIGINT and SIGHUP are ignored so that it outlasts the group's
+/// grace period.
+const GUARD: &str = r#"trap '' TERM INT HUP
+while IFS= read -r _; do :; done
+kill -KILL 0"#;
+
+/// The guard process of one run's group, and the write end of its lifeline.
+struct Guard {
+    child: Child,
+}
+
+fn spawn_guard(bash: &str, pgid: i32) -> Result<Guard, HandlerError> {
+    // The pipe's write end stays in `child.stdin`, opened close-on-exec, so no other process
+    // keeps the lifeline alive.
+    let child = Command::new(bash)
+        .arg("-c")
+        .arg(GUARD)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(pgid)
+        .spawn()
+        .map_err(|e| {
+            HandlerError::retryable(format!("cannot start the process group's guard: {e}"))
+        })?;
+    Ok(Guard { child })
+}
+
+impl Guard {
+    /// Ends the guard once its group is empty: killed directly (it is still our unreaped child,
+    /// so its pid cannot name another process), then reaped.
+    async fn stand_down(&mut self) {
+        if let Err(e) = self.child.start_kill() {
+            tracing::warn!(error = %e, "could not stop the process group's guard");
+        }
+        let _ = self.child.wait().await;
+    }
+}
+
 /// Runs the script of `ctx`'s params.
 pub(crate) async fn run(ctx: RunContext, options: ShellOptions) -> HandlerResult {
     let params = parse_params(ctx.params())?;
@@ -180,8 +234,10 @@ pub(crate) async fn run(ctx: RunContext, options: ShellOptions) -> HandlerResult
         .unwrap_or(options.kill_grace);
     let mut cmd = Command::new(&options.bash);
     cmd.arg("-c")
+        .arg(LAUNCHER)
+        .arg(&options.bash)
         .arg(&params.script)
-        .stdin(Stdio::null())
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
@@ -207,6 +263,20 @@ pub(crate) async fn run(ctx: RunContext, options: ShellOptions) -> HandlerResult
             "script exited before it could be tracked",
         ));
     };
+    let mut guard = match spawn_guard(&options.bash, pgid) {
+        Ok(guard) => guard,
+        Err(e) => {
+            // The launcher is still waiting for its go line: nothing of the script ran.
+            signal_group(pgid, Signal::SIGKILL);
+            let _ = child.wait().await;
+            return Err(e);
+        }
+    };
+    let guard_pid = guard.child.id().and_then(|id| i32::try_from(id).ok());
+    if let Some(mut go) = child.stdin.take() {
+        // A launcher that died already shows in its exit status below.
+        let _ = go.write_all(b"go\n").await;
+    }
     let mut readers = Vec::new();
     if let Some(out) = child.stdout.take() {
         readers.push(tokio::spawn(pump(out, ctx.clone(), LogStream::Stdout)));
@@ -218,12 +288,13 @@ pub(crate) async fn run(ctx: RunContext, options: ShellOptions) -> HandlerResult
         status = child.wait() => status,
         reason = ctx.cancelled() => {
             tracing::info!(run_id = ctx.run_id(), pgid, ?reason, "terminating script process group");
-            terminate_group(pgid, grace).await;
+            terminate_group(pgid, guard_pid, grace).await;
             child.wait().await
         }
     };
-    // Whatever the script left running in its group ends with the run.
-    terminate_group(pgid, grace).await;
+    // Whatever the script left running in its group ends with the run; then the guard.
+    terminate_group(pgid, guard_pid, grace).await;
+    guard.stand_down().await;
     for reader in readers {
         let abort = reader.abort_handle();
         if tokio::time::timeout(Duration::from_secs(2), reader)
