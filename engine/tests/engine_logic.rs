@@ -26,6 +26,7 @@ on_both_backends!(
     misfire::skip_after_an_outage_fires_none_and_continues_from_now,
     misfire::fire_all_after_an_outage_fires_at_most_its_bound,
     misfire::fire_all_within_its_bound_fires_every_missed_occurrence_once,
+    misfire::fire_all_holds_when_the_earlier_late_run_is_claimed_last,
     misfire::refused_dispatch_found_late_follows_the_policy,
     misfire::refused_dispatches_through_an_outage_fire_one_occurrence,
     outcomes::success_starts_the_children_its_condition_admits,

@@ -5,9 +5,10 @@
 
 use std::sync::Arc;
 
+use mthpt_engine::alarm::{AlarmFilter, AlarmKind};
 use mthpt_engine::claimer::{ClaimConfig, Claimer};
 use mthpt_engine::run::{ClaimedTransition, Run, RunState};
-use mthpt_engine::store::Store;
+use mthpt_engine::store::{Scope, Store};
 use mthpt_engine::task::{MisfirePolicy, OverlapPolicy};
 
 use crate::engine::claiming::{every_10s, finish, misfire_alarms, runs_of, start, times};
@@ -74,6 +75,24 @@ async fn drive(store: &Arc<dyn Store>, w: &World, c: &Claimer, from: i64, to: i6
     fired
 }
 
+/// The misfire alarms' messages, newest first.
+async fn misfire_messages(store: &dyn Store, w: &World) -> Vec<String> {
+    read(store)
+        .await
+        .list_alarms(
+            Scope::Tenant(w.tenant.id),
+            &AlarmFilter {
+                kind: Some(AlarmKind::Misfire),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|a| a.message)
+        .collect()
+}
+
 /// Gives a claimed run back to the line, as when no executor accepts its dispatch.
 async fn refuse(store: &dyn Store, run: &Run, now: i64) {
     in_tx!(store, |tx| tx
@@ -100,7 +119,9 @@ async fn fire_once_after_nine_periods(store: Arc<dyn Store>, batch: i64) {
         "{:?}",
         runs[1].error
     );
-    assert_eq!(misfire_alarms(&*store, &w).await, 1, "one alarm per outage");
+    let messages = misfire_messages(&*store, &w).await;
+    assert_eq!(messages.len(), 1, "one alarm per outage: {messages:?}");
+    assert!(messages[0].contains("fired once now"), "{}", messages[0]);
 }
 
 pub async fn fire_once_now_after_an_outage_fires_one_and_continues_from_now(store: Arc<dyn Store>) {
@@ -132,7 +153,9 @@ pub async fn skip_after_an_outage_fires_none_and_continues_from_now(store: Arc<d
     assert_eq!(fired, vec![110, 120]);
     let runs = runs_of(&*store, &w).await;
     assert_eq!(times(&runs, RunState::Skipped), vec![10, 20]);
-    assert_eq!(misfire_alarms(&*store, &w).await, 1);
+    let messages = misfire_messages(&*store, &w).await;
+    assert_eq!(messages.len(), 1, "{messages:?}");
+    assert!(messages[0].contains("skipped"), "{}", messages[0]);
 }
 
 pub async fn fire_all_after_an_outage_fires_at_most_its_bound(store: Arc<dyn Store>) {
@@ -145,6 +168,24 @@ pub async fn fire_all_after_an_outage_fires_at_most_its_bound(store: Arc<dyn Sto
         vec![80, 90, 100, 110, 120],
         "the 3 most recent missed occurrences, then the schedule"
     );
+    let runs = runs_of(&*store, &w).await;
+    assert_eq!(times(&runs, RunState::Skipped), vec![10, 20]);
+    let messages = misfire_messages(&*store, &w).await;
+    assert_eq!(messages.len(), 1, "{messages:?}");
+    assert!(
+        messages[0].contains("3 occurrence(s) fire"),
+        "{}",
+        messages[0]
+    );
+}
+
+pub async fn fire_all_holds_when_the_earlier_late_run_is_claimed_last(store: Arc<dyn Store>) {
+    let w = world(&*store, "acme").await;
+    // Node A's claim of the occurrence at 10 holds until T0 + 130 s.
+    outage_at_10s(&store, &w, MisfirePolicy::FireAll, 3, 120 * SECOND).await;
+    let b = claimer_with(&store, "node-b", 5 * SECOND, 100);
+    let fired = drive(&store, &w, &b, T0 + 105 * SECOND, T0 + 135 * SECOND).await;
+    assert_eq!(fired, vec![80, 90, 100, 110, 120, 130]);
     let runs = runs_of(&*store, &w).await;
     assert_eq!(times(&runs, RunState::Skipped), vec![10, 20]);
     assert_eq!(misfire_alarms(&*store, &w).await, 1);
