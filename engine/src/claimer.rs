@@ -175,16 +175,15 @@ impl Claimer {
             // Where the schedule continues from (none: a later occurrence carries it on), and
             // whether this run fires.
             let mut continue_after = Some(run.scheduled_at);
-            let mut fire = true;
-            let mut skip_reason = None;
+            // Why the run does not fire, when it does not.
+            let mut skip = None;
             if misfire {
                 report.misfires += 1;
                 let decision = self
                     .misfire(tx, &task, schedule, &run, now, &mut successors)
                     .await?;
                 continue_after = decision.continue_after;
-                fire = decision.fire;
-                skip_reason = Some(decision.reason);
+                skip = (!decision.fire).then_some(decision.reason);
             }
             if scheduled
                 && let Some(s) = schedule
@@ -199,13 +198,7 @@ impl Claimer {
                     TriggerKind::Schedule,
                 ));
             }
-            if !fire {
-                let reason = skip_reason.unwrap_or_else(|| {
-                    format!(
-                        "misfire: found {late_ms} ms late; policy {}",
-                        task.misfire_policy
-                    )
-                });
+            if let Some(reason) = skip {
                 tx.transition_claimed(&fence, &ClaimedTransition::Skipped { reason }, now)
                     .await?;
                 report.skipped += 1;
