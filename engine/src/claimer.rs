@@ -7,7 +7,8 @@
 //! after claiming leaves nothing behind that another node cannot pick up once the lease ends.
 //!
 //! Misfire (a scheduled occurrence found due more than the task's threshold ago — the engine
-//! was down or paused, or no executor took it in time, whether or not a dispatch was tried):
+//! was down or paused, or no executor took it in time, whether or not a dispatch was tried — or
+//! caught up behind such a predecessor that it was materialised before):
 //! one decision per outage, made by the task's *latest* missed occurrence, so the outcome does
 //! not depend on the order, batch or node in which the late runs are claimed:
 //! - an earlier missed occurrence (a later occurrence of the task is already due, in whatever
@@ -42,6 +43,8 @@ pub const SERIAL_RECHECK_MS: i64 = 500;
 const MAX_MISSED_SCAN: usize = 100_000;
 /// Runs read per page while looking for a later occurrence of a late one's task.
 const LATER_PAGE: i64 = 200;
+/// Runs read while looking for a caught-up run's predecessor.
+const PREDECESSOR_PAGE: i64 = 20;
 /// Pages of a task's earlier runs looked through to name an outage.
 const OUTAGE_SCAN_PAGES: usize = 5;
 
@@ -170,7 +173,9 @@ impl Claimer {
                 && run.attempt == 1
                 && run.shard_index == 0;
             let late_ms = now - run.due_at;
-            let misfire = scheduled && late_ms > task.misfire_threshold_ms;
+            let misfire = scheduled
+                && (late_ms > task.misfire_threshold_ms
+                    || continues_an_outage(tx, &task, schedule, &run, now).await?);
 
             // Where the schedule continues from (none: a later occurrence carries it on), and
             // whether this run fires.
@@ -376,6 +381,52 @@ impl Claimer {
         tx.insert_alarm(&alarm, now).await?;
         Ok(decision)
     }
+}
+
+/// Whether `run`, itself less than the misfire threshold late, belongs to an outage that began
+/// more than the threshold ago: it is being caught up (its successor would be due already), it
+/// was materialised before its predecessor turned into a misfire, and that predecessor never
+/// started and is more than the threshold late. Without this, an outage only slightly longer
+/// than the threshold would fire the occurrence after the missed one and catch up from there.
+async fn continues_an_outage(
+    tx: &mut dyn Tx,
+    task: &Task,
+    schedule: Option<&Schedule>,
+    run: &Run,
+    now: i64,
+) -> Result<bool> {
+    let catching_up = run.due_at < now
+        && schedule
+            .and_then(|s| task.next_occurrence(s, run.scheduled_at))
+            .is_some_and(|next| next <= now);
+    if !catching_up {
+        return Ok(false);
+    }
+    let earlier = tx
+        .list_runs(
+            task.tenant_id,
+            &RunFilter {
+                task_id: Some(task.id),
+                scheduled_before: Some(run.scheduled_at),
+                limit: Some(PREDECESSOR_PAGE),
+                ..RunFilter::default()
+            },
+        )
+        .await?;
+    let predecessor = earlier
+        .iter()
+        .filter(|r| r.trigger_kind == TriggerKind::Schedule && r.attempt == 1)
+        .max_by_key(|r| r.scheduled_at);
+    Ok(predecessor.is_some_and(|p| {
+        let missed_at = p.due_at.saturating_add(task.misfire_threshold_ms);
+        p.started_at.is_none()
+            && matches!(
+                p.state,
+                RunState::Pending | RunState::Claimed | RunState::Skipped
+            )
+            && missed_at < now
+            && run.created_at <= missed_at
+    }))
 }
 
 /// The schedule points of `task` after `after_ms` up to `now`, oldest first, at most `limit`

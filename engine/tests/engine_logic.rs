@@ -23,6 +23,8 @@ on_both_backends!(
     misfire::fire_once_now_after_an_outage_fires_one_and_continues_from_now,
     misfire::fire_once_now_holds_when_late_runs_come_in_separate_batches,
     misfire::fire_once_now_holds_when_the_earlier_late_run_is_claimed_last,
+    misfire::fire_once_now_holds_when_the_outage_is_just_over_the_threshold,
+    misfire::an_outage_under_the_threshold_is_caught_up_without_misfire,
     misfire::skip_after_an_outage_fires_none_and_continues_from_now,
     misfire::fire_all_after_an_outage_fires_at_most_its_bound,
     misfire::fire_all_within_its_bound_fires_every_missed_occurrence_once,

@@ -28,7 +28,7 @@ fn claimer_with(store: &Arc<dyn Store>, node: &str, lease_ms: i64, batch: i64) -
     )
 }
 
-/// A task every 10 s from T0 (misfire threshold 5 s) whose occurrence at 0 ran normally, and
+/// A task every 10 s from T0 (misfire threshold `threshold_ms`) whose occurrence at 0 ran normally, and
 /// whose occurrence at 10 was claimed by a node that then stopped (its successor at 20 is
 /// pending): the state an engine outage starting at T0 + 10 s leaves behind.
 async fn outage_at_10s(
@@ -37,9 +37,11 @@ async fn outage_at_10s(
     policy: MisfirePolicy,
     catch_up: i32,
     lease_ms: i64,
+    threshold_ms: i64,
 ) {
     let mut def = every_10s(w, policy, OverlapPolicy::Parallel);
     def.misfire_max_catch_up = catch_up;
+    def.misfire_threshold_ms = threshold_ms;
     create_task(&**store, w, &def).await;
     let a = claimer_with(store, "node-a", lease_ms, 100);
     let first = a.run_once(T0).await.unwrap().fires.remove(0).run;
@@ -104,7 +106,15 @@ async fn refuse(store: &dyn Store, run: &Run, now: i64) {
 /// Restarted at T0 + 105 s (9 missed periods), a fresh claimer taking `batch` runs per claim.
 async fn fire_once_after_nine_periods(store: Arc<dyn Store>, batch: i64) {
     let w = world(&*store, "acme").await;
-    outage_at_10s(&store, &w, MisfirePolicy::FireOnceNow, 10, 5 * SECOND).await;
+    outage_at_10s(
+        &store,
+        &w,
+        MisfirePolicy::FireOnceNow,
+        10,
+        5 * SECOND,
+        5 * SECOND,
+    )
+    .await;
     let b = claimer_with(&store, "node-b", 5 * SECOND, batch);
     let fired = drive(&store, &w, &b, T0 + 105 * SECOND, T0 + 135 * SECOND).await;
     assert_eq!(
@@ -136,7 +146,15 @@ pub async fn fire_once_now_holds_when_the_earlier_late_run_is_claimed_last(store
     let w = world(&*store, "acme").await;
     // Node A's claim of the occurrence at 10 holds until T0 + 130 s: node B meets the
     // occurrence at 20 first, and only then the one at 10.
-    outage_at_10s(&store, &w, MisfirePolicy::FireOnceNow, 10, 120 * SECOND).await;
+    outage_at_10s(
+        &store,
+        &w,
+        MisfirePolicy::FireOnceNow,
+        10,
+        120 * SECOND,
+        5 * SECOND,
+    )
+    .await;
     let b = claimer_with(&store, "node-b", 5 * SECOND, 100);
     let fired = drive(&store, &w, &b, T0 + 105 * SECOND, T0 + 135 * SECOND).await;
     assert_eq!(fired, vec![20, 110, 120, 130]);
@@ -145,9 +163,48 @@ pub async fn fire_once_now_holds_when_the_earlier_late_run_is_claimed_last(store
     assert_eq!(misfire_alarms(&*store, &w).await, 1);
 }
 
+pub async fn fire_once_now_holds_when_the_outage_is_just_over_the_threshold(store: Arc<dyn Store>) {
+    let w = world(&*store, "acme").await;
+    // Threshold 25 s; back at T0 + 42 s: the occurrence at 10 is a misfire (32 s late), the one
+    // at 20 (22 s late) is not by itself, but belongs to the same outage.
+    outage_at_10s(
+        &store,
+        &w,
+        MisfirePolicy::FireOnceNow,
+        10,
+        5 * SECOND,
+        25 * SECOND,
+    )
+    .await;
+    let b = claimer_with(&store, "node-b", 5 * SECOND, 100);
+    let fired = drive(&store, &w, &b, T0 + 42 * SECOND, T0 + 65 * SECOND).await;
+    assert_eq!(fired, vec![20, 50, 60]);
+    let runs = runs_of(&*store, &w).await;
+    assert_eq!(times(&runs, RunState::Skipped), vec![10]);
+    assert_eq!(misfire_alarms(&*store, &w).await, 1);
+}
+
+pub async fn an_outage_under_the_threshold_is_caught_up_without_misfire(store: Arc<dyn Store>) {
+    let w = world(&*store, "acme").await;
+    // Threshold 25 s; back at T0 + 32 s: the occurrence at 10 is 22 s late, within tolerance.
+    outage_at_10s(
+        &store,
+        &w,
+        MisfirePolicy::FireOnceNow,
+        10,
+        5 * SECOND,
+        25 * SECOND,
+    )
+    .await;
+    let b = claimer_with(&store, "node-b", 5 * SECOND, 100);
+    let fired = drive(&store, &w, &b, T0 + 32 * SECOND, T0 + 45 * SECOND).await;
+    assert_eq!(fired, vec![10, 20, 30, 40]);
+    assert_eq!(misfire_alarms(&*store, &w).await, 0);
+}
+
 pub async fn skip_after_an_outage_fires_none_and_continues_from_now(store: Arc<dyn Store>) {
     let w = world(&*store, "acme").await;
-    outage_at_10s(&store, &w, MisfirePolicy::Skip, 10, 5 * SECOND).await;
+    outage_at_10s(&store, &w, MisfirePolicy::Skip, 10, 5 * SECOND, 5 * SECOND).await;
     let b = claimer_with(&store, "node-b", 5 * SECOND, 100);
     let fired = drive(&store, &w, &b, T0 + 105 * SECOND, T0 + 125 * SECOND).await;
     assert_eq!(fired, vec![110, 120]);
@@ -160,7 +217,15 @@ pub async fn skip_after_an_outage_fires_none_and_continues_from_now(store: Arc<d
 
 pub async fn fire_all_after_an_outage_fires_at_most_its_bound(store: Arc<dyn Store>) {
     let w = world(&*store, "acme").await;
-    outage_at_10s(&store, &w, MisfirePolicy::FireAll, 3, 5 * SECOND).await;
+    outage_at_10s(
+        &store,
+        &w,
+        MisfirePolicy::FireAll,
+        3,
+        5 * SECOND,
+        5 * SECOND,
+    )
+    .await;
     let b = claimer_with(&store, "node-b", 5 * SECOND, 1);
     let fired = drive(&store, &w, &b, T0 + 105 * SECOND, T0 + 125 * SECOND).await;
     assert_eq!(
@@ -182,7 +247,15 @@ pub async fn fire_all_after_an_outage_fires_at_most_its_bound(store: Arc<dyn Sto
 pub async fn fire_all_holds_when_the_earlier_late_run_is_claimed_last(store: Arc<dyn Store>) {
     let w = world(&*store, "acme").await;
     // Node A's claim of the occurrence at 10 holds until T0 + 130 s.
-    outage_at_10s(&store, &w, MisfirePolicy::FireAll, 3, 120 * SECOND).await;
+    outage_at_10s(
+        &store,
+        &w,
+        MisfirePolicy::FireAll,
+        3,
+        120 * SECOND,
+        5 * SECOND,
+    )
+    .await;
     let b = claimer_with(&store, "node-b", 5 * SECOND, 100);
     let fired = drive(&store, &w, &b, T0 + 105 * SECOND, T0 + 135 * SECOND).await;
     assert_eq!(fired, vec![80, 90, 100, 110, 120, 130]);
@@ -193,7 +266,15 @@ pub async fn fire_all_holds_when_the_earlier_late_run_is_claimed_last(store: Arc
 
 pub async fn fire_all_within_its_bound_fires_every_missed_occurrence_once(store: Arc<dyn Store>) {
     let w = world(&*store, "acme").await;
-    outage_at_10s(&store, &w, MisfirePolicy::FireAll, 20, 5 * SECOND).await;
+    outage_at_10s(
+        &store,
+        &w,
+        MisfirePolicy::FireAll,
+        20,
+        5 * SECOND,
+        5 * SECOND,
+    )
+    .await;
     let b = claimer_with(&store, "node-b", 5 * SECOND, 100);
     let fired = drive(&store, &w, &b, T0 + 105 * SECOND, T0 + 115 * SECOND).await;
     assert_eq!(fired, vec![10, 20, 30, 40, 50, 60, 70, 80, 90, 100, 110]);
