@@ -104,12 +104,8 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    // Ctrl-C drops the run: its processes are killed and its PostgreSQL stopped on the way out.
-    let outcome = tokio::select! {
-        outcome = chaos::run(&config) => outcome,
-        _ = tokio::signal::ctrl_c() => Err(anyhow::anyhow!("interrupted")),
-    };
-    match outcome {
+    // SIGINT/SIGTERM end the run inside: processes killed, PostgreSQL stopped and removed.
+    match chaos::run(&config).await {
         Ok(report) => match serde_json::to_string(&report) {
             Ok(json) => {
                 println!("{json}");

@@ -318,6 +318,22 @@ impl Cluster {
         Ok(Self { engines, wrappers })
     }
 
+    /// The processes that exited although the suite did not stop them, with their status.
+    pub fn exited_on_their_own(&mut self) -> Vec<String> {
+        let procs = self
+            .engines
+            .iter_mut()
+            .map(|e| &mut e.proc)
+            .chain(self.wrappers.iter_mut().map(|w| &mut w.proc));
+        procs
+            .filter_map(|p| match p.exited() {
+                Ok(Some(status)) => Some(format!("{}: {status}", p.name)),
+                Ok(None) => None,
+                Err(e) => Some(format!("{}: {e}", p.name)),
+            })
+            .collect()
+    }
+
     /// Stops everything gracefully (wrappers first, so their results reach an engine).
     pub async fn stop(&mut self) {
         for w in &mut self.wrappers {

@@ -191,6 +191,8 @@ pub struct Report {
     pub counts: Counts,
     /// Sum of the violation counts; the run fails unless it is 0.
     pub violations: usize,
+    /// Engines or wrappers that exited although no fault stopped them, with their status.
+    pub exited: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub work_dir: Option<String>,
 }
@@ -226,8 +228,19 @@ pub async fn run(config: &ChaosConfig) -> anyhow::Result<Report> {
         config.scenario.name(),
         work.path().display()
     ));
-    let result = run_in(config, work.path()).await;
-    if config.keep_work_dir || result.is_err() {
+    // An interrupted run is dropped here, before its work directory: its processes are killed
+    // and its PostgreSQL stopped while the cluster's files still exist.
+    let result = tokio::select! {
+        result = run_in(config, work.path()) => result,
+        signal = interrupted() => Err(anyhow::anyhow!("interrupted by {signal}")),
+    };
+    // What went wrong is in the logs: kept whenever the run failed or found a violation; the
+    // PostgreSQL cluster itself goes unless asked for.
+    let failed = result.as_ref().map_or(true, |r| r.violations > 0);
+    if config.keep_work_dir || failed {
+        if !config.keep_work_dir {
+            let _ = std::fs::remove_dir_all(work.path().join("pg").join("data"));
+        }
         let kept = work.keep();
         progress(format_args!("kept {}", kept.display()));
         return result.map(|mut r| {
@@ -236,6 +249,22 @@ pub async fn run(config: &ChaosConfig) -> anyhow::Result<Report> {
         });
     }
     result
+}
+
+/// Resolves on SIGINT or SIGTERM, naming it.
+async fn interrupted() -> &'static str {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut int), Ok(mut term)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        // Without signal handling the run simply cannot be interrupted cleanly.
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = int.recv() => "SIGINT",
+        _ = term.recv() => "SIGTERM",
+    }
 }
 
 async fn run_in(config: &ChaosConfig, work: &Path) -> anyhow::Result<Report> {
@@ -315,6 +344,7 @@ async fn run_in(config: &ChaosConfig, work: &Path) -> anyhow::Result<Report> {
     let tasks = crate::bench::database::tasks(&store).await?;
     let expected =
         crate::bench::database::expected_occurrences(&tasks, from, until - ms(config.end_margin));
+    let exited = cluster.exited_on_their_own();
     cluster.stop().await;
     store.close().await;
 
@@ -342,6 +372,7 @@ async fn run_in(config: &ChaosConfig, work: &Path) -> anyhow::Result<Report> {
         window_until_ms: until,
         violations: counts.violations(),
         counts,
+        exited,
         work_dir: None,
     })
 }
