@@ -110,6 +110,10 @@ pub struct Counts {
     /// First start minus scheduled time, of the expected occurrences.
     pub lateness_ms: Lateness,
     pub faults: Vec<FaultFigures>,
+    /// Lateness of the expected occurrences scheduled from `after_ms` after the last fault's
+    /// end to the window's end: whether the cluster is back to normal (none: no fault, or no
+    /// occurrence there).
+    pub settled_lateness_ms: Option<Lateness>,
     /// Final states of every run in the database.
     pub runs_by_state: BTreeMap<String, usize>,
     /// Log lines that could not be read.
@@ -282,6 +286,17 @@ pub fn analyse(facts: &Facts) -> Counts {
             max_lateness_after_ms,
         });
     }
+    if let Some(last_end) = facts.faults.iter().map(|f| f.end_ms).max() {
+        let settled: Vec<i64> = facts
+            .expected
+            .iter()
+            .filter(|(_, at)| *at >= last_end + facts.after_fault_ms)
+            .filter_map(|o| first_start.get(o).map(|s| s - o.1))
+            .collect();
+        if !settled.is_empty() {
+            c.settled_lateness_ms = Some(Lateness::of(settled));
+        }
+    }
     c
 }
 
@@ -420,5 +435,12 @@ mod tests {
         assert_eq!(c.faults[0].occurrences_during, 0);
         assert_eq!(c.faults[0].occurrences_after, 1);
         assert_eq!(c.faults[0].max_lateness_after_ms, Some(2_500));
+        assert_eq!(
+            c.settled_lateness_ms, None,
+            "nothing scheduled 10 s after the fault"
+        );
+        f.after_fault_ms = 0;
+        let c = analyse(&f);
+        assert_eq!(c.settled_lateness_ms.map(|l| l.max), Some(2_500));
     }
 }
