@@ -110,6 +110,9 @@ pub struct Counts {
     /// First start minus scheduled time, of the expected occurrences.
     pub lateness_ms: Lateness,
     pub faults: Vec<FaultFigures>,
+    /// Cross-check: runs the database has `succeeded` whose handler never logged a start
+    /// (a result recorded for the wrong run; reported, not counted as a violation).
+    pub succeeded_without_start: usize,
     /// Lateness of the expected occurrences scheduled from `after_ms` after the last fault's
     /// end to the window's end: whether the cluster is back to normal (none: no fault, or no
     /// occurrence there).
@@ -241,6 +244,11 @@ pub fn analyse(facts: &Facts) -> Counts {
     }
 
     let started_runs: HashSet<i64> = facts.log.starts.iter().map(|s| s.run_id).collect();
+    c.succeeded_without_start = facts
+        .runs
+        .iter()
+        .filter(|r| r.state == "succeeded" && !started_runs.contains(&r.id))
+        .count();
     let mut children: HashMap<i64, Vec<i64>> = HashMap::new();
     for r in &facts.runs {
         if let Some(parent) = r.parent_run_id {
@@ -359,6 +367,7 @@ mod tests {
         ));
         assert_eq!((c.expected, c.executed, c.misses), (1, 1, 0));
         assert_eq!(c.violations(), 0, "{c:?}");
+        assert_eq!(c.succeeded_without_start, 0);
         assert_eq!(c.lateness_ms.max, 10);
     }
 
@@ -407,6 +416,8 @@ mod tests {
     fn misses_stuck_runs_and_missing_chain_children_are_counted() {
         let mut f = facts(Vec::new(), &[], vec![run(5, "running")]);
         let mut parent = run(7, "succeeded");
+        // Succeeded without its handler ever starting.
+        assert_eq!(analyse(&f).succeeded_without_start, 0);
         parent.task_id = 2;
         f.runs.push(parent);
         f.chain_parents.insert(2);
@@ -414,6 +425,7 @@ mod tests {
         assert_eq!(c.misses, 1);
         assert_eq!(c.stuck, 1);
         assert_eq!(c.chain_children_missing, 1);
+        assert_eq!(c.succeeded_without_start, 1);
         assert_eq!(c.runs_by_state.get("running"), Some(&1));
     }
 
