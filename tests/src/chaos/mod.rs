@@ -7,52 +7,29 @@
 
 pub mod analysis;
 pub mod cluster;
+pub mod faults;
 pub mod handler_log;
 pub mod postgres;
 pub mod proxy;
+pub mod tasks;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
 use mthpt_engine::clock::{Clock, SystemClock};
-use mthpt_engine::schedule::ScheduleSpec;
 use mthpt_engine::store::{PgStore, Store};
-use mthpt_engine::task::{DependencyCondition, TaskDefinition};
 use serde::Serialize;
 
-use self::analysis::{Counts, Facts, Fault, RunRow};
+use self::analysis::{Counts, Facts, RunRow};
 use self::cluster::{Cluster, ClusterSpec};
+use self::faults::{FaultKind, Injector};
 use self::handler_log::HandlerLog;
 use self::postgres::OwnPostgres;
 use self::proxy::Cut;
 use crate::Tenancy;
-
-/// One kind of fault.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FaultKind {
-    EngineKill,
-    EnginePause,
-    WrapperKill,
-    PgRestart,
-    PartitionDb,
-    PartitionWrapper,
-}
-
-impl FaultKind {
-    fn name(self) -> &'static str {
-        match self {
-            FaultKind::EngineKill => "engine-kill",
-            FaultKind::EnginePause => "engine-pause",
-            FaultKind::WrapperKill => "wrapper-kill",
-            FaultKind::PgRestart => "pg-restart",
-            FaultKind::PartitionDb => "partition-db",
-            FaultKind::PartitionWrapper => "partition-wrapper",
-        }
-    }
-}
 
 /// What a run injects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -82,7 +59,8 @@ impl Scenario {
         }
     }
 
-    fn kinds(self) -> Vec<FaultKind> {
+    /// The kinds of fault it injects, in rotation.
+    pub fn kinds(self) -> Vec<FaultKind> {
         match self {
             Scenario::EngineKill => vec![FaultKind::EngineKill],
             Scenario::EnginePause => vec![FaultKind::EnginePause],
@@ -300,22 +278,14 @@ async fn run_in(config: &ChaosConfig, work: &Path) -> anyhow::Result<Report> {
 
     let from = (now_ms() + ms(config.warmup) + 999) / 1_000 * 1_000;
     let until = from + ms(config.duration);
-    let chain_parents = load_tasks(&*shared, &tenancy, config, &handler_log, from).await?;
+    let chain_parents = tasks::load_tasks(&*shared, &tenancy, config, &handler_log, from).await?;
     sleep_until_ms(from).await;
     progress(format_args!(
         "measuring {} s from {from}",
         config.duration.as_secs()
     ));
 
-    let mut injector = Injector {
-        config,
-        cluster: &mut cluster,
-        pg: &mut pg,
-        http: &http,
-        handler_log: &handler_log,
-        killed_wrappers: HashMap::new(),
-        rotation: HashMap::new(),
-    };
+    let mut injector = Injector::new(config, &mut cluster, &mut pg, &http, &handler_log);
     let faults = injector.inject_until(from, until).await;
     let killed_wrappers = injector.killed_wrappers.clone();
     let faults = faults?;
@@ -402,220 +372,4 @@ async fn wrappers_registered(store: &dyn Store, t: &Tenancy, count: usize) -> an
         },
     )
     .await
-}
-
-/// Creates the task mix, anchored so fixed rates start at `from`: 40 % cron every 5 s, 30 %
-/// fixed rate every 3 s, 10 % chain parents (cron every 10 s) each with a child run on
-/// success, the rest long runs (fixed rate every 10 s). Returns the chain parents' ids.
-async fn load_tasks(
-    store: &dyn Store,
-    t: &Tenancy,
-    config: &ChaosConfig,
-    log: &Path,
-    from: i64,
-) -> anyhow::Result<HashSet<i64>> {
-    let n = config.tasks;
-    let crons = n * 4 / 10;
-    let fixed = n * 3 / 10;
-    let chains = n / 10;
-    let short = handler_log::params(log, config.short_run_ms);
-    let long = handler_log::params(log, config.long_run_ms);
-    let mut parents = HashSet::new();
-    let mut tx = store.begin().await?;
-    let now = now_ms();
-    for i in 0..n {
-        let i64i = i64::try_from(i).unwrap_or(0);
-        let (name, schedule, params, timeout_ms) = if i < crons {
-            let cron = ScheduleSpec::Cron {
-                expr: format!("{}/5 * * * * ?", i % 5),
-                timezone: "UTC".to_owned(),
-            };
-            (format!("cron{i:04}"), cron, &short, 10_000)
-        } else if i < crons + fixed {
-            let every = ScheduleSpec::FixedRate {
-                every_ms: 3_000,
-                anchor_at: Some(from + i64i * 3_000 / i64::try_from(fixed.max(1)).unwrap_or(1)),
-            };
-            (format!("rate{i:04}"), every, &short, 10_000)
-        } else if i < crons + fixed + chains {
-            let cron = ScheduleSpec::Cron {
-                expr: format!("{}/10 * * * * ?", i % 10),
-                timezone: "UTC".to_owned(),
-            };
-            (format!("parent{i:04}"), cron, &short, 10_000)
-        } else {
-            let every = ScheduleSpec::FixedRate {
-                every_ms: 10_000,
-                anchor_at: Some(from + (i64i * 997) % 10_000),
-            };
-            (format!("long{i:04}"), every, &long, 20_000)
-        };
-        let is_parent = name.starts_with("parent");
-        let mut def = TaskDefinition::new(t.app.id, name.clone(), "shell", schedule);
-        def.params = params.clone();
-        def.timeout_ms = Some(timeout_ms);
-        let task = tx.create_task(t.tenant.id, &def, now).await?.task;
-        if is_parent {
-            parents.insert(task.id.0);
-            let mut child = TaskDefinition::new(
-                t.app.id,
-                format!("child{i:04}"),
-                "shell",
-                ScheduleSpec::Manual,
-            );
-            child.params = short.clone();
-            child.timeout_ms = Some(10_000);
-            let child = tx.create_task(t.tenant.id, &child, now).await?.task;
-            tx.add_dependency(
-                t.tenant.id,
-                task.id,
-                child.id,
-                DependencyCondition::OnSuccess,
-                now,
-            )
-            .await?;
-        }
-    }
-    tx.commit().await?;
-    progress(format_args!(
-        "{n} tasks: {crons} cron every 5 s, {fixed} every 3 s, {chains} chains every 10 s, {} long ({} ms) every 10 s",
-        n - crons - fixed - chains,
-        config.long_run_ms
-    ));
-    Ok(parents)
-}
-
-/// Injects the scenario's faults through the window.
-struct Injector<'a> {
-    config: &'a ChaosConfig,
-    cluster: &'a mut Cluster,
-    pg: &'a mut OwnPostgres,
-    http: &'a reqwest::Client,
-    handler_log: &'a Path,
-    /// Wrapper pids killed, and when.
-    killed_wrappers: HashMap<i64, i64>,
-    /// Faults of each kind so far (the next target).
-    rotation: HashMap<&'static str, usize>,
-}
-
-impl std::fmt::Debug for Injector<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Injector").finish_non_exhaustive()
-    }
-}
-
-impl Injector<'_> {
-    /// How long a fault of `kind` lasts, roughly.
-    fn length(&self, kind: FaultKind) -> i64 {
-        match kind {
-            FaultKind::EnginePause | FaultKind::PartitionDb | FaultKind::PartitionWrapper => {
-                ms(self.config.fault_length)
-            }
-            // Down, then about a second to start again.
-            _ => ms(self.config.down_for) + 1_000,
-        }
-    }
-
-    async fn inject_until(&mut self, from: i64, until: i64) -> anyhow::Result<Vec<Fault>> {
-        let kinds = self.config.scenario.kinds();
-        let mut faults = Vec::new();
-        let mut next = from + 5_000;
-        let mut k = 0;
-        loop {
-            let kind = kinds[k % kinds.len()];
-            // Every fault ends early enough to watch the lateness after it inside the window.
-            if next + self.length(kind) + ms(self.config.after_fault) > until {
-                return Ok(faults);
-            }
-            sleep_until_ms(next).await;
-            let fault = self.inject(kind).await?;
-            progress(format_args!(
-                "{} {} from {} to {}",
-                fault.kind, fault.target, fault.start_ms, fault.end_ms
-            ));
-            next = (next + ms(self.config.fault_every)).max(fault.end_ms + 2_000);
-            faults.push(fault);
-            k += 1;
-        }
-    }
-
-    fn next_target(&mut self, kind: FaultKind, of: usize) -> usize {
-        let n = self.rotation.entry(kind.name()).or_default();
-        let target = *n % of.max(1);
-        *n += 1;
-        target
-    }
-
-    async fn inject(&mut self, kind: FaultKind) -> anyhow::Result<Fault> {
-        let mut fault = Fault {
-            kind: kind.name().to_owned(),
-            target: String::new(),
-            start_ms: now_ms(),
-            end_ms: 0,
-            scripts_in_flight: None,
-        };
-        let down = self.config.down_for;
-        let length = self.config.fault_length;
-        match kind {
-            FaultKind::EngineKill => {
-                let i = self.next_target(kind, self.cluster.engines.len());
-                let engine = &mut self.cluster.engines[i];
-                fault.target = engine.node_id();
-                engine.proc.kill9()?;
-                tokio::time::sleep(down).await;
-                engine.start(self.http, Duration::from_secs(60)).await?;
-            }
-            FaultKind::EnginePause => {
-                let i = self.next_target(kind, self.cluster.engines.len());
-                let engine = &self.cluster.engines[i];
-                fault.target = engine.node_id();
-                engine.proc.pause()?;
-                tokio::time::sleep(length).await;
-                engine.proc.resume()?;
-            }
-            FaultKind::WrapperKill => {
-                let j = self.next_target(kind, self.cluster.wrappers.len());
-                let wrapper = &mut self.cluster.wrappers[j];
-                fault.target = wrapper.proc.name.clone();
-                let pid = i64::from(wrapper.proc.pid().unwrap_or(0));
-                wrapper.proc.kill9()?;
-                fault.start_ms = now_ms();
-                self.killed_wrappers.insert(pid, fault.start_ms);
-                fault.scripts_in_flight =
-                    Some(HandlerLog::read(self.handler_log)?.in_flight_on(pid));
-                tokio::time::sleep(down).await;
-                wrapper.proc.spawn(&[])?;
-            }
-            FaultKind::PgRestart => {
-                fault.target = format!("postgres:{}", self.pg.port());
-                self.pg.stop().await?;
-                tokio::time::sleep(down).await;
-                self.pg.start().await?;
-            }
-            FaultKind::PartitionDb => {
-                let i = self.next_target(kind, self.cluster.engines.len());
-                let engine = &self.cluster.engines[i];
-                fault.target = format!("{}<->postgres", engine.node_id());
-                engine.db_proxy.cut(self.config.cut);
-                tokio::time::sleep(length).await;
-                engine.db_proxy.heal();
-            }
-            FaultKind::PartitionWrapper => {
-                let j = self.next_target(kind, self.cluster.wrappers.len());
-                let wrapper = &self.cluster.wrappers[j];
-                fault.target = format!("{}<->engines", wrapper.proc.name);
-                wrapper.inbound.cut(self.config.cut);
-                for p in &wrapper.outbound {
-                    p.cut(self.config.cut);
-                }
-                tokio::time::sleep(length).await;
-                wrapper.inbound.heal();
-                for p in &wrapper.outbound {
-                    p.heal();
-                }
-            }
-        }
-        fault.end_ms = now_ms();
-        Ok(fault)
-    }
 }
