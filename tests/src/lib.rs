@@ -1,7 +1,9 @@
 //! Shared helpers for MTHPT's cross-crate tests and the benchmark harness: a tenant with an app,
-//! engine nodes and wrappers started in this process with quick timings, and polling.
+//! engine nodes and wrappers started in this process with quick timings, and polling; the
+//! benchmark harness and the fault-injection suite.
 
 pub mod bench;
+pub mod chaos;
 
 use std::future::Future;
 use std::net::TcpListener;

@@ -1,0 +1,375 @@
+//! The fault-injection suite behind `mthpt-chaos` (see `docs/faults.md`).
+//!
+//! One run: the suite's own PostgreSQL cluster, N `mthpt engine` and M `mthpt wrapper
+//! --enable-shell` processes wired through cuttable proxies, a mix of tasks whose shell handler
+//! logs every start and end to a file of the suite, faults injected through a measured window,
+//! a drain, then the counts: from the handler log, cross-checked with the runs table.
+
+pub mod analysis;
+pub mod cluster;
+pub mod faults;
+pub mod handler_log;
+pub mod postgres;
+pub mod proxy;
+pub mod tasks;
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use mthpt_engine::clock::{Clock, SystemClock};
+use mthpt_engine::store::{PgStore, Store};
+use serde::Serialize;
+
+use self::analysis::{Counts, Facts, RunRow};
+use self::cluster::{Cluster, ClusterSpec};
+use self::faults::{FaultKind, Injector};
+use self::handler_log::HandlerLog;
+use self::postgres::OwnPostgres;
+use self::proxy::Cut;
+use crate::Tenancy;
+
+/// What a run injects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Scenario {
+    /// SIGKILL the engines in rotation, each restarted shortly after.
+    EngineKill,
+    /// SIGSTOP each engine in turn for the pause length, then SIGCONT.
+    EnginePause,
+    /// SIGKILL a wrapper while its scripts run, restarted shortly after.
+    WrapperKill,
+    /// Stop the suite's PostgreSQL mid-load and start it again.
+    PgRestart,
+    /// Cut one engine from PostgreSQL at a time for the partition length.
+    PartitionDb,
+    /// Cut one wrapper from every engine (both directions) at a time.
+    PartitionWrapper,
+    /// Every fault above in rotation (10 minutes by default).
+    All,
+}
+
+impl Scenario {
+    /// The name printed in the report (as on the command line).
+    pub fn name(self) -> &'static str {
+        match self {
+            Scenario::All => "all",
+            other => other.kinds()[0].name(),
+        }
+    }
+
+    /// The kinds of fault it injects, in rotation.
+    pub fn kinds(self) -> Vec<FaultKind> {
+        match self {
+            Scenario::EngineKill => vec![FaultKind::EngineKill],
+            Scenario::EnginePause => vec![FaultKind::EnginePause],
+            Scenario::WrapperKill => vec![FaultKind::WrapperKill],
+            Scenario::PgRestart => vec![FaultKind::PgRestart],
+            Scenario::PartitionDb => vec![FaultKind::PartitionDb],
+            Scenario::PartitionWrapper => vec![FaultKind::PartitionWrapper],
+            Scenario::All => vec![
+                FaultKind::EngineKill,
+                FaultKind::EnginePause,
+                FaultKind::WrapperKill,
+                FaultKind::PgRestart,
+                FaultKind::PartitionDb,
+                FaultKind::PartitionWrapper,
+            ],
+        }
+    }
+
+    /// The default measured window.
+    pub fn default_duration(self) -> Duration {
+        match self {
+            Scenario::All => Duration::from_secs(600),
+            _ => Duration::from_secs(120),
+        }
+    }
+}
+
+/// Everything one run needs.
+#[derive(Debug, Clone)]
+pub struct ChaosConfig {
+    pub scenario: Scenario,
+    pub engines: usize,
+    pub wrappers: usize,
+    /// Scheduled tasks (chain children come on top).
+    pub tasks: usize,
+    /// The measured window: faults happen in it, its occurrences are counted.
+    pub duration: Duration,
+    pub warmup: Duration,
+    /// After the window, time for its runs to finish before the counts are taken.
+    pub drain: Duration,
+    /// A new fault starts at most this often.
+    pub fault_every: Duration,
+    /// How long a SIGSTOP or a partition lasts.
+    pub fault_length: Duration,
+    /// How long a killed process or PostgreSQL stays down.
+    pub down_for: Duration,
+    pub cut: Cut,
+    /// Lateness is watched this long after each fault.
+    pub after_fault: Duration,
+    /// Occurrences this close to the window's end are not counted.
+    pub end_margin: Duration,
+    /// Non-final runs due this long before the end are stuck.
+    pub stuck_after: Duration,
+    /// How long short and long handlers run.
+    pub short_run_ms: u64,
+    pub long_run_ms: u64,
+    pub capacity: u32,
+    /// The `mthpt` binary.
+    pub mthpt: PathBuf,
+    /// PostgreSQL's server binaries (`initdb`, `pg_ctl`).
+    pub pg_bin: PathBuf,
+    /// Keep the work directory (logs, handler log) instead of removing it.
+    pub keep_work_dir: bool,
+}
+
+impl ChaosConfig {
+    /// The defaults for `scenario`.
+    pub fn defaults(scenario: Scenario, mthpt: PathBuf, pg_bin: PathBuf) -> Self {
+        Self {
+            scenario,
+            engines: 3,
+            wrappers: 2,
+            tasks: 100,
+            duration: scenario.default_duration(),
+            warmup: Duration::from_secs(5),
+            drain: Duration::from_secs(15),
+            fault_every: Duration::from_secs(15),
+            fault_length: Duration::from_secs(10),
+            down_for: Duration::from_secs(2),
+            cut: Cut::Blackhole,
+            after_fault: Duration::from_secs(10),
+            end_margin: Duration::from_secs(2),
+            stuck_after: Duration::from_secs(30),
+            short_run_ms: 200,
+            long_run_ms: 4_000,
+            capacity: 64,
+            mthpt,
+            pg_bin,
+            keep_work_dir: false,
+        }
+    }
+}
+
+/// The one JSON object a run prints.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub scenario: String,
+    pub engines: usize,
+    pub wrappers: usize,
+    pub tasks: usize,
+    pub duration_s: f64,
+    pub cut: Cut,
+    pub window_from_ms: i64,
+    pub window_until_ms: i64,
+    #[serde(flatten)]
+    pub counts: Counts,
+    /// Sum of the violation counts; the run fails unless it is 0.
+    pub violations: usize,
+    /// Engines or wrappers that exited although no fault stopped them, with their status.
+    pub exited: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub work_dir: Option<String>,
+}
+
+fn ms(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+fn now_ms() -> i64 {
+    SystemClock.now_ms()
+}
+
+async fn sleep_until_ms(at: i64) {
+    let wait = at - now_ms();
+    if wait > 0 {
+        tokio::time::sleep(Duration::from_millis(u64::try_from(wait).unwrap_or(0))).await;
+    }
+}
+
+fn progress(msg: impl std::fmt::Display) {
+    eprintln!("[mthpt-chaos] {msg}");
+}
+
+/// Runs one scenario and returns its report.
+pub async fn run(config: &ChaosConfig) -> anyhow::Result<Report> {
+    crate::bench::nodes::check_mthpt(&config.mthpt)?;
+    let work = tempfile::Builder::new()
+        .prefix("mthpt-chaos-")
+        .tempdir()
+        .context("create the work directory")?;
+    progress(format_args!(
+        "{}: work directory {}",
+        config.scenario.name(),
+        work.path().display()
+    ));
+    // An interrupted run is dropped here, before its work directory: its processes are killed
+    // and its PostgreSQL stopped while the cluster's files still exist.
+    let result = tokio::select! {
+        result = run_in(config, work.path()) => result,
+        signal = interrupted() => Err(anyhow::anyhow!("interrupted by {signal}")),
+    };
+    // What went wrong is in the logs: kept whenever the run failed or found a violation; the
+    // PostgreSQL cluster itself goes unless asked for.
+    let failed = result.as_ref().map_or(true, |r| r.violations > 0);
+    if config.keep_work_dir || failed {
+        if !config.keep_work_dir {
+            let _ = std::fs::remove_dir_all(work.path().join("pg").join("data"));
+        }
+        let kept = work.keep();
+        progress(format_args!("kept {}", kept.display()));
+        return result.map(|mut r| {
+            r.work_dir = Some(kept.display().to_string());
+            r
+        });
+    }
+    result
+}
+
+/// Resolves on SIGINT or SIGTERM, naming it.
+async fn interrupted() -> &'static str {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut int), Ok(mut term)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        // Without signal handling the run simply cannot be interrupted cleanly.
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = int.recv() => "SIGINT",
+        _ = term.recv() => "SIGTERM",
+    }
+}
+
+async fn run_in(config: &ChaosConfig, work: &Path) -> anyhow::Result<Report> {
+    let mut pg = OwnPostgres::create(&config.pg_bin, &work.join("pg")).await?;
+    progress(format_args!("own PostgreSQL on port {}", pg.port()));
+    let store = PgStore::connect_with(pg.options(), 4).await?;
+    store.migrate().await?;
+    let shared: Arc<dyn Store> = Arc::new(store.clone());
+    let tenancy = crate::tenancy(&*shared, "chaos", "shell").await?;
+    let secret_file = work.join("app.secret");
+    std::fs::write(&secret_file, &tenancy.secret)?;
+    let handler_log = work.join("handler.log");
+
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(2))
+        .build()?;
+    let spec = ClusterSpec {
+        mthpt: config.mthpt.clone(),
+        engines: config.engines,
+        wrappers: config.wrappers,
+        pg_port: pg.port(),
+        app_key: tenancy.key.clone(),
+        secret_file,
+        work_dir: work.to_path_buf(),
+        capacity: config.capacity,
+    };
+    let mut cluster = Cluster::start(&spec, &http).await?;
+    wrappers_registered(&*shared, &tenancy, config.wrappers).await?;
+    progress(format_args!(
+        "{} engine(s) and {} wrapper(s) up",
+        config.engines, config.wrappers
+    ));
+
+    let from = (now_ms() + ms(config.warmup) + 999) / 1_000 * 1_000;
+    let until = from + ms(config.duration);
+    let chain_parents = tasks::load_tasks(&*shared, &tenancy, config, &handler_log, from).await?;
+    sleep_until_ms(from).await;
+    progress(format_args!(
+        "measuring {} s from {from}",
+        config.duration.as_secs()
+    ));
+
+    let mut injector = Injector::new(config, &mut cluster, &mut pg, &http, &handler_log);
+    let faults = injector.inject_until(from, until).await;
+    let killed_wrappers = injector.killed_wrappers.clone();
+    let faults = faults?;
+    sleep_until_ms(until).await;
+    progress(format_args!(
+        "window over after {} fault(s); draining {} s",
+        faults.len(),
+        config.drain.as_secs()
+    ));
+    tokio::time::sleep(config.drain).await;
+
+    let read_at = now_ms();
+    let runs: Vec<RunRow> = sqlx::query_as(
+        "SELECT id, task_id, scheduled_at, due_at, state, parent_run_id, finished_at FROM runs",
+    )
+    .fetch_all(store.pool())
+    .await
+    .context("read the runs back")?;
+    let log = HandlerLog::read(&handler_log)?;
+    let alive_pids: HashSet<i64> = log
+        .starts
+        .iter()
+        .filter(|s| !log.ends.contains_key(&s.pid) && process_alive(s.pid))
+        .map(|s| s.pid)
+        .collect();
+    let tasks = crate::bench::database::tasks(&store).await?;
+    let expected =
+        crate::bench::database::expected_occurrences(&tasks, from, until - ms(config.end_margin));
+    let exited = cluster.exited_on_their_own();
+    cluster.stop().await;
+    store.close().await;
+
+    let counts = analysis::analyse(&Facts {
+        log,
+        runs,
+        expected,
+        chain_parents,
+        killed_wrappers,
+        alive_pids,
+        faults,
+        read_at,
+        settle_ms: ms(config.drain) / 2,
+        stuck_after_ms: ms(config.stuck_after),
+        after_fault_ms: ms(config.after_fault),
+    });
+    Ok(Report {
+        scenario: config.scenario.name().to_owned(),
+        engines: config.engines,
+        wrappers: config.wrappers,
+        tasks: config.tasks,
+        duration_s: config.duration.as_secs_f64(),
+        cut: config.cut,
+        window_from_ms: from,
+        window_until_ms: until,
+        violations: counts.violations(),
+        counts,
+        exited,
+        work_dir: None,
+    })
+}
+
+/// Whether process `pid` exists and is not a zombie.
+fn process_alive(pid: i64) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|state| state != "Z" && state != "X")
+    })
+}
+
+async fn wrappers_registered(store: &dyn Store, t: &Tenancy, count: usize) -> anyhow::Result<()> {
+    crate::wait_until(
+        Duration::from_secs(60),
+        "every wrapper registered",
+        || async {
+            let mut tx = store.begin_read().await?;
+            let up = tx
+                .list_executors(t.tenant.id, None)
+                .await?
+                .iter()
+                .filter(|e| e.state == mthpt_engine::app::ExecutorState::Up)
+                .count();
+            Ok(up >= count)
+        },
+    )
+    .await
+}

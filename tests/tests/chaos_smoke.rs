@@ -1,0 +1,78 @@
+//! The fault-injection suite in short: `mthpt-chaos` runs a scenario for 32–38 s against its
+//! own PostgreSQL, three engine processes and two shell wrappers, and must find every guarantee
+//! held: no duplicate or concurrent duplicate start, no lost result, no miss, nothing stuck, no
+//! missing chain child. The long runs and the other scenarios are run by hand
+//! (`docs/faults.md`).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::process::Command;
+use std::sync::{Mutex, PoisonError};
+
+/// One scenario at a time: each starts a cluster, and two at once would starve a small machine
+/// of CPU for longer than a lease.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+const VIOLATIONS: &[&str] = &[
+    "duplicate_starts",
+    "concurrent_duplicate_starts",
+    "lost_results",
+    "misses",
+    "stuck",
+    "chain_children_missing",
+];
+
+/// Runs `mthpt-chaos --scenario scenario` for `seconds` (room for two faults) and returns its
+/// report.
+fn chaos(scenario: &str, seconds: u32) -> serde_json::Value {
+    let _serial = SERIAL.lock().unwrap_or_else(PoisonError::into_inner);
+    let out = Command::new(env!("CARGO_BIN_EXE_mthpt-chaos"))
+        .args(["--scenario", scenario])
+        .args(["--duration", &seconds.to_string()])
+        .args(["--fault-every", "12", "--drain", "8"])
+        .args(["--tasks", "40"])
+        // The same command line as `mthpt`, built inside this crate.
+        .args(["--mthpt", env!("CARGO_BIN_EXE_mthpt-bench-node")])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    eprintln!("{stderr}");
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("no JSON report ({e}), exit {}: {stderr}", out.status));
+    println!("{json}");
+    assert_eq!(json["scenario"], scenario);
+    assert!(json["expected"].as_u64().unwrap() > 0, "{json}");
+    assert!(
+        !json["faults"].as_array().unwrap().is_empty(),
+        "no fault was injected: {json}"
+    );
+    for field in VIOLATIONS {
+        assert_eq!(json[field], 0, "{field}: {json}");
+    }
+    assert_eq!(json["violations"], 0, "{json}");
+    assert!(out.status.success(), "exit {}: {json}", out.status);
+    json
+}
+
+#[test]
+#[ignore = "fails until the engine holds its guarantees under pauses (issue 10): while one engine \
+            is stopped for 10 s, runs whose handler succeeded end `lost` and their occurrences \
+            start again (measured in 2 runs: 57 and 32 duplicate starts, 55 and 34 lost results)"]
+fn engines_paused_in_turn_keep_every_guarantee() {
+    chaos("engine-pause", 38);
+}
+
+#[test]
+fn engines_killed_in_turn_keep_every_guarantee() {
+    chaos("engine-kill", 32);
+}
+
+#[test]
+#[ignore = "fails intermittently until the engine holds its guarantees across a database restart \
+            (issue 10): a run dispatched while PostgreSQL stops is started again, same run id, \
+            on another wrapper after its lease ends, and a wrapper whose heartbeats could not be \
+            recorded is declared lost with its running runs (measured in 4 runs: 0 violations \
+            twice, then 29 and 47 duplicate starts, 3 and 4 concurrent, 23 and 46 lost results)"]
+fn postgres_restarted_mid_load_keeps_every_guarantee() {
+    chaos("pg-restart", 32);
+}
