@@ -269,25 +269,37 @@ where
     Fut: Future<Output = Result<Resp, ApiError>> + Send,
 {
     let incoming = Incoming::of(&req);
-    let headers = intake::signature_headers(&req)
-        .map_err(|e| unauthorized(&incoming, "?", &e.to_string()))?;
-    let key = headers.app.clone();
-    let app = on_engine(api.clone(), move |api| async move {
-        Ok(api.directory.app_by_key(&key, api.clock.now_ms()).await?)
-    })
-    .await?
-    .ok_or_else(|| unauthorized(&incoming, &headers.app, "unknown app key"))?;
-    let body = api
-        .intake
-        .read_signed(&req, &mut body, &headers, app.secret.as_bytes(), &api.replay)
-        .await
-        .map_err(|e| match e {
-            IntakeError::Unauthorized(e) => unauthorized(&incoming, &headers.app, &e.to_string()),
-            e => {
-                tracing::warn!(path = %incoming.path, app = %headers.app, peer = ?incoming.peer, reason = %e, "refused request body");
-                ApiError::Body(e)
-            }
-        })?;
+    let preamble = async {
+        let headers = intake::signature_headers(&req)
+            .map_err(|e| unauthorized(&incoming, "?", &e.to_string()))?;
+        let key = headers.app.clone();
+        let app = on_engine(api.clone(), move |api| async move {
+            Ok(api.directory.app_by_key(&key, api.clock.now_ms()).await?)
+        })
+        .await?
+        .ok_or_else(|| unauthorized(&incoming, &headers.app, "unknown app key"))?;
+        let body = api
+            .intake
+            .read_signed(&req, &mut body, &headers, app.secret.as_bytes(), &api.replay)
+            .await
+            .map_err(|e| match e {
+                IntakeError::Unauthorized(e) => {
+                    unauthorized(&incoming, &headers.app, &e.to_string())
+                }
+                e => {
+                    tracing::warn!(path = %incoming.path, app = %headers.app, peer = ?incoming.peer, reason = %e, "refused request body");
+                    ApiError::Body(e)
+                }
+            })?;
+        Ok::<_, ApiError>((headers, app, body))
+    };
+    let (headers, app, body) = match preamble.await {
+        Ok(read) => read,
+        Err(e) => {
+            intake::close_after_answer(&req, body);
+            return Err(e);
+        }
+    };
     // Every log line of the work names the app by its key, `<tenant>.<app>`.
     let span = tracing::info_span!("callback", app = %headers.app);
     let answer = on_engine(api, move |api| async move {

@@ -7,10 +7,11 @@
 //!    malformed signature headers, a stale timestamp); the receiver then checks the app key,
 //!    still without reading the body.
 //! 2. [`Intake::read_signed`] reads the body: a declared `Content-Length` above the limit is
-//!    refused at once (413), the body must arrive within the read timeout (408), its bytes count
-//!    against a process-wide budget of unverified bytes until the signature over them is checked
-//!    (503 when the budget is spent), and the signature is computed as the pieces arrive. Only a
-//!    verified body leaves this module.
+//!    refused at once (413), so is a body without a declared length (411: chunked bodies are not
+//!    accepted), the declared length is taken from a process-wide budget of unverified bytes until
+//!    the signature over the body is checked (503 at once when the budget is spent), the body
+//!    must arrive within the read timeout (408), and the signature is computed as the pieces
+//!    arrive. Only a verified body leaves this module.
 //!
 //! So a flood of unsigned uploads costs a few KB each (they are answered from the headers), and
 //! uploads with plausible headers hold at most the budget between them, for at most the read
@@ -20,6 +21,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use actix_web::http::StatusCode;
+use actix_web::http::header::{CONTENT_LENGTH, TRANSFER_ENCODING};
 use actix_web::web::{Bytes, BytesMut, Payload};
 use actix_web::{HttpRequest, HttpResponse};
 use futures::StreamExt;
@@ -31,8 +33,8 @@ use crate::protocol::{
 /// Largest request body accepted, in bytes (16 MiB), on both ends of the protocol.
 pub const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
 
-/// Most bytes of bodies whose signature is not yet verified held at once by one process (24 MiB).
-pub const MAX_UNVERIFIED_BYTES: usize = 24 * 1024 * 1024;
+/// Most bytes of bodies whose signature is not yet verified held at once by one process (16 MiB).
+pub const MAX_UNVERIFIED_BYTES: usize = 16 * 1024 * 1024;
 
 /// How long a request body may take to arrive once its headers are read (10 s).
 pub const BODY_READ_TIMEOUT: Duration = Duration::from_secs(10);
@@ -52,6 +54,9 @@ pub enum IntakeError {
     /// Too many bodies are being received at once: 503, try again.
     #[error("too many request bodies are being received; try again")]
     Busy,
+    /// The body has no declared length (e.g. chunked transfer encoding): 411.
+    #[error("request body must be sent with a Content-Length (chunked bodies are not accepted)")]
+    LengthRequired,
     /// The body did not arrive within the read timeout: 408.
     #[error("request body did not arrive within {} ms", .0.as_millis())]
     TimedOut(Duration),
@@ -67,6 +72,7 @@ impl IntakeError {
             Self::Unauthorized(_) => ErrorCode::Unauthorized,
             Self::TooLarge { .. } => ErrorCode::TooLarge,
             Self::Busy => ErrorCode::Unavailable,
+            Self::LengthRequired => ErrorCode::LengthRequired,
             Self::TimedOut(_) => ErrorCode::Timeout,
             Self::Broken(_) => ErrorCode::Malformed,
         }
@@ -86,6 +92,21 @@ pub fn error_response(code: ErrorCode, message: impl Into<String>) -> HttpRespon
     HttpResponse::build(status)
         .force_close()
         .json(ErrorBody::new(code, message))
+}
+
+/// Keeps a refused request's unread body attached for a moment, so that the server closes the
+/// connection after the answer. (A body dropped unread is drained by the server when it is
+/// chunked — read and discarded for as long as the client keeps sending.) Call it with the
+/// payload of every refused request; it must run on the server's worker.
+pub fn close_after_answer(req: &HttpRequest, payload: Payload) {
+    if !req.headers().contains_key(TRANSFER_ENCODING) {
+        // A body of declared length left unread already makes the server close.
+        return;
+    }
+    actix_web::rt::spawn(async move {
+        actix_web::rt::time::sleep(Duration::from_millis(50)).await;
+        drop(payload);
+    });
 }
 
 /// The request's signature headers, checked as far as the headers alone allow (everything but
@@ -178,7 +199,8 @@ impl Intake {
 
     /// Reads the body of `req` and verifies it against `headers` (already checked by
     /// [`signature_headers`]) and `secret`, then refuses a replay through `replay`. The body is
-    /// returned only when the signature matches.
+    /// returned only when the signature matches. On failure, pass the payload to
+    /// [`close_after_answer`].
     pub async fn read_signed(
         &self,
         req: &HttpRequest,
@@ -187,29 +209,38 @@ impl Intake {
         secret: &[u8],
         replay: &ReplayGuard,
     ) -> Result<Bytes, IntakeError> {
-        if let Some(declared) = declared_length(req)
-            && declared > self.limit as u64
-        {
+        let declared = match declared_length(req) {
+            Some(n) => n,
+            None if req.headers().contains_key(TRANSFER_ENCODING) => {
+                return Err(IntakeError::LengthRequired);
+            }
+            None => 0,
+        };
+        if declared > self.limit {
             return Err(IntakeError::TooLarge { limit: self.limit });
         }
-        let mut check =
-            BodySignature::new(secret, req.method().as_str(), signed_path(req), headers);
+        // The whole declared length is taken from the budget before a byte is read, so a body
+        // that cannot be held is refused at once; memory is used only as the bytes arrive.
         let mut reserved = Reserved {
             intake: self,
             bytes: 0,
         };
+        if !reserved.take(declared) {
+            return Err(IntakeError::Busy);
+        }
+        let mut check =
+            BodySignature::new(secret, req.method().as_str(), signed_path(req), headers);
         let read = async {
-            let mut body = BytesMut::new();
+            let mut body = Blocks::expecting(declared);
             while let Some(piece) = payload.next().await {
                 let piece = piece.map_err(|e| IntakeError::Broken(e.to_string()))?;
-                if body.len() + piece.len() > self.limit {
-                    return Err(IntakeError::TooLarge { limit: self.limit });
-                }
-                if !reserved.take(piece.len()) {
-                    return Err(IntakeError::Busy);
+                if body.len + piece.len() > declared {
+                    return Err(IntakeError::Broken(
+                        "more bytes than the declared Content-Length".to_owned(),
+                    ));
                 }
                 check.update(&piece);
-                body.extend_from_slice(&piece);
+                body.push(&piece);
             }
             Ok(body)
         };
@@ -219,14 +250,66 @@ impl Intake {
         check.finish()?;
         drop(reserved);
         replay.check_and_remember(headers, unix_now())?;
-        Ok(body.freeze())
+        Ok(body.concat())
+    }
+}
+
+/// A body being received, copied into blocks of [`BLOCK_BYTES`] allocated as it grows: no
+/// buffer is ever reallocated (a growing buffer's copies and freed halves would make the
+/// process's memory grow well beyond the bytes held). The pieces handed over by the HTTP server are
+/// copied rather than kept, since a small piece can share a much larger read buffer.
+struct Blocks {
+    blocks: Vec<Vec<u8>>,
+    len: usize,
+    /// The declared length: no block is larger than what is still to come.
+    declared: usize,
+}
+
+/// Size of the blocks a body is received in.
+const BLOCK_BYTES: usize = 64 * 1024;
+
+impl Blocks {
+    fn expecting(declared: usize) -> Self {
+        Self {
+            blocks: Vec::new(),
+            len: 0,
+            declared,
+        }
+    }
+
+    /// Adds a piece; the caller has checked that it stays within the declared length.
+    fn push(&mut self, mut piece: &[u8]) {
+        while !piece.is_empty() {
+            let room = self.blocks.last().map_or(0, |b| b.capacity() - b.len());
+            if room == 0 {
+                let size = BLOCK_BYTES.min(self.declared.saturating_sub(self.len));
+                self.blocks
+                    .push(Vec::with_capacity(size.max(piece.len().min(BLOCK_BYTES))));
+                continue;
+            }
+            let n = room.min(piece.len());
+            if let Some(block) = self.blocks.last_mut() {
+                block.extend_from_slice(&piece[..n]);
+            }
+            self.len += n;
+            piece = &piece[n..];
+        }
+    }
+
+    /// The body in one buffer (made once the signature is verified).
+    fn concat(self) -> Bytes {
+        let mut out = BytesMut::with_capacity(self.len);
+        for block in self.blocks {
+            out.extend_from_slice(&block);
+        }
+        out.freeze()
     }
 }
 
 /// The `Content-Length` the request declares, if any.
-fn declared_length(req: &HttpRequest) -> Option<u64> {
+fn declared_length(req: &HttpRequest) -> Option<usize> {
     req.headers()
-        .get(actix_web::http::header::CONTENT_LENGTH)
+        .get(CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse().ok())
 }
@@ -237,21 +320,22 @@ mod tests {
 
     #[test]
     fn budget_is_given_back_when_a_reservation_ends() {
-        let intake = Intake::new(10, 15, BODY_READ_TIMEOUT);
+        const B: usize = BLOCK_BYTES;
+        let intake = Intake::new(B, 3 * B, BODY_READ_TIMEOUT);
         let mut first = Reserved {
             intake: &intake,
             bytes: 0,
         };
-        assert!(first.take(10));
+        assert!(first.take(2 * B));
         let mut second = Reserved {
             intake: &intake,
             bytes: 0,
         };
-        assert!(second.take(5));
-        assert!(!second.take(1), "the budget of 15 bytes is spent");
+        assert!(second.take(B));
+        assert!(!second.take(1), "the budget of three blocks is spent");
         drop(first);
-        assert_eq!(intake.unverified_bytes(), 5);
-        assert!(second.take(10));
+        assert_eq!(intake.unverified_bytes(), B);
+        assert!(second.take(2 * B));
         drop(second);
         assert_eq!(intake.unverified_bytes(), 0);
     }
@@ -266,6 +350,7 @@ mod tests {
             ),
             (IntakeError::TooLarge { limit: 1 }, 413, ErrorCode::TooLarge),
             (IntakeError::Busy, 503, ErrorCode::Unavailable),
+            (IntakeError::LengthRequired, 411, ErrorCode::LengthRequired),
             (
                 IntakeError::TimedOut(Duration::from_secs(1)),
                 408,

@@ -40,7 +40,7 @@ fn error(code: ErrorCode, message: impl Into<String>) -> HttpResponse {
 async fn signed_body(
     wrapper: &Wrapper,
     req: &HttpRequest,
-    payload: &mut web::Payload,
+    mut payload: web::Payload,
 ) -> Result<Bytes, HttpResponse> {
     let read = async {
         let headers = intake::signature_headers(req)?;
@@ -51,14 +51,18 @@ async fn signed_body(
             .intake
             .read_signed(
                 req,
-                payload,
+                &mut payload,
                 &headers,
                 wrapper.inner.client.signer().secret(),
                 &wrapper.inner.replay,
             )
             .await
     };
-    read.await.map_err(|e: IntakeError| {
+    let read = read.await;
+    if read.is_err() {
+        intake::close_after_answer(req, payload);
+    }
+    read.map_err(|e: IntakeError| {
         let peer = req
             .peer_addr()
             .map(|a| a.to_string())
@@ -104,10 +108,10 @@ fn accept_value(wrapper: &Wrapper, value: Value) -> RunAck {
 
 async fn start_run(
     req: HttpRequest,
-    mut payload: web::Payload,
+    payload: web::Payload,
     wrapper: web::Data<Wrapper>,
 ) -> HttpResponse {
-    let body = match signed_body(&wrapper, &req, &mut payload).await {
+    let body = match signed_body(&wrapper, &req, payload).await {
         Ok(body) => body,
         Err(refused) => return refused,
     };
@@ -125,10 +129,10 @@ struct BatchEnvelope {
 
 async fn start_batch(
     req: HttpRequest,
-    mut payload: web::Payload,
+    payload: web::Payload,
     wrapper: web::Data<Wrapper>,
 ) -> HttpResponse {
-    let body = match signed_body(&wrapper, &req, &mut payload).await {
+    let body = match signed_body(&wrapper, &req, payload).await {
         Ok(body) => body,
         Err(refused) => return refused,
     };
@@ -160,11 +164,11 @@ async fn start_batch(
 
 async fn cancel_run(
     req: HttpRequest,
-    mut payload: web::Payload,
+    payload: web::Payload,
     run_id: web::Path<String>,
     wrapper: web::Data<Wrapper>,
 ) -> HttpResponse {
-    let body = match signed_body(&wrapper, &req, &mut payload).await {
+    let body = match signed_body(&wrapper, &req, payload).await {
         Ok(body) => body,
         Err(refused) => return refused,
     };
@@ -199,10 +203,10 @@ async fn cancel_run(
 
 async fn health(
     req: HttpRequest,
-    mut payload: web::Payload,
+    payload: web::Payload,
     wrapper: web::Data<Wrapper>,
 ) -> HttpResponse {
-    if let Err(refused) = signed_body(&wrapper, &req, &mut payload).await {
+    if let Err(refused) = signed_body(&wrapper, &req, payload).await {
         return refused;
     }
     HttpResponse::Ok().json(wrapper.inner.health())

@@ -626,6 +626,8 @@ pub enum ErrorCode {
     NotFound,
     /// 408: the request body did not arrive in time.
     Timeout,
+    /// 411: the request has a body without a `Content-Length` (e.g. chunked).
+    LengthRequired,
     /// 413: the request body is larger than the receiver's limit.
     TooLarge,
     /// 503: the receiver cannot take the request now.
@@ -642,6 +644,7 @@ impl ErrorCode {
             Self::Malformed => 400,
             Self::NotFound => 404,
             Self::Timeout => 408,
+            Self::LengthRequired => 411,
             Self::TooLarge => 413,
             Self::Unavailable => 503,
             Self::Internal => 500,
