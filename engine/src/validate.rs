@@ -42,7 +42,9 @@ pub fn check_len(field: &str, value: &str, min: usize, max: usize) -> Result<(),
     Ok(())
 }
 
-/// Checks a short machine name: 1–63 of `a-z`, `0-9`, `-`, `_`, starting with a letter or digit.
+/// Checks a short machine name — a tenant, an app, a node group: 1–63 of `a-z`, `0-9`, `-`,
+/// `_`, starting with a letter or digit. Never a dot: the app key is `<tenant>.<app>`. The schema
+/// holds the same rule (migration 0002).
 pub fn check_slug(field: &str, value: &str) -> Result<(), FieldError> {
     check_len(field, value, 1, 63)?;
     let mut chars = value.chars();
@@ -85,6 +87,23 @@ pub fn check_base_url(field: &str, value: &str) -> Result<(), FieldError> {
         return Err(bad("must not contain a fragment (#...)"));
     }
     Ok(())
+}
+
+/// Checks a user name: 1–100 of `A-Z a-z 0-9 . _ @ + -` (an e-mail address fits). The schema
+/// holds the same rule (migration 0002).
+pub fn check_username(field: &str, value: &str) -> Result<(), FieldError> {
+    check_len(field, value, 1, 100)?;
+    let ok = value
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '@' | '+' | '-'));
+    if ok {
+        Ok(())
+    } else {
+        Err(FieldError::new(
+            field,
+            format!("{value:?} is not a valid user name: use letters, digits and . _ @ + -"),
+        ))
+    }
 }
 
 /// Checks that an optional number lies in `min..=max`.
@@ -135,6 +154,20 @@ mod tests {
             let err = check_base_url("base_url", bad).expect_err(bad);
             assert_eq!(err.field, "base_url");
             assert!(err.reason.contains(why), "{bad}: {}", err.reason);
+        }
+    }
+
+    #[test]
+    fn tenant_and_app_names_never_contain_a_dot() {
+        assert!(check_slug("name", "acme.billing").is_err());
+        assert!(check_slug("name", "acme_billing-2").is_ok());
+    }
+
+    #[test]
+    fn user_names_are_letters_digits_and_a_few_signs() {
+        assert!(check_username("username", "alice.smith+ops@example.com").is_ok());
+        for bad in ["", "alice smith", "alice\n", "ali:ce", "élise"] {
+            assert!(check_username("username", bad).is_err(), "{bad:?}");
         }
     }
 
