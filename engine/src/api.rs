@@ -1,7 +1,9 @@
 //! The callback API every engine node serves to wrappers (any node accepts any callback; they
 //! share the database): executor register / heartbeat / deregister, results and progress.
 //! Every request is signed with the app's secret (`X-Mthpt-App: <tenant>.<app>`); unsigned,
-//! forged, stale or replayed requests get 401 and are logged.
+//! forged, stale or replayed requests get 401 and are logged. The signature headers and the app
+//! key are checked before the body is read, and bodies are read within the limits of
+//! [`mthpt_wrapper::intake`] (size, read timeout, budget of unverified bytes).
 //!
 //! Results are idempotent: a result for a run that is already final is acknowledged
 //! (`duplicate`) and changes nothing; one for an unknown run (or another app's) is `rejected`.
@@ -14,15 +16,17 @@ use std::sync::Arc;
 
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, ResponseError, web};
+use mthpt_wrapper::intake::{self, Intake, IntakeError};
 use mthpt_wrapper::protocol::{
     self, DeregisterRequest, DeregisterResponse, ErrorBody, ErrorCode, HeartbeatRequest,
     HeartbeatResponse, ItemAck, ItemStatus, LogStream, Outcome, ProgressBatch,
     ProgressBatchResponse, RegisterRequest, RegisterResponse, ReplayGuard, ResultBatch,
-    ResultBatchResponse, SignatureHeaders, unix_now,
+    ResultBatchResponse,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio::sync::oneshot;
+use tracing::Instrument;
 
 use crate::app::{App, AppId, ExecutorHeartbeat, ExecutorRegistration, ExecutorState};
 use crate::clock::Clock;
@@ -162,6 +166,8 @@ pub struct CallbackApi {
     clock: Arc<dyn Clock>,
     directory: Arc<Directory>,
     replay: ReplayGuard,
+    /// Limits of request bodies, shared by every callback worker.
+    intake: Intake,
     heartbeat_interval_ms: u64,
     /// The engine's runtime, which owns the database connections (`None`: built outside one).
     runtime: Option<tokio::runtime::Handle>,
@@ -182,58 +188,37 @@ impl CallbackApi {
             clock,
             directory,
             replay: ReplayGuard::new(),
+            intake: Intake::default(),
             heartbeat_interval_ms,
             runtime: tokio::runtime::Handle::try_current().ok(),
             results: ResultWriter::default(),
         }
     }
 
-    /// Registers the routes (paths under `/mthpt/v1`).
+    /// Registers the routes (paths under `/mthpt/v1`); any other path gets a 404 error body.
     pub fn configure(api: web::Data<CallbackApi>) -> impl FnOnce(&mut web::ServiceConfig) {
         move |cfg| {
             cfg.app_data(api)
-                .app_data(web::PayloadConfig::new(16 * 1024 * 1024))
                 .route(protocol::paths::REGISTER, web::post().to(register))
                 .route(protocol::paths::HEARTBEAT, web::post().to(heartbeat))
                 .route(protocol::paths::DEREGISTER, web::post().to(deregister))
                 .route(protocol::paths::RESULTS, web::post().to(results))
-                .route(protocol::paths::PROGRESS, web::post().to(progress));
+                .route(protocol::paths::PROGRESS, web::post().to(progress))
+                .default_service(web::to(unknown_path));
         }
-    }
-
-    /// The app that signed the request.
-    async fn authenticate(&self, req: &Incoming, body: &[u8]) -> Result<App, ApiError> {
-        let headers = match &req.headers {
-            Ok(h) => h,
-            Err(why) => return Err(unauthorized(req, "?", why)),
-        };
-        let app = self
-            .directory
-            .app_by_key(&headers.app, self.clock.now_ms())
-            .await?;
-        let Some(app) = app else {
-            return Err(unauthorized(req, &headers.app, "unknown app key"));
-        };
-        self.replay
-            .verify(
-                app.secret.as_bytes(),
-                &req.method,
-                &req.path,
-                headers,
-                body,
-                unix_now(),
-            )
-            .map_err(|e| unauthorized(req, &headers.app, &e.to_string()))?;
-        Ok(app)
     }
 }
 
-/// What authenticating a callback needs of its HTTP request, taken before the work moves to
-/// the engine's runtime.
+async fn unknown_path(req: HttpRequest) -> HttpResponse {
+    intake::error_response(
+        ErrorCode::NotFound,
+        format!("no endpoint {} {}", req.method(), req.path()),
+    )
+}
+
+/// What authenticating a callback needs of its HTTP request, for logging refusals.
 #[derive(Debug)]
 struct Incoming {
-    headers: Result<SignatureHeaders, String>,
-    method: String,
     /// Path and query, as signed.
     path: String,
     peer: Option<std::net::SocketAddr>,
@@ -242,15 +227,7 @@ struct Incoming {
 impl Incoming {
     fn of(req: &HttpRequest) -> Self {
         Self {
-            headers: SignatureHeaders::from_lookup(|name| {
-                req.headers().get(name).and_then(|v| v.to_str().ok())
-            })
-            .map_err(|e| e.to_string()),
-            method: req.method().as_str().to_owned(),
-            path: req
-                .uri()
-                .path_and_query()
-                .map_or_else(|| req.path().to_owned(), |p| p.as_str().to_owned()),
+            path: intake::signed_path(req).to_owned(),
             peer: req.peer_addr(),
         }
     }
@@ -276,11 +253,12 @@ where
     }
 }
 
-/// A signed callback: authenticates the request, parses its body as `Req` and runs `work` on the
-/// engine's runtime; its answer is the JSON response.
+/// A signed callback: checks the signature headers and the app key from the headers alone, then
+/// reads and verifies the body (see [`mthpt_wrapper::intake`]), parses it as `Req` and runs
+/// `work` on the engine's runtime; its answer is the JSON response.
 async fn signed<Req, Resp, F, Fut>(
     req: HttpRequest,
-    body: web::Bytes,
+    mut body: web::Payload,
     api: web::Data<CallbackApi>,
     work: F,
 ) -> Result<HttpResponse, ApiError>
@@ -291,10 +269,42 @@ where
     Fut: Future<Output = Result<Resp, ApiError>> + Send,
 {
     let incoming = Incoming::of(&req);
+    let preamble = async {
+        let headers = intake::signature_headers(&req)
+            .map_err(|e| unauthorized(&incoming, "?", &e.to_string()))?;
+        let key = headers.app.clone();
+        let app = on_engine(api.clone(), move |api| async move {
+            Ok(api.directory.app_by_key(&key, api.clock.now_ms()).await?)
+        })
+        .await?
+        .ok_or_else(|| unauthorized(&incoming, &headers.app, "unknown app key"))?;
+        let body = api
+            .intake
+            .read_signed(&req, &mut body, &headers, app.secret.as_bytes(), &api.replay)
+            .await
+            .map_err(|e| match e {
+                IntakeError::Unauthorized(e) => {
+                    unauthorized(&incoming, &headers.app, &e.to_string())
+                }
+                e => {
+                    tracing::warn!(path = %incoming.path, app = %headers.app, peer = ?incoming.peer, reason = %e, "refused request body");
+                    ApiError::Body(e)
+                }
+            })?;
+        Ok::<_, ApiError>((headers, app, body))
+    };
+    let (headers, app, body) = match preamble.await {
+        Ok(read) => read,
+        Err(e) => {
+            intake::close_after_answer(&req, body);
+            return Err(e);
+        }
+    };
+    // Every log line of the work names the app by its key, `<tenant>.<app>`.
+    let span = tracing::info_span!("callback", app = %headers.app);
     let answer = on_engine(api, move |api| async move {
-        let app = api.authenticate(&incoming, &body).await?;
         let request: Req = parse(&body)?;
-        work(api, app, request).await
+        work(api, app, request).instrument(span).await
     })
     .await?;
     ok(&answer)
@@ -309,6 +319,10 @@ pub enum ApiError {
     /// Not a valid request body: 400.
     #[error("{0}")]
     Malformed(String),
+    /// The body could not be read within the limits: too large (413), too slow (408), too
+    /// many bodies being received (503) or broken framing (400).
+    #[error("{0}")]
+    Body(IntakeError),
     /// The database cannot take it now; the wrapper keeps it and retries: 503.
     #[error("the engine's database is unavailable; try again")]
     Unavailable(#[source] StoreError),
@@ -319,6 +333,7 @@ impl ApiError {
         match self {
             ApiError::Unauthorized(_) => ErrorCode::Unauthorized,
             ApiError::Malformed(_) => ErrorCode::Malformed,
+            ApiError::Body(e) => e.code(),
             ApiError::Unavailable(_) => ErrorCode::Unavailable,
         }
     }
@@ -330,7 +345,14 @@ impl ResponseError for ApiError {
     }
 
     fn error_response(&self) -> HttpResponse {
-        HttpResponse::build(self.status_code()).json(ErrorBody::new(self.code(), self.to_string()))
+        match self {
+            // The body may be unread: close the connection rather than read on.
+            ApiError::Unauthorized(_) | ApiError::Body(_) => {
+                intake::error_response(self.code(), self.to_string())
+            }
+            _ => HttpResponse::build(self.status_code())
+                .json(ErrorBody::new(self.code(), self.to_string())),
+        }
     }
 }
 
@@ -361,38 +383,43 @@ fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
 
 async fn register(
     req: HttpRequest,
-    body: web::Bytes,
+    body: web::Payload,
     api: web::Data<CallbackApi>,
 ) -> Result<HttpResponse, ApiError> {
-    signed(req, body, api, move |api, app, reg: RegisterRequest| async move {
-        let registration = ExecutorRegistration {
-            app_id: app.id,
-            instance_id: reg.instance_id,
-            base_url: reg.base_url,
-            capacity: i32::try_from(reg.capacity).unwrap_or(i32::MAX),
-            handlers: reg.handlers.into_iter().map(|h| h.name).collect(),
-            labels: reg.labels,
-        };
-        let now = api.clock.now_ms();
-        let mut tx = api.store.begin().await?;
-        let e = tx.register_executor(&registration, now).await?;
-        tx.commit().await?;
-        api.directory.invalidate(app.id);
-        tracing::info!(
-            app = %app.name, instance = %e.instance_id, url = %e.base_url, capacity = e.capacity,
-            "executor registered"
-        );
-        Ok(RegisterResponse {
-            instance_id: e.instance_id,
-            heartbeat_interval_ms: Some(api.heartbeat_interval_ms),
-        })
-    })
+    signed(
+        req,
+        body,
+        api,
+        move |api, app, reg: RegisterRequest| async move {
+            let registration = ExecutorRegistration {
+                app_id: app.id,
+                instance_id: reg.instance_id,
+                base_url: reg.base_url,
+                capacity: i32::try_from(reg.capacity).unwrap_or(i32::MAX),
+                handlers: reg.handlers.into_iter().map(|h| h.name).collect(),
+                labels: reg.labels,
+            };
+            let now = api.clock.now_ms();
+            let mut tx = api.store.begin().await?;
+            let e = tx.register_executor(&registration, now).await?;
+            tx.commit().await?;
+            api.directory.invalidate(app.id);
+            tracing::info!(
+                instance = %e.instance_id, url = %e.base_url, capacity = e.capacity,
+                "executor registered"
+            );
+            Ok(RegisterResponse {
+                instance_id: e.instance_id,
+                heartbeat_interval_ms: Some(api.heartbeat_interval_ms),
+            })
+        },
+    )
     .await
 }
 
 async fn heartbeat(
     req: HttpRequest,
-    body: web::Bytes,
+    body: web::Payload,
     api: web::Data<CallbackApi>,
 ) -> Result<HttpResponse, ApiError> {
     signed(
@@ -462,7 +489,7 @@ async fn heartbeat(
 
 async fn deregister(
     req: HttpRequest,
-    body: web::Bytes,
+    body: web::Payload,
     api: web::Data<CallbackApi>,
 ) -> Result<HttpResponse, ApiError> {
     signed(
@@ -478,7 +505,7 @@ async fn deregister(
             tx.commit().await?;
             api.directory.invalidate(app.id);
             tracing::info!(
-                app = %app.name, instance = %dereg.instance_id, reason = %dereg.reason,
+                instance = %dereg.instance_id, reason = %dereg.reason,
                 "executor deregistered"
             );
             Ok(DeregisterResponse { known: e.is_some() })
@@ -511,7 +538,7 @@ fn finish_of(r: protocol::RunResult) -> Finish {
 
 async fn results(
     req: HttpRequest,
-    body: web::Bytes,
+    body: web::Payload,
     api: web::Data<CallbackApi>,
 ) -> Result<HttpResponse, ApiError> {
     signed(
@@ -561,7 +588,7 @@ async fn results(
 
 async fn progress(
     req: HttpRequest,
-    body: web::Bytes,
+    body: web::Payload,
     api: web::Data<CallbackApi>,
 ) -> Result<HttpResponse, ApiError> {
     signed(

@@ -7,7 +7,7 @@ use sqlx::types::Json;
 
 use crate::macros::{id_type, text_enum};
 use crate::tenant::TenantId;
-use crate::validate::{FieldError, check_len, check_range, check_slug};
+use crate::validate::{FieldError, check_base_url, check_len, check_range, check_slug};
 
 id_type!(
     /// Identifies an app.
@@ -112,12 +112,7 @@ impl ExecutorRegistration {
     pub fn validate(&self) -> Result<(), FieldError> {
         check_len("instance_id", &self.instance_id, 1, 200)?;
         check_len("base_url", &self.base_url, 1, 2000)?;
-        if !(self.base_url.starts_with("http://") || self.base_url.starts_with("https://")) {
-            return Err(FieldError::new(
-                "base_url",
-                format!("{:?} must start with http:// or https://", self.base_url),
-            ));
-        }
+        check_base_url("base_url", &self.base_url)?;
         check_range("capacity", i64::from(self.capacity), 0, 1_000_000)?;
         for h in &self.handlers {
             check_len("handlers", h, 1, 200)?;

@@ -307,6 +307,11 @@ impl EngineNode {
                 )
         })
         .workers(shared.config.callback_workers)
+        // Headers must arrive quickly and idle connections do not linger; bodies have their own
+        // read timeout and size limits (`mthpt_wrapper::intake`).
+        .keep_alive(std::time::Duration::from_secs(5))
+        .client_request_timeout(std::time::Duration::from_secs(5))
+        .client_disconnect_timeout(std::time::Duration::from_secs(1))
         .disable_signals()
         .shutdown_timeout(5)
         .listen(listener)

@@ -7,7 +7,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::macros::{id_type, text_enum};
-use crate::validate::{FieldError, check_len, check_slug};
+use crate::validate::{FieldError, check_len, check_slug, check_username};
 
 id_type!(
     /// Identifies a tenant.
@@ -29,7 +29,8 @@ pub const DEFAULT_NODE_GROUP: &str = "default";
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, sqlx::FromRow)]
 pub struct Tenant {
     pub id: TenantId,
-    /// Short unique name (`[a-z0-9][a-z0-9-]*`), used in URLs and AMQP routing keys.
+    /// Short unique name (1–63 of `a-z 0-9 - _`, starting with a letter or digit; never a dot,
+    /// since the app key is `<tenant>.<app>`), used in URLs and AMQP routing keys.
     pub name: String,
     pub display_name: String,
     /// The engine node group that schedules this tenant's runs.
@@ -128,10 +129,7 @@ pub struct NewUser {
 impl NewUser {
     /// Checks the fields and that operators have no tenant and everybody else has one.
     pub fn validate(&self) -> Result<(), FieldError> {
-        check_len("username", &self.username, 1, 100)?;
-        if self.username.chars().any(char::is_whitespace) {
-            return Err(FieldError::new("username", "must not contain whitespace"));
-        }
+        check_username("username", &self.username)?;
         check_len("password_hash", &self.password_hash, 1, 1000)?;
         match (self.role, self.tenant_id) {
             (Role::Operator, Some(_)) => Err(FieldError::new(

@@ -42,7 +42,9 @@ pub fn check_len(field: &str, value: &str, min: usize, max: usize) -> Result<(),
     Ok(())
 }
 
-/// Checks a short machine name: 1–63 of `a-z`, `0-9`, `-`, `_`, starting with a letter or digit.
+/// Checks a short machine name — a tenant, an app, a node group: 1–63 of `a-z`, `0-9`, `-`,
+/// `_`, starting with a letter or digit. Never a dot: the app key is `<tenant>.<app>`. The schema
+/// holds the same rule (migration 0002).
 pub fn check_slug(field: &str, value: &str) -> Result<(), FieldError> {
     check_len(field, value, 1, 63)?;
     let mut chars = value.chars();
@@ -59,6 +61,47 @@ pub fn check_slug(field: &str, value: &str) -> Result<(), FieldError> {
             format!(
                 "{value:?} is not a valid name: use lower-case letters, digits, '-' and '_', starting with a letter or digit"
             ),
+        ))
+    }
+}
+
+/// Checks an executor's base URL: `http` or `https`, a host, an optional port and path, and
+/// nothing else. User-info, a query or a fragment would be carried into every signed request
+/// the engine sends there (or change what is signed), so they are refused.
+pub fn check_base_url(field: &str, value: &str) -> Result<(), FieldError> {
+    let bad = |why: &str| FieldError::new(field, format!("{value:?} {why}"));
+    if !(value.starts_with("http://") || value.starts_with("https://")) {
+        return Err(bad("must start with http:// or https://"));
+    }
+    let url = reqwest::Url::parse(value).map_err(|e| bad(&format!("is not a URL: {e}")))?;
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(bad("has no host"));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(bad("must not contain user-info (user:password@)"));
+    }
+    if url.query().is_some() || value.contains('?') {
+        return Err(bad("must not contain a query (?...)"));
+    }
+    if url.fragment().is_some() || value.contains('#') {
+        return Err(bad("must not contain a fragment (#...)"));
+    }
+    Ok(())
+}
+
+/// Checks a user name: 1–100 of `A-Z a-z 0-9 . _ @ + -` (an e-mail address fits). The schema
+/// holds the same rule (migration 0002).
+pub fn check_username(field: &str, value: &str) -> Result<(), FieldError> {
+    check_len(field, value, 1, 100)?;
+    let ok = value
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '@' | '+' | '-'));
+    if ok {
+        Ok(())
+    } else {
+        Err(FieldError::new(
+            field,
+            format!("{value:?} is not a valid user name: use letters, digits and . _ @ + -"),
         ))
     }
 }
@@ -87,6 +130,45 @@ mod tests {
         assert!(check_slug("name", "-x").is_err());
         assert!(check_slug("name", "").unwrap_err().reason.contains("empty"));
         assert!(check_slug("name", &"a".repeat(64)).is_err());
+    }
+
+    #[test]
+    fn base_url_is_scheme_host_port_and_path_only() {
+        for ok in [
+            "http://10.0.0.5:9010",
+            "https://jobs.example.com/mthpt-prefix",
+            "http://[::1]:8080/",
+        ] {
+            assert_eq!(check_base_url("base_url", ok), Ok(()), "{ok}");
+        }
+        for (bad, why) in [
+            ("http://10.0.0.5:9010/?x=1", "query"),
+            ("http://10.0.0.5:9010/p?", "query"),
+            ("http://10.0.0.5:9010/#top", "fragment"),
+            ("http://user:pw@10.0.0.5:9010", "user-info"),
+            ("http://user@10.0.0.5:9010", "user-info"),
+            ("ftp://10.0.0.5", "http:// or https://"),
+            ("10.0.0.5:9010", "http:// or https://"),
+            ("http://exa mple.com", "is not a URL"),
+        ] {
+            let err = check_base_url("base_url", bad).expect_err(bad);
+            assert_eq!(err.field, "base_url");
+            assert!(err.reason.contains(why), "{bad}: {}", err.reason);
+        }
+    }
+
+    #[test]
+    fn tenant_and_app_names_never_contain_a_dot() {
+        assert!(check_slug("name", "acme.billing").is_err());
+        assert!(check_slug("name", "acme_billing-2").is_ok());
+    }
+
+    #[test]
+    fn user_names_are_letters_digits_and_a_few_signs() {
+        assert!(check_username("username", "alice.smith+ops@example.com").is_ok());
+        for bad in ["", "alice smith", "alice\n", "ali:ce", "élise"] {
+            assert!(check_username("username", bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

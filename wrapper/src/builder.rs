@@ -13,6 +13,7 @@ use crate::builtin::{self, ShellOptions};
 use crate::client::{ClientError, SignedClient, join_url};
 use crate::context::RunContext;
 use crate::handler::{Handler, HandlerResult};
+use crate::intake::Intake;
 use crate::protocol::Signer;
 use crate::runtime::{Inner, InnerParts, Settings};
 use crate::spool::{Spool, SpoolError};
@@ -116,6 +117,7 @@ pub struct WrapperBuilder {
     duplicate: Option<String>,
     shell: Option<ShellOptions>,
     http: bool,
+    intake: Intake,
 }
 
 impl WrapperBuilder {
@@ -144,7 +146,24 @@ impl WrapperBuilder {
             duplicate: None,
             shell: None,
             http: false,
+            intake: Intake::default(),
         }
+    }
+
+    /// Limits on the request bodies the run API reads: at most `max_body` bytes per request,
+    /// at most `max_unverified` bytes of bodies whose signature is not yet checked held at once
+    /// (more gets 503), and each body within `read_timeout` of its headers (else 408). Defaults:
+    /// [`MAX_BODY_BYTES`](crate::intake::MAX_BODY_BYTES),
+    /// [`MAX_UNVERIFIED_BYTES`](crate::intake::MAX_UNVERIFIED_BYTES),
+    /// [`BODY_READ_TIMEOUT`](crate::intake::BODY_READ_TIMEOUT).
+    pub fn body_limits(
+        mut self,
+        max_body: usize,
+        max_unverified: usize,
+        read_timeout: Duration,
+    ) -> Self {
+        self.intake = Intake::new(max_body, max_unverified, read_timeout);
+        self
     }
 
     /// Adds an engine base URL (e.g. `http://engine-1:8080`). Calls go to one engine at a time
@@ -410,6 +429,9 @@ impl WrapperBuilder {
             spool = %inner.spool.dir().display(),
             "wrapper started"
         );
-        Ok(Wrapper { inner })
+        Ok(Wrapper {
+            inner,
+            intake: Arc::new(self.intake),
+        })
     }
 }

@@ -82,6 +82,7 @@ pub mod builtin;
 pub mod client;
 mod context;
 mod handler;
+pub mod intake;
 pub mod protocol;
 mod routes;
 mod runtime;
@@ -105,10 +106,19 @@ use runtime::Inner;
 /// The version of this crate, reported at registration and in health answers.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
+/// How long an idle connection from an engine is kept open.
+const KEEP_ALIVE: Duration = Duration::from_secs(5);
+/// How long a client may take to send a request's headers.
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a closing connection may take to shut down.
+const DISCONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+
 /// A running wrapper. Cheap to clone; every clone is the same instance.
 #[derive(Debug, Clone)]
 pub struct Wrapper {
     inner: Arc<Inner>,
+    /// Limits of the run API's request bodies, shared by every server worker.
+    intake: Arc<intake::Intake>,
 }
 
 impl Wrapper {
@@ -124,7 +134,9 @@ impl Wrapper {
     }
 
     /// An HTTP server with only the protocol endpoints, on an already bound listener (bind to
-    /// port 0 and read `local_addr()` first to get a free port). OS signals are not handled: call
+    /// port 0 and read `local_addr()` first to get a free port). Headers must arrive within 5 s
+    /// and idle connections are closed after 5 s; bodies are bounded by the
+    /// [`body_limits`](WrapperBuilder::body_limits). OS signals are not handled: call
     /// [`shutdown`](Self::shutdown), then stop the server through its handle.
     pub fn http_server(&self, listener: TcpListener) -> std::io::Result<actix_web::dev::Server> {
         let wrapper = self.clone();
@@ -132,6 +144,9 @@ impl Wrapper {
             actix_web::HttpServer::new(move || actix_web::App::new().service(wrapper.scope()))
                 .backlog(4096)
                 .max_connections(25_000)
+                .keep_alive(KEEP_ALIVE)
+                .client_request_timeout(HEADER_READ_TIMEOUT)
+                .client_disconnect_timeout(DISCONNECT_TIMEOUT)
                 .disable_signals()
                 .shutdown_timeout(5)
                 .listen(listener)?

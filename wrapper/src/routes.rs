@@ -1,68 +1,88 @@
-//! The actix-web endpoints the engine calls.
+//! The actix-web endpoints the engine calls. Every request is refused from its headers alone
+//! when its signature headers are missing, repeated, malformed, stale or name another app; only
+//! then is its body read, within the limits of [`crate::intake`].
 
 use actix_web::http::StatusCode;
+use actix_web::web::Bytes;
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde::Deserialize;
 use serde_json::Value;
 
 use crate::Wrapper;
 use crate::context::CancelReason;
+use crate::intake::{self, IntakeError};
 use crate::protocol::{
     AckStatus, CancelRequest, CancelStatus, ErrorBody, ErrorCode, MAX_BATCH_ITEMS, RunAck,
-    RunBatchResponse, RunId, RunRequest, SignatureError, SignatureHeaders, paths,
+    RunBatchResponse, RunId, RunRequest, SignatureError, paths,
 };
-
-/// Largest request body accepted, in bytes (a full batch of runs with sizeable params).
-const MAX_BODY_BYTES: usize = 32 * 1024 * 1024;
 
 pub(crate) fn scope(wrapper: Wrapper) -> actix_web::Scope {
     web::scope(paths::PREFIX)
         .app_data(web::Data::new(wrapper))
-        .app_data(web::PayloadConfig::new(MAX_BODY_BYTES))
         .route("/runs", web::post().to(start_run))
         .route("/runs/batch", web::post().to(start_batch))
         .route("/runs/{run_id}/cancel", web::post().to(cancel_run))
         .route("/health", web::get().to(health))
+        .default_service(web::to(unknown_path))
 }
 
 fn status(code: u16) -> StatusCode {
     StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
 }
 
+/// An error answer to a request whose body was read (the connection stays usable).
 fn error(code: ErrorCode, message: impl Into<String>) -> HttpResponse {
     HttpResponse::build(status(code.http_status())).json(ErrorBody::new(code, message))
 }
 
-/// Checks the request's signature; on failure, the 401 answer to send.
-fn refusal(wrapper: &Wrapper, req: &HttpRequest, body: &[u8]) -> Option<HttpResponse> {
-    let inner = &wrapper.inner;
-    let path = req
-        .uri()
-        .path_and_query()
-        .map_or(req.uri().path(), |p| p.as_str());
-    let checked =
-        SignatureHeaders::from_lookup(|name| req.headers().get(name).and_then(|v| v.to_str().ok()))
-            .and_then(|headers| {
-                if headers.app != inner.settings.app {
-                    return Err(SignatureError::UnknownApp(headers.app));
-                }
-                inner.replay.verify(
-                    inner.client.signer().secret(),
-                    req.method().as_str(),
-                    path,
-                    &headers,
-                    body,
-                    crate::protocol::unix_now(),
-                )
-            });
-    checked.err().map(|e| {
+/// Checks the request's signature headers, then reads and verifies its body; on failure, the
+/// answer to send (the protocol's error body).
+async fn signed_body(
+    wrapper: &Wrapper,
+    req: &HttpRequest,
+    mut payload: web::Payload,
+) -> Result<Bytes, HttpResponse> {
+    let read = async {
+        let headers = intake::signature_headers(req)?;
+        if headers.app != wrapper.inner.settings.app {
+            return Err(SignatureError::UnknownApp(headers.app).into());
+        }
+        wrapper
+            .intake
+            .read_signed(
+                req,
+                &mut payload,
+                &headers,
+                wrapper.inner.client.signer().secret(),
+                &wrapper.inner.replay,
+            )
+            .await
+    };
+    let read = read.await;
+    if read.is_err() {
+        intake::close_after_answer(req, payload);
+    }
+    read.map_err(|e: IntakeError| {
         let peer = req
             .peer_addr()
             .map(|a| a.to_string())
             .unwrap_or_else(|| "unknown".to_owned());
-        tracing::warn!(%peer, method = %req.method(), %path, reason = %e, "refused unsigned or badly signed request");
-        error(ErrorCode::Unauthorized, e.to_string())
+        let path = intake::signed_path(req);
+        match &e {
+            IntakeError::Unauthorized(_) => {
+                tracing::warn!(%peer, method = %req.method(), %path, reason = %e, "refused unsigned or badly signed request");
+            }
+            _ => tracing::warn!(%peer, method = %req.method(), %path, reason = %e, "refused request body"),
+        }
+        e.response()
     })
+}
+
+async fn unknown_path(req: HttpRequest) -> HttpResponse {
+    intake::error_response(
+        ErrorCode::NotFound,
+        format!("no endpoint {} {}", req.method(), req.path()),
+    )
 }
 
 fn run_id_of(value: &Value) -> Option<RunId> {
@@ -88,12 +108,13 @@ fn accept_value(wrapper: &Wrapper, value: Value) -> RunAck {
 
 async fn start_run(
     req: HttpRequest,
-    body: web::Bytes,
+    payload: web::Payload,
     wrapper: web::Data<Wrapper>,
 ) -> HttpResponse {
-    if let Some(refused) = refusal(&wrapper, &req, &body) {
-        return refused;
-    }
+    let body = match signed_body(&wrapper, &req, payload).await {
+        Ok(body) => body,
+        Err(refused) => return refused,
+    };
     let ack = match serde_json::from_slice::<Value>(&body) {
         Ok(value) => accept_value(&wrapper, value),
         Err(e) => malformed(None, e),
@@ -108,12 +129,13 @@ struct BatchEnvelope {
 
 async fn start_batch(
     req: HttpRequest,
-    body: web::Bytes,
+    payload: web::Payload,
     wrapper: web::Data<Wrapper>,
 ) -> HttpResponse {
-    if let Some(refused) = refusal(&wrapper, &req, &body) {
-        return refused;
-    }
+    let body = match signed_body(&wrapper, &req, payload).await {
+        Ok(body) => body,
+        Err(refused) => return refused,
+    };
     let envelope = match serde_json::from_slice::<BatchEnvelope>(&body) {
         Ok(envelope) => envelope,
         Err(e) => {
@@ -142,13 +164,14 @@ async fn start_batch(
 
 async fn cancel_run(
     req: HttpRequest,
-    body: web::Bytes,
+    payload: web::Payload,
     run_id: web::Path<String>,
     wrapper: web::Data<Wrapper>,
 ) -> HttpResponse {
-    if let Some(refused) = refusal(&wrapper, &req, &body) {
-        return refused;
-    }
+    let body = match signed_body(&wrapper, &req, payload).await {
+        Ok(body) => body,
+        Err(refused) => return refused,
+    };
     let Ok(run_id) = run_id.parse::<RunId>() else {
         return error(
             ErrorCode::Malformed,
@@ -178,8 +201,12 @@ async fn cancel_run(
     HttpResponse::build(code).json(answer)
 }
 
-async fn health(req: HttpRequest, body: web::Bytes, wrapper: web::Data<Wrapper>) -> HttpResponse {
-    if let Some(refused) = refusal(&wrapper, &req, &body) {
+async fn health(
+    req: HttpRequest,
+    payload: web::Payload,
+    wrapper: web::Data<Wrapper>,
+) -> HttpResponse {
+    if let Err(refused) = signed_body(&wrapper, &req, payload).await {
         return refused;
     }
     HttpResponse::Ok().json(wrapper.inner.health())

@@ -12,8 +12,9 @@ use mthpt_wrapper::{BuildError, ShellOptions, Wrapper};
 /// Options of `mthpt wrapper`.
 #[derive(Debug, clap::Args)]
 pub struct WrapperArgs {
-    /// App name; the engines know this app's secret.
-    #[arg(long, env = "MTHPT_APP", value_name = "NAME")]
+    /// App key `<tenant>.<app>` (e.g. `acme.ops`: app `ops` of tenant `acme`); the engines
+    /// know this app's secret.
+    #[arg(long, env = "MTHPT_APP", value_name = "TENANT.APP")]
     pub app: String,
 
     /// File holding the app's signing secret (leading and trailing whitespace is ignored).

@@ -21,8 +21,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use signing::{
-    MAX_CLOCK_SKEW_SECS, ReplayGuard, SignatureError, SignatureHeaders, Signer, canonical_string,
-    signature_hex, unix_now, verify_signature,
+    BodySignature, MAX_CLOCK_SKEW_SECS, ReplayGuard, SignatureError, SignatureHeaders, Signer,
+    canonical_string, signature_hex, unix_now, verify_signature,
 };
 
 /// Identifier of a run: the idempotency key a handler can rely on.
@@ -624,6 +624,12 @@ pub enum ErrorCode {
     Malformed,
     /// 404: no such resource (e.g. unknown run).
     NotFound,
+    /// 408: the request body did not arrive in time.
+    Timeout,
+    /// 411: the request has a body without a `Content-Length` (e.g. chunked).
+    LengthRequired,
+    /// 413: the request body is larger than the receiver's limit.
+    TooLarge,
     /// 503: the receiver cannot take the request now.
     Unavailable,
     /// 500: the receiver failed; details are in its log.
@@ -637,6 +643,9 @@ impl ErrorCode {
             Self::Unauthorized => 401,
             Self::Malformed => 400,
             Self::NotFound => 404,
+            Self::Timeout => 408,
+            Self::LengthRequired => 411,
+            Self::TooLarge => 413,
             Self::Unavailable => 503,
             Self::Internal => 500,
         }

@@ -10,6 +10,14 @@
 //! A receiver accepts a request when the signature matches (compared in constant time), the
 //! timestamp is within [`MAX_CLOCK_SKEW_SECS`] of its own clock, and the app + nonce pair was not
 //! seen while that timestamp is in the window ([`ReplayGuard`]). Retries use a fresh nonce.
+//!
+//! Ambiguous requests are refused rather than interpreted: each signature header must appear
+//! exactly once, the timestamp must be the canonical decimal form (digits only, no sign, no
+//! leading zero), and the signature exactly 64 lower-case hex digits. Because only the canonical
+//! timestamp text is accepted, the text that is verified is byte for byte the text received.
+//! Everything but the HMAC itself is checked from the headers alone
+//! ([`SignatureHeaders::check_before_body`]), so a receiver can refuse a request before reading
+//! its body.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -36,8 +44,13 @@ pub enum SignatureError {
     /// A signature header is absent or not visible ASCII.
     #[error("missing or unreadable header {0}")]
     MissingHeader(&'static str),
-    /// The timestamp header is not a decimal integer.
-    #[error("header X-Mthpt-Timestamp is not a Unix time in seconds: {0:?}")]
+    /// A signature header appears more than once.
+    #[error("header {0} appears more than once")]
+    DuplicateHeader(&'static str),
+    /// The timestamp header is not a Unix time in canonical decimal form.
+    #[error(
+        "header X-Mthpt-Timestamp must be the Unix time in seconds as plain decimal digits (no sign, no leading zero): {0:?}"
+    )]
     BadTimestamp(String),
     /// The timestamp is too far from the receiver's clock.
     #[error(
@@ -53,6 +66,9 @@ pub enum SignatureError {
     /// The app header names an app the receiver does not know.
     #[error("unknown app {0:?}")]
     UnknownApp(String),
+    /// The signature header is not 64 lower-case hex digits.
+    #[error("header X-Mthpt-Signature must be 64 lower-case hex digits")]
+    BadSignatureFormat,
     /// The signature does not match the request and the secret.
     #[error("signature does not match")]
     Mismatch,
@@ -78,29 +94,67 @@ impl SignatureHeaders {
     /// Reads the headers through `get`, a lookup by header name (case-insensitive on the caller's
     /// side, as HTTP header maps are). Works with any HTTP library:
     /// `SignatureHeaders::from_lookup(|n| req.headers().get(n).and_then(|v| v.to_str().ok()))`.
+    /// A receiver should prefer [`from_all_values`](Self::from_all_values), which also refuses
+    /// a header that appears twice.
     pub fn from_lookup<'a, F>(get: F) -> Result<Self, SignatureError>
     where
         F: Fn(&str) -> Option<&'a str>,
     {
-        let read = |name: &'static str| {
-            get(name)
-                .map(str::trim)
-                .filter(|v| !v.is_empty())
+        Self::from_all_values(|name| get(name).map(str::as_bytes))
+    }
+
+    /// Reads the headers through `get_all`, which lists every value of a header name in the
+    /// request (case-insensitive on the caller's side), e.g.
+    /// `SignatureHeaders::from_all_values(|n| req.headers().get_all(n).map(|v| v.as_bytes()))`.
+    /// Refuses a missing, repeated or unreadable header, a non-canonical timestamp and a
+    /// signature that is not 64 lower-case hex digits.
+    pub fn from_all_values<'a, F, I>(get_all: F) -> Result<Self, SignatureError>
+    where
+        F: Fn(&str) -> I,
+        I: IntoIterator<Item = &'a [u8]>,
+    {
+        let read = |name: &'static str| -> Result<&'a str, SignatureError> {
+            let mut values = get_all(name).into_iter();
+            let value = values.next().ok_or(SignatureError::MissingHeader(name))?;
+            if values.next().is_some() {
+                return Err(SignatureError::DuplicateHeader(name));
+            }
+            std::str::from_utf8(value)
+                .ok()
+                .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_graphic()))
                 .ok_or(SignatureError::MissingHeader(name))
         };
         let app = read(headers::APP)?.to_owned();
         let ts_text = read(headers::TIMESTAMP)?;
-        let timestamp = ts_text
-            .parse::<i64>()
-            .map_err(|_| SignatureError::BadTimestamp(ts_text.to_owned()))?;
+        let timestamp = parse_canonical_timestamp(ts_text)
+            .ok_or_else(|| SignatureError::BadTimestamp(ts_text.to_owned()))?;
         let nonce = read(headers::NONCE)?.to_owned();
-        let signature = read(headers::SIGNATURE)?.to_owned();
+        let signature = read(headers::SIGNATURE)?;
+        if !signature_format_is_valid(signature) {
+            return Err(SignatureError::BadSignatureFormat);
+        }
         Ok(Self {
             app,
             timestamp,
             nonce,
-            signature,
+            signature: signature.to_owned(),
         })
+    }
+
+    /// Everything that can be checked before the body is read: the nonce's form, the signature's
+    /// form and the timestamp against the receiver's clock (`now_unix`, seconds).
+    pub fn check_before_body(&self, now_unix: i64) -> Result<(), SignatureError> {
+        if !nonce_is_valid(&self.nonce) {
+            return Err(SignatureError::BadNonce);
+        }
+        if !signature_format_is_valid(&self.signature) {
+            return Err(SignatureError::BadSignatureFormat);
+        }
+        let skew_secs = now_unix.saturating_sub(self.timestamp);
+        if skew_secs.abs() > MAX_CLOCK_SKEW_SECS {
+            return Err(SignatureError::Stale { skew_secs });
+        }
+        Ok(())
     }
 
     /// The headers as (name, value) pairs, ready to put on a request.
@@ -112,6 +166,23 @@ impl SignatureHeaders {
             (headers::SIGNATURE, self.signature.clone()),
         ]
     }
+}
+
+/// The timestamp when `text` is its canonical decimal form: `0` or digits not starting with `0`
+/// (no sign, no spaces), small enough for an `i64`.
+fn parse_canonical_timestamp(text: &str) -> Option<i64> {
+    let canonical = !text.is_empty()
+        && text.bytes().all(|b| b.is_ascii_digit())
+        && (text == "0" || !text.starts_with('0'));
+    if canonical { text.parse().ok() } else { None }
+}
+
+/// Lower-case hex of a SHA-256 MAC: 64 characters of `0-9 a-f`.
+fn signature_format_is_valid(signature: &str) -> bool {
+    signature.len() == 64
+        && signature
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 fn nonce_is_valid(nonce: &str) -> bool {
@@ -129,25 +200,30 @@ pub fn canonical_string(
     nonce: &str,
     body: &[u8],
 ) -> Vec<u8> {
-    let head = format!(
-        "{}\n{}\n{}\n{}\n",
-        method.to_ascii_uppercase(),
-        path,
-        timestamp,
-        nonce
-    );
+    let head = canonical_head(method, path, timestamp, nonce);
     let mut out = Vec::with_capacity(head.len() + body.len());
     out.extend_from_slice(head.as_bytes());
     out.extend_from_slice(body);
     out
 }
 
-fn mac(secret: &[u8], canonical: &[u8]) -> HmacSha256 {
+/// The canonical string up to (not including) the body.
+fn canonical_head(method: &str, path: &str, timestamp: i64, nonce: &str) -> String {
+    format!(
+        "{}\n{}\n{}\n{}\n",
+        method.to_ascii_uppercase(),
+        path,
+        timestamp,
+        nonce
+    )
+}
+
+fn mac_of_head(secret: &[u8], method: &str, path: &str, timestamp: i64, nonce: &str) -> HmacSha256 {
     let mut mac = match HmacSha256::new_from_slice(secret) {
         Ok(mac) => mac,
         Err(_) => unreachable!("HMAC accepts keys of any length"),
     };
-    mac.update(canonical);
+    mac.update(canonical_head(method, path, timestamp, nonce).as_bytes());
     mac
 }
 
@@ -160,8 +236,47 @@ pub fn signature_hex(
     nonce: &str,
     body: &[u8],
 ) -> String {
-    let canonical = canonical_string(method, path, timestamp, nonce, body);
-    hex::encode(mac(secret, &canonical).finalize().into_bytes())
+    let mut mac = mac_of_head(secret, method, path, timestamp, nonce);
+    mac.update(body);
+    hex::encode(mac.finalize().into_bytes())
+}
+
+/// Verifies a request's signature over a body that arrives in pieces, so the body is hashed as
+/// it is read and never copied. Build it once the headers passed
+/// [`SignatureHeaders::check_before_body`], feed every piece to [`update`](Self::update), then
+/// call [`finish`](Self::finish).
+pub struct BodySignature {
+    mac: HmacSha256,
+    given: Vec<u8>,
+}
+
+impl fmt::Debug for BodySignature {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BodySignature").finish_non_exhaustive()
+    }
+}
+
+impl BodySignature {
+    /// Starts verifying a request of `method` to `path` (with its query, as sent) signed with
+    /// `headers`, against `secret`.
+    pub fn new(secret: &[u8], method: &str, path: &str, headers: &SignatureHeaders) -> Self {
+        Self {
+            mac: mac_of_head(secret, method, path, headers.timestamp, &headers.nonce),
+            given: hex::decode(&headers.signature).unwrap_or_default(),
+        }
+    }
+
+    /// Adds the next piece of the body.
+    pub fn update(&mut self, piece: &[u8]) {
+        self.mac.update(piece);
+    }
+
+    /// Whether the signature matches the whole body (compared in constant time).
+    pub fn finish(self) -> Result<(), SignatureError> {
+        self.mac
+            .verify_slice(&self.given)
+            .map_err(|_| SignatureError::Mismatch)
+    }
 }
 
 /// Checks a request's signature and timestamp against `secret` and the receiver's clock
@@ -174,20 +289,10 @@ pub fn verify_signature(
     body: &[u8],
     now_unix: i64,
 ) -> Result<(), SignatureError> {
-    if !nonce_is_valid(&headers.nonce) {
-        return Err(SignatureError::BadNonce);
-    }
-    let skew_secs = now_unix.saturating_sub(headers.timestamp);
-    if skew_secs.abs() > MAX_CLOCK_SKEW_SECS {
-        return Err(SignatureError::Stale { skew_secs });
-    }
-    let Ok(given) = hex::decode(&headers.signature) else {
-        return Err(SignatureError::Mismatch);
-    };
-    let canonical = canonical_string(method, path, headers.timestamp, &headers.nonce, body);
-    mac(secret, &canonical)
-        .verify_slice(&given)
-        .map_err(|_| SignatureError::Mismatch)
+    headers.check_before_body(now_unix)?;
+    let mut check = BodySignature::new(secret, method, path, headers);
+    check.update(body);
+    check.finish()
 }
 
 /// Current Unix time in seconds (the `now_unix` argument of the verification functions).
@@ -299,9 +404,10 @@ impl ReplayGuard {
         self.check_and_remember(headers, now_unix)
     }
 
-    /// The replay half of [`verify`](Self::verify), run once the signature is checked: refuses
-    /// the request if its app + nonce was already accepted, else remembers it.
-    fn check_and_remember(
+    /// The replay half of [`verify`](Self::verify), to run once the signature is checked (for
+    /// example by [`BodySignature`]): refuses the request if its app + nonce was already
+    /// accepted, else remembers it. Never call it for a request whose signature is not verified.
+    pub fn check_and_remember(
         &self,
         headers: &SignatureHeaders,
         now_unix: i64,
@@ -447,6 +553,103 @@ mod tests {
             missing,
             Err(SignatureError::MissingHeader(headers::TIMESTAMP))
         );
+    }
+
+    fn parse(pairs: &[(&str, &str)]) -> Result<SignatureHeaders, SignatureError> {
+        SignatureHeaders::from_all_values(|name| {
+            pairs
+                .iter()
+                .filter(|(n, _)| n.eq_ignore_ascii_case(name))
+                .map(|(_, v)| v.as_bytes())
+                .collect::<Vec<_>>()
+        })
+    }
+
+    const SIG: &str = "fda8c617692ebb4463a272f52626fa6658908c28f37c5dd2174b313c4d327702";
+
+    fn with(name: &str, value: &'static str) -> Vec<(String, &'static str)> {
+        let mut pairs = vec![
+            (headers::APP.to_owned(), "acme.billing"),
+            (headers::TIMESTAMP.to_owned(), "1795000003"),
+            (headers::NONCE.to_owned(), "abcdefgh12345678"),
+            (headers::SIGNATURE.to_owned(), SIG),
+        ];
+        for p in &mut pairs {
+            if p.0 == name {
+                p.1 = value;
+            }
+        }
+        pairs
+    }
+
+    fn parse_owned(pairs: &[(String, &str)]) -> Result<SignatureHeaders, SignatureError> {
+        let borrowed: Vec<(&str, &str)> = pairs.iter().map(|(n, v)| (n.as_str(), *v)).collect();
+        parse(&borrowed)
+    }
+
+    #[test]
+    fn non_canonical_timestamps_are_refused() {
+        assert!(parse_owned(&with(headers::TIMESTAMP, "1795000003")).is_ok());
+        for text in ["+1795000003", "01795000003", "1795000003.0", "-5", "1e9"] {
+            assert_eq!(
+                parse_owned(&with(headers::TIMESTAMP, text)),
+                Err(SignatureError::BadTimestamp(text.to_owned())),
+                "{text:?}"
+            );
+        }
+        assert_eq!(parse_canonical_timestamp("0"), Some(0));
+        assert_eq!(parse_canonical_timestamp("99999999999999999999"), None);
+    }
+
+    #[test]
+    fn upper_case_or_short_signatures_are_refused_before_the_body() {
+        let upper = SIG.to_ascii_uppercase();
+        let upper: &'static str = Box::leak(upper.into_boxed_str());
+        assert_eq!(
+            parse_owned(&with(headers::SIGNATURE, upper)),
+            Err(SignatureError::BadSignatureFormat)
+        );
+        assert_eq!(
+            parse_owned(&with(headers::SIGNATURE, "abcd")),
+            Err(SignatureError::BadSignatureFormat)
+        );
+    }
+
+    #[test]
+    fn a_repeated_signature_header_is_refused() {
+        for name in [
+            headers::APP,
+            headers::TIMESTAMP,
+            headers::NONCE,
+            headers::SIGNATURE,
+        ] {
+            let mut pairs = with("none", "");
+            let copy = pairs
+                .iter()
+                .find(|(n, _)| n == name)
+                .cloned()
+                .expect("every header is in the list");
+            pairs.push(copy);
+            assert_eq!(
+                parse_owned(&pairs),
+                Err(SignatureError::DuplicateHeader(name))
+            );
+        }
+    }
+
+    #[test]
+    fn body_signature_fed_in_pieces_matches_the_whole() {
+        let now = 1_800_000_000;
+        let body = b"{\"results\": []}";
+        let h = Signer::new("billing", SECRET).sign_with("POST", "/p?x=1", body, now, "abcdefgh");
+        let mut check = BodySignature::new(SECRET, "POST", "/p?x=1", &h);
+        for piece in body.chunks(3) {
+            check.update(piece);
+        }
+        assert_eq!(check.finish(), Ok(()));
+        let mut short = BodySignature::new(SECRET, "POST", "/p?x=1", &h);
+        short.update(&body[..body.len() - 1]);
+        assert_eq!(short.finish(), Err(SignatureError::Mismatch));
     }
 
     #[test]
