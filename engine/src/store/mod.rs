@@ -16,6 +16,7 @@
 
 mod ops;
 mod postgres;
+mod reports;
 mod shared;
 mod sqlite;
 
@@ -25,6 +26,7 @@ use async_trait::async_trait;
 
 pub use self::ops::CreatedTask;
 pub use self::postgres::PgStore;
+pub use self::reports::{AlarmMute, MAX_RUN_SAMPLES, RunSample, RunSampleQuery, TriggerKey};
 pub use self::sqlite::SqliteStore;
 use crate::alarm::{Alarm, AlarmFilter, AlarmId, NewAlarm};
 use crate::app::{
@@ -587,6 +589,46 @@ pub trait Tx: Send {
         before_id: Option<i64>,
         limit: i64,
     ) -> Result<Vec<AuditEvent>>;
+
+    // ---- console views ------------------------------------------------------------------
+
+    /// A tenant's runs in a final state scheduled in a time range, oldest first, for
+    /// statistics.
+    async fn run_samples(
+        &mut self,
+        tenant: TenantId,
+        query: &RunSampleQuery,
+    ) -> Result<Vec<RunSample>>;
+    /// Every run (attempts and shards) of one occurrence of a tenant's task, ordered by shard
+    /// and attempt, without locking anything.
+    async fn occurrence_runs(
+        &mut self,
+        tenant: TenantId,
+        task: TaskId,
+        scheduled_at: i64,
+    ) -> Result<Vec<Run>>;
+    /// The run an idempotency key created, unless the key was first used before
+    /// `created_since`.
+    async fn find_trigger_key(
+        &mut self,
+        tenant: TenantId,
+        key: &str,
+        created_since: i64,
+    ) -> Result<Option<TriggerKey>>;
+    /// Remembers the run an idempotency key created (replacing a use of the key from before
+    /// `created_since`); false when the key is taken already (a concurrent request won).
+    async fn insert_trigger_key(&mut self, key: &TriggerKey, created_since: i64) -> Result<bool>;
+    /// Mutes a tenant's task's alarms until `until`, or unmutes them (`None`).
+    async fn set_alarm_mute(
+        &mut self,
+        tenant: TenantId,
+        task: TaskId,
+        until: Option<i64>,
+        by: &str,
+        now: i64,
+    ) -> Result<Option<AlarmMute>>;
+    /// A tenant's mutes that last beyond `now`.
+    async fn list_alarm_mutes(&mut self, tenant: TenantId, now: i64) -> Result<Vec<AlarmMute>>;
 }
 
 /// What `migrate` did.
