@@ -181,3 +181,24 @@ impl NewApiToken {
         check_len("token_hash", &self.token_hash, 16, 200)
     }
 }
+
+/// A signed-in browser session of the console. The cookie carries a random value; only its
+/// SHA-256 (the `id`) is stored.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct Session {
+    pub id: String,
+    pub user_id: UserId,
+    pub created_at: i64,
+    pub expires_at: i64,
+    pub last_seen_at: i64,
+    pub revoked_at: Option<i64>,
+}
+
+/// What is needed to start a session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewSession {
+    /// The hash of the cookie value.
+    pub id: String,
+    pub user_id: UserId,
+    pub expires_at: i64,
+}

@@ -1,7 +1,14 @@
 //! Who is calling ([`Caller`]) and what they may do ([`authorize`]).
 //!
 //! Authentication: `Authorization: Bearer mthpt_…` (an API token; a request that carries one
-//! ignores cookies). Unknown, expired and revoked tokens, and tokens of disabled users, are 401.
+//! ignores cookies), or the session cookie [`SESSION_COOKIE`] set by `POST /api/v1/session`.
+//! Unknown, expired and revoked credentials, and those of disabled users, are 401.
+//!
+//! CSRF: a cookie-authenticated request with an unsafe method (anything but GET, HEAD,
+//! OPTIONS) must come from the console's own pages: `Sec-Fetch-Site: same-origin`, or, from a
+//! browser that does not send that header, an `Origin` equal to the request's own origin.
+//! Otherwise it is 403. Bearer tokens are not sent by browsers on their own, so they need no
+//! such check.
 //!
 //! Authorisation is decided in ONE place, [`decide`], from (role, action, target) and denies by
 //! default:
@@ -33,7 +40,12 @@ use crate::service::credentials::{TOKEN_PREFIX, token_hash};
 pub enum Credential {
     /// An API token.
     Token { id: ApiTokenId, name: String },
+    /// A console session (its id is the hash of the cookie value).
+    Session { id: String },
 }
+
+/// The name of the session cookie.
+pub const SESSION_COOKIE: &str = "mthpt_session";
 
 /// An authenticated caller.
 #[derive(Debug, Clone)]
@@ -57,6 +69,7 @@ impl Caller {
     pub fn actor(&self) -> String {
         match &self.credential {
             Credential::Token { name, .. } => format!("{} (token {name})", self.user.username),
+            Credential::Session { .. } => self.user.username.clone(),
         }
     }
 
@@ -78,10 +91,36 @@ impl Caller {
                     })?;
                 Self::from_token(services, token).await
             }
-            None => Err(ApiError::unauthenticated(format!(
-                "sign in first: send `Authorization: Bearer {TOKEN_PREFIX}…`"
-            ))),
+            None => match req.cookie(SESSION_COOKIE) {
+                Some(cookie) => {
+                    check_same_origin(req)?;
+                    Self::from_session(services, cookie.value()).await
+                }
+                None => Err(ApiError::unauthenticated(format!(
+                    "sign in first: send `Authorization: Bearer {TOKEN_PREFIX}…` or sign in at POST /api/v1/session"
+                ))),
+            },
         }
+    }
+
+    async fn from_session(services: &Services, cookie_value: &str) -> ApiResult<Caller> {
+        let id = token_hash(cookie_value);
+        let mut tx = services.write().await?;
+        let Some((_, user)) = tx.authenticate_session(&id, services.now()).await? else {
+            return Err(ApiError::unauthenticated(
+                "the session has expired or was signed out; sign in again",
+            ));
+        };
+        let tenant = match user.tenant_id {
+            Some(t) => Some(tx.get_tenant(t).await?),
+            None => None,
+        };
+        tx.commit().await?;
+        Ok(Caller {
+            user,
+            tenant,
+            credential: Credential::Session { id },
+        })
     }
 
     async fn from_token(services: &Services, token: &str) -> ApiResult<Caller> {
@@ -128,6 +167,34 @@ impl FromRequest for Caller {
             req.extensions_mut().insert(caller.clone());
             Ok(caller)
         })
+    }
+}
+
+/// The CSRF rule for cookie-authenticated requests (see the module docs).
+fn check_same_origin(req: &HttpRequest) -> ApiResult<()> {
+    use actix_web::http::Method;
+    if matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS) {
+        return Ok(());
+    }
+    let header = |name: &str| req.headers().get(name).and_then(|v| v.to_str().ok());
+    let refused = || {
+        ApiError::forbidden(
+            "a cookie-authenticated change must come from the console's own origin \
+             (Sec-Fetch-Site: same-origin, or a matching Origin); API clients use a bearer token",
+        )
+    };
+    if let Some(site) = header("sec-fetch-site") {
+        return if site == "same-origin" {
+            Ok(())
+        } else {
+            Err(refused())
+        };
+    }
+    let info = req.connection_info();
+    let own = format!("{}://{}", info.scheme(), info.host());
+    match header("origin") {
+        Some(origin) if origin == own => Ok(()),
+        _ => Err(refused()),
     }
 }
 

@@ -38,6 +38,7 @@ async fn me(caller: Caller) -> ApiResult<web::Json<MeBody>> {
         tenant: caller.tenant.as_ref().map(|t| t.name.clone()),
         authenticated_by: match caller.credential {
             Credential::Token { .. } => "token".to_owned(),
+            Credential::Session { .. } => "session".to_owned(),
         },
     }))
 }

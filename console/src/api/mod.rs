@@ -10,6 +10,7 @@ pub mod auth;
 pub mod error;
 pub mod me;
 pub mod middleware;
+pub mod session;
 pub mod tenants;
 
 use actix_web::web;
@@ -43,6 +44,7 @@ impl Default for ApiLimits {
 /// The resources of `/api/v1`: one line each.
 fn resources(cfg: &mut utoipa_actix_web::service_config::ServiceConfig<'_>) {
     me::routes(cfg);
+    session::routes(cfg);
     tenants::routes(cfg);
 }
 

@@ -4,6 +4,7 @@
 //! change. The REST handlers are thin wrappers over these; the web UI reuses them.
 
 pub mod credentials;
+pub mod sessions;
 pub mod tenants;
 
 use std::sync::Arc;
@@ -63,9 +64,14 @@ pub async fn audit(
     change: Change<'_>,
     now: i64,
 ) -> ApiResult<()> {
+    audit_as(tx, &caller.actor(), change, now).await
+}
+
+/// [`audit`] for an actor that is not (yet) a caller, e.g. a user signing in.
+pub async fn audit_as(tx: &mut dyn Tx, actor: &str, change: Change<'_>, now: i64) -> ApiResult<()> {
     let mut event = NewAuditEvent::new(
         change.tenant,
-        caller.actor(),
+        actor,
         change.action,
         change.target_kind,
         Some(change.target_id),
