@@ -6,10 +6,13 @@
 //! [`service`](crate::service) operation and shape its answer. Handlers carry
 //! `#[utoipa::path]`, so the specification is generated from them.
 
+pub mod apps;
 pub mod auth;
 pub mod error;
+pub mod executors;
 pub mod me;
 pub mod middleware;
+pub mod nodes;
 pub mod session;
 pub mod tenants;
 
@@ -46,6 +49,9 @@ fn resources(cfg: &mut utoipa_actix_web::service_config::ServiceConfig<'_>) {
     me::routes(cfg);
     session::routes(cfg);
     tenants::routes(cfg);
+    apps::routes(cfg);
+    executors::routes(cfg);
+    nodes::routes(cfg);
 }
 
 /// Mounts the API on an actix app or scope: `App::new().configure(api::configure(services, limits))`.

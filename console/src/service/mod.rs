@@ -3,7 +3,9 @@
 //! [`crate::api::auth`], works in one store transaction and records an audit event for every
 //! change. The REST handlers are thin wrappers over these; the web UI reuses them.
 
+pub mod apps;
 pub mod credentials;
+pub mod nodes;
 pub mod sessions;
 pub mod tenants;
 
