@@ -15,6 +15,8 @@ pub mod middleware;
 pub mod nodes;
 pub mod session;
 pub mod tenants;
+pub mod tokens;
+pub mod users;
 
 use actix_web::web;
 use serde::Deserialize;
@@ -52,6 +54,8 @@ fn resources(cfg: &mut utoipa_actix_web::service_config::ServiceConfig<'_>) {
     apps::routes(cfg);
     executors::routes(cfg);
     nodes::routes(cfg);
+    users::routes(cfg);
+    tokens::routes(cfg);
 }
 
 /// Mounts the API on an actix app or scope: `App::new().configure(api::configure(services, limits))`.

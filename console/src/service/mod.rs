@@ -8,6 +8,7 @@ pub mod credentials;
 pub mod nodes;
 pub mod sessions;
 pub mod tenants;
+pub mod users;
 
 use std::sync::Arc;
 
