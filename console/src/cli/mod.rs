@@ -1,5 +1,6 @@
 //! The `mthpt` command line: one binary, one subcommand per role.
 
+pub mod console;
 pub mod cron;
 pub mod engine;
 pub mod migrate;
@@ -22,6 +23,8 @@ pub struct Cli {
 /// The subcommands of `mthpt`.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Serve the REST API (`/api/v1`, docs at `/api/docs/`) over the cluster database.
+    Console(console::ConsoleArgs),
     /// Inspect Quartz cron expressions (e.g. `mthpt cron next "0 0 12 * * ?"`).
     Cron(cron::CronArgs),
     /// Run one engine node (claims, fires and follows up runs; serves wrapper callbacks).
@@ -37,6 +40,7 @@ pub enum Command {
 /// Runs the parsed command line and returns the process exit code.
 pub async fn run(cli: Cli) -> ExitCode {
     match cli.command {
+        Command::Console(args) => console::run(args).await,
         Command::Cron(args) => cron::run(args),
         Command::Engine(args) => engine::run(args).await,
         Command::Migrate(args) => migrate::run(args).await,

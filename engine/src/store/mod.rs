@@ -629,6 +629,40 @@ pub trait Tx: Send {
     ) -> Result<Option<AlarmMute>>;
     /// A tenant's mutes that last beyond `now`.
     async fn list_alarm_mutes(&mut self, tenant: TenantId, now: i64) -> Result<Vec<AlarmMute>>;
+
+    // ---- console sessions and sign-in attempts ------------------------------------------
+
+    /// Starts a console session.
+    async fn create_session(
+        &mut self,
+        new: &crate::tenant::NewSession,
+        now: i64,
+    ) -> Result<crate::tenant::Session>;
+    /// The live session with this id and its (enabled) user, noting that it was seen; `None`
+    /// when the session is unknown, revoked or expired, or its user disabled.
+    async fn authenticate_session(
+        &mut self,
+        id: &str,
+        now: i64,
+    ) -> Result<Option<(crate::tenant::Session, User)>>;
+    /// Revokes a session (sign-out); false when it was unknown or already revoked.
+    async fn revoke_session(&mut self, id: &str, now: i64) -> Result<bool>;
+    /// Records a sign-in attempt, forgetting the user name's attempts older than `forget_before`.
+    async fn record_login_attempt(
+        &mut self,
+        username: &str,
+        address: &str,
+        succeeded: bool,
+        forget_before: i64,
+        now: i64,
+    ) -> Result<()>;
+    /// Failed sign-in attempts at or after `since`: (for this user name, from this address).
+    async fn count_failed_logins(
+        &mut self,
+        username: &str,
+        address: &str,
+        since: i64,
+    ) -> Result<(i64, i64)>;
 }
 
 /// What `migrate` did.
