@@ -3,10 +3,17 @@
 //! [`crate::api::auth`], works in one store transaction and records an audit event for every
 //! change. The REST handlers are thin wrappers over these; the web UI reuses them.
 
+pub mod alarms;
 pub mod apps;
+pub mod audit_log;
+pub mod bulk;
 pub mod credentials;
 pub mod nodes;
+pub mod runs;
 pub mod sessions;
+pub mod stats;
+pub mod taskfile;
+pub mod tasks;
 pub mod tenants;
 pub mod users;
 
