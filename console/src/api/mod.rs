@@ -6,14 +6,23 @@
 //! [`service`](crate::service) operation and shape its answer. Handlers carry
 //! `#[utoipa::path]`, so the specification is generated from them.
 
+pub mod alarms;
 pub mod apps;
+pub mod audit;
 pub mod auth;
+pub mod bulk;
+pub mod dependencies;
 pub mod error;
 pub mod executors;
 pub mod me;
 pub mod middleware;
 pub mod nodes;
+pub mod runs;
+pub mod schedule;
 pub mod session;
+pub mod stats;
+pub mod taskfile;
+pub mod tasks;
 pub mod tenants;
 pub mod tokens;
 pub mod users;
@@ -51,6 +60,16 @@ fn resources(cfg: &mut utoipa_actix_web::service_config::ServiceConfig<'_>) {
     me::routes(cfg);
     session::routes(cfg);
     tenants::routes(cfg);
+    // Task files and bulk first: `/tasks/export` must not be read as `/tasks/{id}`.
+    taskfile::routes(cfg);
+    bulk::routes(cfg);
+    tasks::routes(cfg);
+    schedule::routes(cfg);
+    dependencies::routes(cfg);
+    runs::routes(cfg);
+    alarms::routes(cfg);
+    audit::routes(cfg);
+    stats::routes(cfg);
     apps::routes(cfg);
     executors::routes(cfg);
     nodes::routes(cfg);
