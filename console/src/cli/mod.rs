@@ -6,6 +6,7 @@ pub mod engine;
 pub mod migrate;
 pub mod process;
 pub mod standalone;
+pub mod task;
 pub mod wrapper;
 
 use std::process::ExitCode;
@@ -33,6 +34,8 @@ pub enum Command {
     Migrate(migrate::MigrateArgs),
     /// The quick start: engine, demo wrapper and SQLite in one process, with a demo tenant.
     Standalone(standalone::StandaloneArgs),
+    /// A tenant's tasks over the console API: list, get, apply a task file, trigger, pause, resume, runs.
+    Task(task::TaskArgs),
     /// A standalone executor with the built-in handlers (shell, http).
     Wrapper(wrapper::WrapperArgs),
 }
@@ -45,6 +48,7 @@ pub async fn run(cli: Cli) -> ExitCode {
         Command::Engine(args) => engine::run(args).await,
         Command::Migrate(args) => migrate::run(args).await,
         Command::Standalone(args) => standalone::run(args).await,
+        Command::Task(args) => task::run(args).await,
         Command::Wrapper(args) => wrapper::run(args).await,
     }
 }
