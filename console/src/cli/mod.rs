@@ -1,6 +1,7 @@
 //! The `mthpt` command line: one binary, one subcommand per role.
 
 pub mod admin;
+pub mod bootstrap;
 pub mod client;
 pub mod console;
 pub mod cron;
@@ -27,6 +28,8 @@ pub struct Cli {
 pub enum Command {
     /// Manage apps of a tenant over the API (`create` prints the signing secret once).
     App(admin::AppArgs),
+    /// Create the first operator of a cluster database; prints its password and a token once.
+    Bootstrap(bootstrap::BootstrapArgs),
     /// Serve the REST API (`/api/v1`, docs at `/api/docs/`) over the cluster database.
     Console(console::ConsoleArgs),
     /// Inspect Quartz cron expressions (e.g. `mthpt cron next "0 0 12 * * ?"`).
@@ -51,6 +54,7 @@ pub enum Command {
 pub async fn run(cli: Cli) -> ExitCode {
     match cli.command {
         Command::App(args) => admin::app(args).await,
+        Command::Bootstrap(args) => bootstrap::run(args).await,
         Command::Console(args) => console::run(args).await,
         Command::Cron(args) => cron::run(args),
         Command::Engine(args) => engine::run(args).await,
