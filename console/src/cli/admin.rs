@@ -33,7 +33,7 @@ pub struct TenantArgs {
 pub enum TenantCommand {
     /// Create a tenant (operators).
     Create {
-        /// Short unique name (`[a-z0-9][a-z0-9-]*`).
+        /// Short unique name (`[a-z0-9][a-z0-9_-]*`).
         name: String,
         #[arg(long)]
         display_name: Option<String>,
