@@ -65,7 +65,7 @@ impl AppSecretBody {
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateApp {
-    /// Unique in the tenant (`[a-z0-9][a-z0-9-]*`).
+    /// Unique in the tenant (`[a-z0-9][a-z0-9_-]*`).
     pub name: String,
 }
 

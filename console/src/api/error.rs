@@ -65,8 +65,6 @@ codes! {
     Forbidden = ("forbidden", 403, "This is not allowed for your role"),
     /// The thing does not exist, or is not visible to the caller.
     NotFound = ("not_found", 404, "Not found"),
-    /// The method is not supported on this path.
-    MethodNotAllowed = ("method_not_allowed", 405, "Method not allowed"),
     /// A name or key is taken, or the change does not fit the current state.
     Conflict = ("conflict", 409, "Conflict"),
     /// The change would close a cycle of task dependencies.

@@ -23,7 +23,7 @@ pub fn routes(cfg: &mut utoipa_actix_web::service_config::ServiceConfig<'_>) {
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct TenantBody {
     pub id: i64,
-    /// Unique short name (`[a-z0-9][a-z0-9-]*`), used in paths.
+    /// Unique short name (`[a-z0-9][a-z0-9_-]*`), used in paths.
     pub name: String,
     pub display_name: String,
     /// The engine node group that schedules this tenant's runs.
