@@ -17,6 +17,7 @@ async fn mthpt_task(app: &TestApp, token: &str, args: &[&str]) -> (i32, String, 
         .args(args)
         // No CLI config file: the token comes from the environment only.
         .env("HOME", "/nonexistent-home")
+        .env_remove("XDG_CONFIG_HOME")
         .env_remove("MTHPT_CLI_CONFIG")
         .env_remove("MTHPT_URL")
         .env_remove("MTHPT_TENANT")
@@ -51,10 +52,10 @@ async fn applying_the_example_twice_changes_nothing(backend: Backend) {
     let (_, token) = app.user(Some(&demo), "ada", Role::TenantAdmin).await;
     let file = ["apply", "-f", "examples/tasks.toml"];
 
-    // Without a token the command says so (a usage error).
+    // Without a token the console refuses, and the command says where a token comes from.
     let (code, _, err) = mthpt_task(&app, "", &["list"]).await;
-    assert_eq!(code, 2, "{err}");
-    assert!(err.contains("no API token"), "{err}");
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("--token"), "{err}");
 
     let (code, out, err) = mthpt_task(&app, &token, &[&file[..], &["--dry-run"]].concat()).await;
     assert_eq!(code, 0, "{err}");

@@ -1,38 +1,26 @@
 //! `mthpt task …`: a tenant's tasks over the console API — list, get, apply a task file,
 //! trigger, pause, resume, and list runs.
 //!
-//! The console URL, API token and tenant come from flags, else `MTHPT_URL`, `MTHPT_TOKEN`,
-//! `MTHPT_TENANT`, else a TOML file (`--cli-config`, `MTHPT_CLI_CONFIG`, default
-//! `~/.config/mthpt/cli.toml`) with the keys `url`, `token` and `tenant`.
+//! The console URL and API token come from `--url`/`--token`, `MTHPT_URL`/`MTHPT_TOKEN` or the
+//! CLI config file (see [`super::client`]); the tenant from `--tenant` or `MTHPT_TENANT`.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::Duration;
 
 use clap::{Args, Subcommand};
-use reqwest::{Method, StatusCode};
-use serde::Deserialize;
+use reqwest::Method;
 use serde_json::Value;
 
+use super::client::{ApiArgs, ApiClient, ClientError, segment};
 use crate::service::taskfile::{Format, Plan, Step, TaskFile};
-
-/// The console a fresh `mthpt console` listens on.
-pub const DEFAULT_URL: &str = "http://127.0.0.1:7800";
 
 #[derive(Debug, Args)]
 pub struct TaskArgs {
-    /// Console base URL [default: http://127.0.0.1:7800].
-    #[arg(long, env = "MTHPT_URL", global = true)]
-    pub url: Option<String>,
-    /// API token (`mthpt_…`).
-    #[arg(long, env = "MTHPT_TOKEN", global = true, hide_env_values = true)]
-    pub token: Option<String>,
+    #[command(flatten)]
+    pub api: ApiArgs,
     /// The tenant whose tasks to work on.
     #[arg(long, env = "MTHPT_TENANT", global = true)]
     pub tenant: Option<String>,
-    /// TOML file with `url`, `token` and `tenant` [default: ~/.config/mthpt/cli.toml].
-    #[arg(long, env = "MTHPT_CLI_CONFIG", global = true)]
-    pub cli_config: Option<PathBuf>,
     #[command(subcommand)]
     pub command: TaskCommand,
 }
@@ -44,7 +32,7 @@ pub enum TaskCommand {
         /// Only tasks whose name contains this text.
         #[arg(long)]
         name: Option<String>,
-        /// Print the API's JSON.
+        /// Print the API's JSON, one task per line.
         #[arg(long)]
         json: bool,
     },
@@ -52,7 +40,7 @@ pub enum TaskCommand {
     Get { task: String },
     /// Make the tenant's tasks match a TOML or JSON task file (by task name).
     Apply {
-        /// The task file (`.toml` or `.json`).
+        /// The task file (`.toml`, or `.json`).
         #[arg(short = 'f', long = "file")]
         file: PathBuf,
         /// Only print what would change.
@@ -68,9 +56,6 @@ pub enum TaskCommand {
         /// JSON parameters for this run only.
         #[arg(long)]
         params: Option<String>,
-        /// Makes retrying this command safe: the same key returns the same run.
-        #[arg(long)]
-        idempotency_key: Option<String>,
     },
     /// Pause a task.
     Pause { task: String },
@@ -102,121 +87,37 @@ pub enum TaskCliError {
         path: PathBuf,
         source: crate::service::taskfile::FileError,
     },
-    #[error("cannot reach the console at {url}: {source}")]
-    Http { url: String, source: reqwest::Error },
-    #[error("the console answered {status}: {detail}")]
-    Api { status: StatusCode, detail: String },
+    #[error(transparent)]
+    Api(#[from] ClientError),
 }
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct CliConfig {
-    url: Option<String>,
-    token: Option<String>,
-    tenant: Option<String>,
-}
-
-/// Where to send requests, and as whom.
+/// The API client and the tenant's path.
 #[derive(Debug)]
 struct Client {
-    http: reqwest::Client,
-    url: String,
-    token: String,
+    api: ApiClient,
     tenant: String,
-}
-
-fn read_config(path: Option<&Path>) -> Result<CliConfig, TaskCliError> {
-    let (path, required) = match path {
-        Some(p) => (p.to_path_buf(), true),
-        None => match std::env::var_os("HOME") {
-            Some(home) => (PathBuf::from(home).join(".config/mthpt/cli.toml"), false),
-            None => return Ok(CliConfig::default()),
-        },
-    };
-    let text = match std::fs::read_to_string(&path) {
-        Ok(t) => t,
-        Err(e) if !required && e.kind() == std::io::ErrorKind::NotFound => {
-            return Ok(CliConfig::default());
-        }
-        Err(source) => return Err(TaskCliError::Read { path, source }),
-    };
-    toml::from_str(&text).map_err(|e| TaskCliError::Usage(format!("{}: {e}", path.display())))
 }
 
 impl Client {
     fn new(args: &TaskArgs) -> Result<Client, TaskCliError> {
-        let config = read_config(args.cli_config.as_deref())?;
-        let url = args
-            .url
-            .clone()
-            .or(config.url)
-            .unwrap_or_else(|| DEFAULT_URL.to_owned());
-        let token = args.token.clone().or(config.token).ok_or_else(|| {
-            TaskCliError::Usage(
-                "no API token: pass --token, set MTHPT_TOKEN or add `token` to the CLI config"
-                    .into(),
-            )
+        let tenant = args.tenant.clone().ok_or_else(|| {
+            TaskCliError::Usage("no tenant: pass --tenant or set MTHPT_TENANT".into())
         })?;
-        let tenant = args.tenant.clone().or(config.tenant).ok_or_else(|| {
-            TaskCliError::Usage(
-                "no tenant: pass --tenant, set MTHPT_TENANT or add `tenant` to the CLI config"
-                    .into(),
-            )
-        })?;
-        let http = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(10))
-            .timeout(Duration::from_secs(300))
-            .build()
-            .map_err(|source| TaskCliError::Http {
-                url: url.clone(),
-                source,
-            })?;
         Ok(Client {
-            http,
-            url: url.trim_end_matches('/').to_owned(),
-            token,
+            api: ApiClient::from_args(&args.api)?,
             tenant,
         })
     }
 
-    /// Sends a request under `/api/v1/tenants/{tenant}` and returns the JSON answer.
+    /// Calls `/api/v1/tenants/{tenant}<path>`.
     async fn call(
         &self,
         method: Method,
         path: &str,
         body: Option<&Value>,
-        headers: &[(&str, &str)],
     ) -> Result<Value, TaskCliError> {
-        let url = format!("{}/api/v1/tenants/{}{path}", self.url, self.tenant);
-        let mut req = self.http.request(method, &url).bearer_auth(&self.token);
-        for (name, value) in headers {
-            req = req.header(*name, *value);
-        }
-        if let Some(body) = body {
-            req = req.json(body);
-        }
-        let http_err = |source| TaskCliError::Http {
-            url: url.clone(),
-            source,
-        };
-        let res = req.send().await.map_err(http_err)?;
-        let status = res.status();
-        let text = res.text().await.map_err(http_err)?;
-        let json: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
-        if !status.is_success() {
-            let mut detail = json["detail"].as_str().unwrap_or(text.as_str()).to_owned();
-            if let Some(errors) = json["errors"].as_array() {
-                for e in errors {
-                    detail.push_str(&format!(
-                        "\n  {}: {}",
-                        e["field"].as_str().unwrap_or("?"),
-                        e["message"].as_str().unwrap_or("?")
-                    ));
-                }
-            }
-            return Err(TaskCliError::Api { status, detail });
-        }
-        Ok(json)
+        let path = format!("/tenants/{}{path}", segment(&self.tenant));
+        Ok(self.api.call(method, &path, body).await?)
     }
 
     /// The id of a task given by id or name.
@@ -226,21 +127,19 @@ impl Client {
         }
         let mut cursor: Option<String> = None;
         loop {
-            let mut path = format!("/tasks?limit=500&name={}", urlencode(task));
+            let mut path = format!("/tasks?limit=500&name={}", segment(task));
             if let Some(c) = &cursor {
                 path.push_str(&format!("&cursor={c}"));
             }
-            let page = self.call(Method::GET, &path, None, &[]).await?;
-            if let Some(found) = page["items"]
+            let page = self.call(Method::GET, &path, None).await?;
+            let found = page["items"]
                 .as_array()
                 .into_iter()
                 .flatten()
                 .find(|t| t["name"] == task)
-            {
-                return found["id"].as_i64().ok_or_else(|| TaskCliError::Api {
-                    status: StatusCode::OK,
-                    detail: "a task without an id".into(),
-                });
+                .and_then(|t| t["id"].as_i64());
+            if let Some(id) = found {
+                return Ok(id);
             }
             match page["next_cursor"].as_str() {
                 Some(c) => cursor = Some(c.to_owned()),
@@ -253,17 +152,6 @@ impl Client {
             }
         }
     }
-}
-
-fn urlencode(text: &str) -> String {
-    text.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 /// Runs `mthpt task …`.
@@ -351,12 +239,12 @@ async fn execute(args: &TaskArgs) -> Result<(), TaskCliError> {
             loop {
                 let mut path = "/tasks?limit=500".to_owned();
                 if let Some(n) = name {
-                    path.push_str(&format!("&name={}", urlencode(n)));
+                    path.push_str(&format!("&name={}", segment(n)));
                 }
                 if let Some(c) = &cursor {
                     path.push_str(&format!("&cursor={c}"));
                 }
-                let page = client.call(Method::GET, &path, None, &[]).await?;
+                let page = client.call(Method::GET, &path, None).await?;
                 for t in page["items"].as_array().into_iter().flatten() {
                     if *json {
                         println!("{t}");
@@ -386,7 +274,7 @@ async fn execute(args: &TaskArgs) -> Result<(), TaskCliError> {
                 "{}",
                 pretty(
                     &client
-                        .call(Method::GET, &format!("/tasks/{id}"), None, &[])
+                        .call(Method::GET, &format!("/tasks/{id}"), None)
                         .await?
                 )
             );
@@ -395,18 +283,13 @@ async fn execute(args: &TaskArgs) -> Result<(), TaskCliError> {
             let body =
                 serde_json::to_value(&file).map_err(|e| TaskCliError::Usage(e.to_string()))?;
             let path = format!("/tasks/apply?dry_run={dry_run}&prune={prune}");
-            let answer = client.call(Method::POST, &path, Some(&body), &[]).await?;
-            let plan: Plan = serde_json::from_value(answer).map_err(|e| TaskCliError::Api {
-                status: StatusCode::OK,
-                detail: format!("unexpected plan: {e}"),
+            let answer = client.call(Method::POST, &path, Some(&body)).await?;
+            let plan: Plan = serde_json::from_value(answer).map_err(|e| {
+                TaskCliError::Usage(format!("the console answered an unexpected plan: {e}"))
             })?;
             print!("{}", render_plan(&plan));
         }
-        TaskCommand::Trigger {
-            task,
-            params,
-            idempotency_key,
-        } => {
+        TaskCommand::Trigger { task, params } => {
             let id = client.task_id(task).await?;
             let body = match params {
                 Some(p) => {
@@ -416,17 +299,8 @@ async fn execute(args: &TaskArgs) -> Result<(), TaskCliError> {
                 }
                 None => None,
             };
-            let headers: Vec<(&str, &str)> = idempotency_key
-                .iter()
-                .map(|k| ("Idempotency-Key", k.as_str()))
-                .collect();
             let run = client
-                .call(
-                    Method::POST,
-                    &format!("/tasks/{id}/trigger"),
-                    body.as_ref(),
-                    &headers,
-                )
+                .call(Method::POST, &format!("/tasks/{id}/trigger"), body.as_ref())
                 .await?;
             println!(
                 "run {} of task {} is {}",
@@ -443,7 +317,7 @@ async fn execute(args: &TaskArgs) -> Result<(), TaskCliError> {
                 "resume"
             };
             let t = client
-                .call(Method::POST, &format!("/tasks/{id}/{verb}"), None, &[])
+                .call(Method::POST, &format!("/tasks/{id}/{verb}"), None)
                 .await?;
             println!(
                 "task {} is {}",
@@ -461,9 +335,9 @@ async fn execute(args: &TaskArgs) -> Result<(), TaskCliError> {
                 path.push_str(&format!("&task={}", client.task_id(t).await?));
             }
             if let Some(s) = state {
-                path.push_str(&format!("&state={}", urlencode(s)));
+                path.push_str(&format!("&state={}", segment(s)));
             }
-            let page = client.call(Method::GET, &path, None, &[]).await?;
+            let page = client.call(Method::GET, &path, None).await?;
             for r in page["items"].as_array().into_iter().flatten() {
                 println!(
                     "{:>8}  task {:<6} {:<10} {:<9} scheduled {}  finished {}",
@@ -527,6 +401,6 @@ mod tests {
 
     #[test]
     fn names_are_percent_encoded_in_queries() {
-        assert_eq!(urlencode("a b/ü"), "a%20b%2F%C3%BC");
+        assert_eq!(segment("a b/ü"), "a%20b%2F%C3%BC");
     }
 }
