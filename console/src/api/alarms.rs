@@ -39,7 +39,7 @@ pub struct AlarmBody {
     pub created_at: DateTime<Utc>,
     pub acknowledged_at: Option<DateTime<Utc>>,
     pub acknowledged_by: Option<String>,
-    /// The task's alarms are muted until then (not popped up).
+    /// The task's alarms are muted until then: pop-up views leave the alarm out.
     pub muted_until: Option<DateTime<Utc>>,
 }
 
@@ -214,8 +214,8 @@ pub struct MuteRequest {
     pub until: Option<DateTime<Utc>>,
 }
 
-/// Mutes a task's alarms until a time (they are still recorded and listed, with
-/// `muted_until`, but not popped up), or unmutes them.
+/// Mutes a task's alarms until a time (they are still recorded and listed, marked with
+/// `muted_until` so that pop-up views can leave them out), or unmutes them.
 #[utoipa::path(tag = "alarms", params(("tenant" = String, Path), ("id" = i64, Path, description = "task id")),
     request_body = MuteRequest, responses(
     (status = 200, body = MuteBody),

@@ -14,8 +14,8 @@ use crate::api::error::{ApiError, ApiResult};
 /// The longest mute: 90 days.
 pub const MAX_MUTE_MS: i64 = 90 * 24 * 3600 * 1000;
 
-/// An alarm and whether its task's alarms are muted now (the console does not pop muted
-/// alarms up).
+/// An alarm and, when its task's alarms are muted, until when (so views that pop alarms up
+/// can leave it out).
 #[derive(Debug, Clone, PartialEq)]
 pub struct AlarmView {
     pub alarm: Alarm,
