@@ -33,6 +33,7 @@ on_both_backends!(
     tasks_are_created_read_updated_with_versions_and_deleted,
     schedules_are_previewed_with_descriptions,
     triggers_honour_idempotency_keys_and_runs_page_and_cancel,
+    concurrent_triggers_with_one_key_create_one_run,
     dependencies_refuse_a_cycle_naming_it,
     alarms_are_listed_acknowledged_once_and_muted,
     other_tenants_and_viewers_change_nothing,
@@ -531,6 +532,46 @@ async fn triggers_honour_idempotency_keys_and_runs_page_and_cancel(app: TestApp)
     );
     assert!(
         actions.contains(&"run.cancel".to_owned()) && actions.contains(&"run.rerun".to_owned())
+    );
+    app.stop().await;
+}
+
+async fn concurrent_triggers_with_one_key_create_one_run(app: TestApp) {
+    tenant_with_app(&app, "acme").await;
+    let task = create(&app, "acme", &manual_task("job")).await;
+    let trigger = format!("/api/v1/tenants/acme/tasks/{}/trigger", task["id"]);
+    let requests: Vec<_> = (0..6)
+        .map(|_| {
+            let req = app
+                .op(Method::POST, &trigger)
+                .header("Idempotency-Key", "deploy-7");
+            tokio::spawn(async move { req.send().await.unwrap() })
+        })
+        .collect();
+    let mut ids = Vec::new();
+    for r in requests {
+        let res = r.await.unwrap();
+        assert!(
+            matches!(res.status().as_u16(), 200 | 201),
+            "{}",
+            res.status()
+        );
+        ids.push(res.json::<Value>().await.unwrap()["id"].as_i64().unwrap());
+    }
+    ids.dedup();
+    assert_eq!(ids.len(), 1, "every request answers the same run: {ids:?}");
+    let runs = json(
+        app.op(Method::GET, "/api/v1/tenants/acme/runs?trigger=manual")
+            .send()
+            .await
+            .unwrap(),
+        200,
+    )
+    .await;
+    assert_eq!(
+        runs["items"].as_array().unwrap().len(),
+        1,
+        "one run was created"
     );
     app.stop().await;
 }
