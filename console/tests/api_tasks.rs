@@ -216,6 +216,27 @@ async fn tasks_are_created_read_updated_with_versions_and_deleted(app: TestApp) 
         3
     );
 
+    // A task as read, edited and sent back: read-only fields are ignored, `version` counts.
+    let mut read_back = json(app.op(Method::GET, &path).send().await.unwrap(), 200).await;
+    read_back["max_retries"] = json!(4);
+    let res = app
+        .op(Method::PUT, &path)
+        .json(&read_back)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(json(res, 200).await["version"], 3);
+    problem(
+        app.op(Method::PUT, &path)
+            .json(&read_back)
+            .send()
+            .await
+            .unwrap(),
+        412,
+        "version_conflict",
+    )
+    .await;
+
     let paused = json(
         app.op(Method::POST, &format!("{path}/pause"))
             .send()
@@ -270,6 +291,7 @@ async fn tasks_are_created_read_updated_with_versions_and_deleted(app: TestApp) 
             "task.delete",
             "task.resume",
             "task.pause",
+            "task.update",
             "task.update",
             "task.create"
         ]

@@ -78,6 +78,35 @@ pub fn if_match(req: &HttpRequest) -> ApiResult<Option<i64>> {
     })
 }
 
+/// The fields of a [`TaskBody`] the server keeps; a body sent back for an update may carry
+/// them (they are ignored, except `version`).
+const READ_ONLY: [&str; 5] = [
+    "id",
+    "version",
+    "fires_scheduled",
+    "created_at",
+    "updated_at",
+];
+
+/// The spec in an update body, and the version it names (if any).
+fn edited_spec(mut body: serde_json::Value) -> ApiResult<(TaskSpec, Option<i64>)> {
+    let mut version = None;
+    if let Some(fields) = body.as_object_mut() {
+        if let Some(v) = fields.get("version") {
+            version = Some(
+                v.as_i64()
+                    .ok_or_else(|| ApiError::field("version", "must be an integer"))?,
+            );
+        }
+        for key in READ_ONLY {
+            fields.remove(key);
+        }
+    }
+    let spec = serde_json::from_value(body)
+        .map_err(|e| ApiError::new(Code::ValidationFailed, format!("body: {e}")))?;
+    Ok((spec, version))
+}
+
 /// A page of tasks and the cursor of the next one.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct TaskPage {
@@ -179,10 +208,11 @@ async fn get_task(
     with_etag(HttpResponse::Ok(), view)
 }
 
-/// Replaces a task's definition. `If-Match` (the version from the ETag) is required; a stale
-/// version is refused with 412 and nothing changes.
+/// Replaces a task's definition. The version being replaced is required, as `If-Match` (the
+/// ETag) or as `version` in the body; a stale version is refused with 412 and nothing changes.
+/// A task as read (`GET`) may be sent back edited: its read-only fields are ignored.
 #[utoipa::path(tag = "tasks", params(("tenant" = String, Path), ("id" = i64, Path),
-    ("If-Match" = String, Header, description = "the version being replaced, e.g. \"3\"")),
+    ("If-Match" = Option<String>, Header, description = "the version being replaced, e.g. \"3\"")),
     request_body = TaskSpec, responses(
     (status = 200, body = TaskBody, headers(("ETag" = String))),
     (status = 404, body = Problem, content_type = "application/problem+json"),
@@ -196,11 +226,12 @@ async fn update_task(
     caller: Caller,
     req: HttpRequest,
     path: TaskPath,
-    body: web::Json<TaskSpec>,
+    body: web::Json<serde_json::Value>,
 ) -> ApiResult<HttpResponse> {
     let (tenant, id) = path.into_inner();
-    let version = if_match(&req)?;
-    let view = tasks::update(&services, &caller, &tenant, TaskId(id), version, &body).await?;
+    let (spec, body_version) = edited_spec(body.into_inner())?;
+    let version = if_match(&req)?.or(body_version);
+    let view = tasks::update(&services, &caller, &tenant, TaskId(id), version, &spec).await?;
     with_etag(HttpResponse::Ok(), view)
 }
 
