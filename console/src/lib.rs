@@ -1,3 +1,11 @@
-//! MTHPT console: the `mthpt` command line and, later, the REST API and web UI.
+//! MTHPT console: the `mthpt` command line and the REST API (`/api/v1`).
+//!
+//! - [`api`]: HTTP handlers, authentication and roles, errors, OpenAPI;
+//! - [`service`]: the operations beneath the handlers (reused by the web UI);
+//! - [`cli`]: the `mthpt` subcommands.
 
+pub mod api;
 pub mod cli;
+pub mod service;
+#[cfg(feature = "test-support")]
+pub mod testing;

@@ -29,6 +29,8 @@ async fn standalone_runs_the_demo_in_a_fresh_directory() {
             "127.0.0.1:0",
             "--wrapper-listen",
             "127.0.0.1:0",
+            "--console-listen",
+            "127.0.0.1:0",
         ])
         .current_dir(dir.path())
         .env_remove("MTHPT_DATA")
@@ -114,4 +116,102 @@ async fn standalone_runs_the_demo_in_a_fresh_directory() {
         banner.contains("MTHPT standalone") && banner.contains("demo.demo"),
         "{banner}"
     );
+}
+
+/// Starts `mthpt standalone --no-demo` in `dir` and returns it with the console URL and the
+/// printed operator password.
+fn start_bare(dir: &std::path::Path) -> (std::process::Child, String, String) {
+    use std::io::{BufRead, BufReader};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mthpt"))
+        .args([
+            "standalone",
+            "--no-demo",
+            "--listen",
+            "127.0.0.1:0",
+            "--console-listen",
+            "127.0.0.1:0",
+        ])
+        .current_dir(dir)
+        .env_remove("MTHPT_DATA")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let (mut url, mut password) = (None, None);
+    while url.is_none() || password.is_none() {
+        let line = lines
+            .next()
+            .expect("standalone printed its banner")
+            .unwrap();
+        if let Some(rest) = line.trim().strip_prefix("console") {
+            url = rest
+                .split_whitespace()
+                .next()
+                .map(|u| u.trim_end_matches("/api/v1").to_owned());
+        }
+        if let Some(rest) = line.trim().strip_prefix("login") {
+            let mut words = rest.split_whitespace();
+            assert_eq!(words.next(), Some("admin"), "{line}");
+            assert_eq!(words.next(), Some("/"), "{line}");
+            password = words.next().map(str::to_owned);
+        }
+    }
+    (child, url.unwrap(), password.unwrap())
+}
+
+fn stop(child: std::process::Child) {
+    let pid = child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "clean exit on SIGTERM: {:?}",
+        out.status
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn standalone_prints_a_generated_operator_login_that_works_and_keeps_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (child, url, password) = tokio::task::block_in_place(|| start_bare(dir.path()));
+    assert!(password.len() >= 16, "{password}");
+    let kept = std::fs::read_to_string(dir.path().join("mthpt-data/operator-password")).unwrap();
+    assert_eq!(kept.trim(), password);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(dir.path().join("mthpt-data/operator-password"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o077, 0, "only the owner may read the password file");
+    }
+    let client = reqwest::Client::new();
+    let res = client
+        .post(format!("{url}/api/v1/session"))
+        .json(&serde_json::json!({ "username": "admin", "password": password }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let wrong = client
+        .post(format!("{url}/api/v1/session"))
+        .json(&serde_json::json!({ "username": "admin", "password": "admin" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong.status(), 401, "no fixed default password");
+    tokio::task::block_in_place(|| stop(child));
+
+    // A second start keeps the same operator and prints the same password.
+    let (child, _, again) = tokio::task::block_in_place(|| start_bare(dir.path()));
+    assert_eq!(again, password);
+    tokio::task::block_in_place(|| stop(child));
 }

@@ -111,4 +111,8 @@ pub struct AlarmFilter {
     pub before_id: Option<AlarmId>,
     /// At most this many (default 100, at most 1000).
     pub limit: Option<i64>,
+    pub severity: Option<Severity>,
+    pub task_id: Option<TaskId>,
+    /// Only alarms someone has acknowledged.
+    pub acknowledged: bool,
 }

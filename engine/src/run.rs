@@ -299,6 +299,13 @@ pub struct RunFilter {
     pub before_id: Option<RunId>,
     /// At most this many (default 100, at most 1000).
     pub limit: Option<i64>,
+    pub trigger_kind: Option<TriggerKind>,
+    /// Runs sent to this executor instance.
+    pub executor_id: Option<ExecutorId>,
+    /// Runs finished at or after this instant.
+    pub finished_from: Option<i64>,
+    /// Runs finished before this instant.
+    pub finished_before: Option<i64>,
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //!
 //! A tenant is an isolated customer of the platform. It is bound to a *node group*: the engine
 //! nodes that schedule its work. Users are operators (no tenant, see every tenant) or belong to
-//! exactly one tenant as admin or viewer.
+//! exactly one tenant as admin, operator or viewer.
 
 use serde::{Deserialize, Serialize};
 
@@ -95,6 +95,8 @@ text_enum!(
         Operator = "operator",
         /// Manages one tenant's apps, tasks, users and alarms.
         TenantAdmin = "tenant_admin",
+        /// Reads one tenant's data and operates it: trigger, cancel, pause, acknowledge.
+        TenantOperator = "tenant_operator",
         /// Reads one tenant's data.
         TenantViewer = "tenant_viewer",
     }
@@ -136,10 +138,12 @@ impl NewUser {
                 "tenant_id",
                 "an operator belongs to no tenant",
             )),
-            (Role::TenantAdmin | Role::TenantViewer, None) => Err(FieldError::new(
-                "tenant_id",
-                "a tenant admin or viewer needs a tenant",
-            )),
+            (Role::TenantAdmin | Role::TenantOperator | Role::TenantViewer, None) => {
+                Err(FieldError::new(
+                    "tenant_id",
+                    "a tenant admin, operator or viewer needs a tenant",
+                ))
+            }
             _ => Ok(()),
         }
     }
@@ -174,4 +178,25 @@ impl NewApiToken {
         check_len("name", &self.name, 1, 100)?;
         check_len("token_hash", &self.token_hash, 16, 200)
     }
+}
+
+/// A signed-in browser session of the console. The cookie carries a random value; only its
+/// SHA-256 (the `id`) is stored.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct Session {
+    pub id: String,
+    pub user_id: UserId,
+    pub created_at: i64,
+    pub expires_at: i64,
+    pub last_seen_at: i64,
+    pub revoked_at: Option<i64>,
+}
+
+/// What is needed to start a session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewSession {
+    /// The hash of the cookie value.
+    pub id: String,
+    pub user_id: UserId,
+    pub expires_at: i64,
 }

@@ -10,7 +10,7 @@
 mod conformance;
 mod support;
 
-use conformance::{alarms, apps, claims, isolation, runs, tasks, tenants};
+use conformance::{alarms, apps, claims, isolation, runs, tasks, tenants, views};
 
 on_both_backends!(
     tenants::migrating_twice_changes_nothing,
@@ -52,4 +52,10 @@ on_both_backends!(
     claims::concurrent_claimers_claim_every_run_exactly_once,
     alarms::alarms_are_raised_once_published_once_and_acknowledged,
     isolation::tenant_b_sees_and_changes_nothing_of_tenant_a,
+    views::runs_are_filtered_by_trigger_executor_and_finish_time,
+    views::alarms_are_filtered_by_severity_task_and_acknowledgement,
+    views::samples_cover_final_runs_scheduled_in_the_range,
+    views::occurrence_runs_list_every_attempt_of_the_tenant_only,
+    views::trigger_keys_remember_the_first_run_until_they_expire,
+    views::alarm_mutes_are_set_listed_cleared_and_scoped,
 );

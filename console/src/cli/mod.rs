@@ -1,10 +1,15 @@
 //! The `mthpt` command line: one binary, one subcommand per role.
 
+pub mod admin;
+pub mod bootstrap;
+pub mod client;
+pub mod console;
 pub mod cron;
 pub mod engine;
 pub mod migrate;
 pub mod process;
 pub mod standalone;
+pub mod task;
 pub mod wrapper;
 
 use std::process::ExitCode;
@@ -22,6 +27,12 @@ pub struct Cli {
 /// The subcommands of `mthpt`.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Manage apps of a tenant over the API (`create` prints the signing secret once).
+    App(admin::AppArgs),
+    /// Create the first operator of a cluster database; prints its password and a token once.
+    Bootstrap(bootstrap::BootstrapArgs),
+    /// Serve the REST API (`/api/v1`, docs at `/api/docs/`) over the cluster database.
+    Console(console::ConsoleArgs),
     /// Inspect Quartz cron expressions (e.g. `mthpt cron next "0 0 12 * * ?"`).
     Cron(cron::CronArgs),
     /// Run one engine node (claims, fires and follows up runs; serves wrapper callbacks).
@@ -30,6 +41,14 @@ pub enum Command {
     Migrate(migrate::MigrateArgs),
     /// The quick start: engine, demo wrapper and SQLite in one process, with a demo tenant.
     Standalone(standalone::StandaloneArgs),
+    /// A tenant's tasks over the console API: list, get, apply a task file, trigger, pause, resume, runs.
+    Task(task::TaskArgs),
+    /// Manage tenants over the API (operators create them).
+    Tenant(admin::TenantArgs),
+    /// Manage API tokens over the API (`create` prints the token once).
+    Token(admin::TokenArgs),
+    /// Manage users and their roles over the API.
+    User(admin::UserArgs),
     /// A standalone executor with the built-in handlers (shell, http).
     Wrapper(wrapper::WrapperArgs),
 }
@@ -37,10 +56,17 @@ pub enum Command {
 /// Runs the parsed command line and returns the process exit code.
 pub async fn run(cli: Cli) -> ExitCode {
     match cli.command {
+        Command::App(args) => admin::app(args).await,
+        Command::Bootstrap(args) => bootstrap::run(args).await,
+        Command::Console(args) => console::run(args).await,
         Command::Cron(args) => cron::run(args),
         Command::Engine(args) => engine::run(args).await,
         Command::Migrate(args) => migrate::run(args).await,
         Command::Standalone(args) => standalone::run(args).await,
+        Command::Task(args) => task::run(args).await,
+        Command::Tenant(args) => admin::tenant(args).await,
+        Command::Token(args) => admin::token(args).await,
+        Command::User(args) => admin::user(args).await,
         Command::Wrapper(args) => wrapper::run(args).await,
     }
 }

@@ -2,13 +2,19 @@
 //! with demo handlers and a SQLite database in a data directory, and loads a demo tenant whose
 //! tasks show scheduling, a parent → child chain, and a task that fails, retries and raises an
 //! alarm. Alarms are written to the log (the in-process stand-in for the AMQP alarm bus).
+//!
+//! It also serves the console API (`/api/v1`, docs at `/api/docs/`) on `--console-listen`. On
+//! first start it creates the operator `admin` with a generated password, kept in
+//! `<data>/operator-password` (readable by the owner only) and printed with the URL on every
+//! start; there is no fixed default password.
 
 use std::net::TcpListener;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
+use actix_web::{App, HttpServer};
 use clap::Args;
 use mthpt_engine::app::NewApp;
 use mthpt_engine::clock::{Clock, SystemClock};
@@ -16,11 +22,13 @@ use mthpt_engine::runtime::{EngineConfig, EngineNode};
 use mthpt_engine::schedule::ScheduleSpec;
 use mthpt_engine::store::{SqliteStore, Store, StoreError};
 use mthpt_engine::task::{DependencyCondition, TaskDefinition};
-use mthpt_engine::tenant::NewTenant;
+use mthpt_engine::tenant::{NewTenant, NewUser, Role};
 use mthpt_wrapper::{HandlerError, Wrapper};
 use serde_json::json;
 
 use super::process::{LogFormat, init_logging, shutdown_signal};
+use crate::api::{self, ApiLimits};
+use crate::service::{Services, credentials};
 
 /// Arguments of `mthpt standalone`.
 #[derive(Debug, Args)]
@@ -31,6 +39,9 @@ pub struct StandaloneArgs {
     /// Address of the engine's callback API.
     #[arg(long, env = "MTHPT_LISTEN", default_value = "127.0.0.1:7700")]
     pub listen: String,
+    /// Address of the console API (`/api/v1`) and its docs (`/api/docs/`).
+    #[arg(long, env = "MTHPT_CONSOLE_LISTEN", default_value = "127.0.0.1:7800")]
+    pub console_listen: String,
     /// Address of the built-in demo wrapper.
     #[arg(long, env = "MTHPT_WRAPPER_LISTEN", default_value = "127.0.0.1:7701")]
     pub wrapper_listen: String,
@@ -67,6 +78,33 @@ async fn serve(args: StandaloneArgs) -> anyhow::Result<()> {
     let url = format!("sqlite://{}", db.display());
     let store: Arc<dyn Store> = Arc::new(SqliteStore::connect(&url).await?);
     store.migrate().await?;
+    let login = ensure_operator(&*store, &args.data).await?;
+    let console_listener = TcpListener::bind(&args.console_listen)
+        .with_context(|| format!("cannot listen on {}", args.console_listen))?;
+    let console_url = format!("http://{}", console_listener.local_addr()?);
+    let services = Services::new(store.clone(), Arc::new(SystemClock));
+    let console = HttpServer::new(move || {
+        App::new().configure(api::configure(services.clone(), ApiLimits::default()))
+    })
+    .workers(1)
+    .disable_signals()
+    .listen(console_listener)?
+    .run();
+    let console_handle = console.handle();
+    tokio::spawn(console);
+    let console_banner = format!(
+        "  console   {console_url}/api/v1 (docs {console_url}/api/docs/)\n  login     {OPERATOR} / {}",
+        match &login {
+            Some(password) => format!(
+                "{password} (kept in {})",
+                args.data.join(PASSWORD_FILE).display()
+            ),
+            None => format!(
+                "password not found in {}; set one with the API or remove the user",
+                args.data.join(PASSWORD_FILE).display()
+            ),
+        }
+    );
     let secret = if args.no_demo {
         None
     } else {
@@ -94,14 +132,14 @@ async fn serve(args: StandaloneArgs) -> anyhow::Result<()> {
         let handle = server.handle();
         tokio::spawn(server);
         println!(
-            "MTHPT standalone\n  engine    {}\n  wrapper   {wrapper_url} (app {DEMO_TENANT}.{DEMO_APP})\n  database  {}\n  demo tenant {DEMO_TENANT:?}: heartbeat every 5 s; extract every 20 s, then its child report;\n  flaky every 60 s (fails, retries twice, raises an alarm); nightly (cron 0 0 2 * * ?, Europe/London)\n  Ctrl-C stops.",
+            "MTHPT standalone\n  engine    {}\n  wrapper   {wrapper_url} (app {DEMO_TENANT}.{DEMO_APP})\n  database  {}\n  demo tenant {DEMO_TENANT:?}: heartbeat every 5 s; extract every 20 s, then its child report;\n  flaky every 60 s (fails, retries twice, raises an alarm); nightly (cron 0 0 2 * * ?, Europe/London)\n{console_banner}\n  Ctrl-C stops.",
             engine.url(),
             db.display()
         );
         wrapper = Some((w, handle));
     } else {
         println!(
-            "MTHPT standalone: engine {} on {}; Ctrl-C stops.",
+            "MTHPT standalone: engine {} on {}\n{console_banner}\n  Ctrl-C stops.",
             engine.url(),
             db.display()
         );
@@ -114,9 +152,57 @@ async fn serve(args: StandaloneArgs) -> anyhow::Result<()> {
         w.shutdown(Duration::from_secs(5)).await;
         handle.stop(true).await;
     }
+    console_handle.stop(true).await;
     engine.shutdown().await;
     store.close().await;
     Ok(())
+}
+
+/// The operator standalone creates on first start.
+pub(crate) const OPERATOR: &str = "admin";
+/// Where its generated password is kept, in the data directory.
+pub(crate) const PASSWORD_FILE: &str = "operator-password";
+
+/// Creates the operator `admin` with a generated password on first start (the password file
+/// is written first, so a password is never lost); returns the password when it is known.
+async fn ensure_operator(store: &dyn Store, data: &Path) -> anyhow::Result<Option<String>> {
+    use anyhow::Context;
+    let file = data.join(PASSWORD_FILE);
+    let mut tx = store.begin().await?;
+    if tx.find_user_by_username(OPERATOR).await?.is_some() {
+        return Ok(std::fs::read_to_string(&file)
+            .ok()
+            .map(|p| p.trim().to_owned()));
+    }
+    let password = credentials::new_password();
+    write_private(&file, &password).with_context(|| format!("cannot write {}", file.display()))?;
+    let hash = credentials::hash_password(&password)?;
+    tx.create_user(
+        &NewUser {
+            tenant_id: None,
+            username: OPERATOR.to_owned(),
+            password_hash: hash,
+            role: Role::Operator,
+        },
+        SystemClock.now_ms(),
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(Some(password))
+}
+
+/// Writes `text` to a file only its owner can read.
+fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let mut f = options.open(path)?;
+    writeln!(f, "{text}")
 }
 
 /// Creates the demo tenant, app and tasks unless they exist; returns the app's secret.

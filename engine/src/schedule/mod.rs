@@ -4,6 +4,7 @@
 //! the parsed form that computes occurrences. Every instant is epoch milliseconds (UTC).
 
 pub mod cron;
+pub mod describe;
 
 use std::fmt;
 

@@ -16,6 +16,7 @@
 
 mod ops;
 mod postgres;
+mod reports;
 mod shared;
 mod sqlite;
 
@@ -25,6 +26,7 @@ use async_trait::async_trait;
 
 pub use self::ops::CreatedTask;
 pub use self::postgres::PgStore;
+pub use self::reports::{AlarmMute, MAX_RUN_SAMPLES, RunSample, RunSampleQuery, TriggerKey};
 pub use self::sqlite::SqliteStore;
 use crate::alarm::{Alarm, AlarmFilter, AlarmId, NewAlarm};
 use crate::app::{
@@ -587,6 +589,80 @@ pub trait Tx: Send {
         before_id: Option<i64>,
         limit: i64,
     ) -> Result<Vec<AuditEvent>>;
+
+    // ---- console views ------------------------------------------------------------------
+
+    /// A tenant's runs in a final state scheduled in a time range, oldest first, for
+    /// statistics.
+    async fn run_samples(
+        &mut self,
+        tenant: TenantId,
+        query: &RunSampleQuery,
+    ) -> Result<Vec<RunSample>>;
+    /// Every run (attempts and shards) of one occurrence of a tenant's task, ordered by shard
+    /// and attempt, without locking anything.
+    async fn occurrence_runs(
+        &mut self,
+        tenant: TenantId,
+        task: TaskId,
+        scheduled_at: i64,
+    ) -> Result<Vec<Run>>;
+    /// The run an idempotency key created, unless the key was first used before
+    /// `created_since`.
+    async fn find_trigger_key(
+        &mut self,
+        tenant: TenantId,
+        key: &str,
+        created_since: i64,
+    ) -> Result<Option<TriggerKey>>;
+    /// Remembers the run an idempotency key created (replacing a use of the key from before
+    /// `created_since`); false when the key is taken already (a concurrent request won).
+    async fn insert_trigger_key(&mut self, key: &TriggerKey, created_since: i64) -> Result<bool>;
+    /// Mutes a tenant's task's alarms until `until`, or unmutes them (`None`).
+    async fn set_alarm_mute(
+        &mut self,
+        tenant: TenantId,
+        task: TaskId,
+        until: Option<i64>,
+        by: &str,
+        now: i64,
+    ) -> Result<Option<AlarmMute>>;
+    /// A tenant's mutes that last beyond `now`.
+    async fn list_alarm_mutes(&mut self, tenant: TenantId, now: i64) -> Result<Vec<AlarmMute>>;
+
+    // ---- console sessions and sign-in attempts ------------------------------------------
+
+    /// Starts a console session.
+    async fn create_session(
+        &mut self,
+        new: &crate::tenant::NewSession,
+        now: i64,
+    ) -> Result<crate::tenant::Session>;
+    /// The live session with this id and its (enabled) user, noting that it was seen; `None`
+    /// when the session is unknown, revoked or expired, or its user disabled.
+    async fn authenticate_session(
+        &mut self,
+        id: &str,
+        now: i64,
+    ) -> Result<Option<(crate::tenant::Session, User)>>;
+    /// Revokes a session (sign-out); false when it was unknown or already revoked.
+    async fn revoke_session(&mut self, id: &str, now: i64) -> Result<bool>;
+    /// Records a sign-in attempt, forgetting the user name's attempts older than `forget_before`.
+    async fn record_login_attempt(
+        &mut self,
+        username: &str,
+        address: &str,
+        succeeded: bool,
+        forget_before: i64,
+        now: i64,
+    ) -> Result<()>;
+    /// Failed sign-in attempts at or after `since`: (for this user name, from this address).
+    async fn count_failed_logins(
+        &mut self,
+        username: &str,
+        address: &str,
+        since: i64,
+    ) -> Result<(i64, i64)>;
 }
 
 /// What `migrate` did.

@@ -943,6 +943,8 @@ macro_rules! tx_impl {
                        AND ($2 IS NULL OR task_id = $2) AND ($3 IS NULL OR state = $3)
                        AND ($4 IS NULL OR scheduled_at >= $4) AND ($5 IS NULL OR scheduled_at < $5)
                        AND ($6 IS NULL OR id < $6)
+                       AND ($8 IS NULL OR trigger_kind = $8) AND ($9 IS NULL OR executor_id = $9)
+                       AND ($10 IS NULL OR finished_at >= $10) AND ($11 IS NULL OR finished_at < $11)
                      ORDER BY id DESC LIMIT $7",
                 )
                 .bind(tenant)
@@ -952,6 +954,10 @@ macro_rules! tx_impl {
                 .bind(filter.scheduled_before)
                 .bind(filter.before_id)
                 .bind(page_limit(filter.limit))
+                .bind(filter.trigger_kind.map(|t| t.as_str()))
+                .bind(filter.executor_id)
+                .bind(filter.finished_from)
+                .bind(filter.finished_before)
                 .fetch_all(&mut *self.tx)
                 .await?)
             }
@@ -1205,6 +1211,8 @@ macro_rules! tx_impl {
                     "SELECT * FROM alarms WHERE ($1 IS NULL OR tenant_id = $1)
                        AND ($2 IS NULL OR kind = $2) AND ($3 = FALSE OR acknowledged_at IS NULL)
                        AND ($4 IS NULL OR id < $4)
+                       AND ($6 IS NULL OR severity = $6) AND ($7 IS NULL OR task_id = $7)
+                       AND ($8 = FALSE OR acknowledged_at IS NOT NULL)
                      ORDER BY id DESC LIMIT $5",
                 )
                 .bind(scope.tenant())
@@ -1212,6 +1220,9 @@ macro_rules! tx_impl {
                 .bind(filter.unacknowledged)
                 .bind(filter.before_id)
                 .bind(page_limit(filter.limit))
+                .bind(filter.severity.map(|s| s.as_str()))
+                .bind(filter.task_id)
+                .bind(filter.acknowledged)
                 .fetch_all(&mut *self.tx)
                 .await?)
             }
@@ -1295,6 +1306,227 @@ macro_rules! tx_impl {
                 .bind(page_limit(Some(limit)))
                 .fetch_all(&mut *self.tx)
                 .await?)
+            }
+
+            // ---- console views -------------------------------------------------------
+
+            async fn run_samples(
+                &mut self,
+                tenant: TenantId,
+                query: &$crate::store::RunSampleQuery,
+            ) -> Result<Vec<$crate::store::RunSample>> {
+                Ok(sqlx::query_as(
+                    "SELECT task_id, state, scheduled_at, due_at, started_at, finished_at FROM runs
+                     WHERE tenant_id = $1 AND ($2 IS NULL OR task_id = $2)
+                       AND scheduled_at >= $3 AND scheduled_at < $4
+                       AND state IN ('succeeded', 'failed', 'timed_out', 'lost', 'skipped', 'cancelled')
+                     ORDER BY scheduled_at, id LIMIT $5",
+                )
+                .bind(tenant)
+                .bind(query.task_id)
+                .bind(query.scheduled_from)
+                .bind(query.scheduled_before)
+                .bind(query.limit.clamp(1, $crate::store::MAX_RUN_SAMPLES))
+                .fetch_all(&mut *self.tx)
+                .await?)
+            }
+
+            async fn occurrence_runs(&mut self, tenant: TenantId, task: TaskId, scheduled_at: i64) -> Result<Vec<Run>> {
+                Ok(sqlx::query_as(
+                    "SELECT * FROM runs WHERE tenant_id = $1 AND task_id = $2 AND scheduled_at = $3
+                     ORDER BY shard_index, attempt",
+                )
+                .bind(tenant)
+                .bind(task)
+                .bind(scheduled_at)
+                .fetch_all(&mut *self.tx)
+                .await?)
+            }
+
+            async fn find_trigger_key(
+                &mut self,
+                tenant: TenantId,
+                key: &str,
+                created_since: i64,
+            ) -> Result<Option<$crate::store::TriggerKey>> {
+                Ok(sqlx::query_as(
+                    "SELECT * FROM trigger_keys WHERE tenant_id = $1 AND key = $2 AND created_at >= $3",
+                )
+                .bind(tenant)
+                .bind(key)
+                .bind(created_since)
+                .fetch_optional(&mut *self.tx)
+                .await?)
+            }
+
+            async fn insert_trigger_key(&mut self, key: &$crate::store::TriggerKey, created_since: i64) -> Result<bool> {
+                sqlx::query("DELETE FROM trigger_keys WHERE tenant_id = $1 AND key = $2 AND created_at < $3")
+                    .bind(key.tenant_id)
+                    .bind(&key.key)
+                    .bind(created_since)
+                    .execute(&mut *self.tx)
+                    .await?;
+                let inserted = sqlx::query(
+                    "INSERT INTO trigger_keys (tenant_id, key, task_id, run_id, created_at)
+                     VALUES ($1, $2, $3, $4, $5) ON CONFLICT (tenant_id, key) DO NOTHING",
+                )
+                .bind(key.tenant_id)
+                .bind(&key.key)
+                .bind(key.task_id)
+                .bind(key.run_id)
+                .bind(key.created_at)
+                .execute(&mut *self.tx)
+                .await
+                .map_err(|e| fk_or(e, || format!("run {} of tenant {}", key.run_id, key.tenant_id)))?;
+                Ok(inserted.rows_affected() == 1)
+            }
+
+            async fn set_alarm_mute(
+                &mut self,
+                tenant: TenantId,
+                task: TaskId,
+                until: Option<i64>,
+                by: &str,
+                now: i64,
+            ) -> Result<Option<$crate::store::AlarmMute>> {
+                // The task must be the tenant's: a foreign id is "not found", never muted.
+                self.get_task(tenant, task).await?;
+                let Some(until) = until else {
+                    sqlx::query("DELETE FROM alarm_mutes WHERE tenant_id = $1 AND task_id = $2")
+                        .bind(tenant)
+                        .bind(task)
+                        .execute(&mut *self.tx)
+                        .await?;
+                    return Ok(None);
+                };
+                Ok(Some(
+                    sqlx::query_as(
+                        "INSERT INTO alarm_mutes (task_id, tenant_id, muted_until, muted_by, updated_at)
+                         VALUES ($1, $2, $3, $4, $5)
+                         ON CONFLICT (task_id) DO UPDATE SET muted_until = excluded.muted_until,
+                             muted_by = excluded.muted_by, updated_at = excluded.updated_at
+                         RETURNING *",
+                    )
+                    .bind(task)
+                    .bind(tenant)
+                    .bind(until)
+                    .bind(by)
+                    .bind(now)
+                    .fetch_one(&mut *self.tx)
+                    .await?,
+                ))
+            }
+
+            async fn list_alarm_mutes(&mut self, tenant: TenantId, now: i64) -> Result<Vec<$crate::store::AlarmMute>> {
+                Ok(sqlx::query_as(
+                    "SELECT * FROM alarm_mutes WHERE tenant_id = $1 AND muted_until > $2 ORDER BY task_id",
+                )
+                .bind(tenant)
+                .bind(now)
+                .fetch_all(&mut *self.tx)
+                .await?)
+            }
+
+            // ---- console sessions and sign-in attempts -------------------------------
+
+            async fn create_session(
+                &mut self,
+                new: &crate::tenant::NewSession,
+                now: i64,
+            ) -> Result<crate::tenant::Session> {
+                sqlx::query_as(
+                    "INSERT INTO sessions (id, user_id, created_at, expires_at, last_seen_at)
+                     VALUES ($1, $2, $3, $4, $3) RETURNING *",
+                )
+                .bind(&new.id)
+                .bind(new.user_id)
+                .bind(now)
+                .bind(new.expires_at)
+                .fetch_one(&mut *self.tx)
+                .await
+                .map_err(|e| fk_or(e, || format!("user {}", new.user_id)))
+            }
+
+            async fn authenticate_session(
+                &mut self,
+                id: &str,
+                now: i64,
+            ) -> Result<Option<(crate::tenant::Session, User)>> {
+                let session: Option<crate::tenant::Session> = sqlx::query_as(
+                    "UPDATE sessions SET last_seen_at = $2
+                     WHERE id = $1 AND revoked_at IS NULL AND expires_at > $2
+                       AND user_id IN (SELECT id FROM users WHERE disabled = FALSE)
+                     RETURNING *",
+                )
+                .bind(id)
+                .bind(now)
+                .fetch_optional(&mut *self.tx)
+                .await?;
+                let Some(session) = session else { return Ok(None) };
+                let user: User = sqlx::query_as("SELECT * FROM users WHERE id = $1")
+                    .bind(session.user_id)
+                    .fetch_one(&mut *self.tx)
+                    .await?;
+                Ok(Some((session, user)))
+            }
+
+            async fn revoke_session(&mut self, id: &str, now: i64) -> Result<bool> {
+                let done = sqlx::query(
+                    "UPDATE sessions SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL",
+                )
+                .bind(id)
+                .bind(now)
+                .execute(&mut *self.tx)
+                .await?;
+                Ok(done.rows_affected() > 0)
+            }
+
+            async fn record_login_attempt(
+                &mut self,
+                username: &str,
+                address: &str,
+                succeeded: bool,
+                forget_before: i64,
+                now: i64,
+            ) -> Result<()> {
+                sqlx::query("DELETE FROM login_attempts WHERE username = $1 AND at < $2")
+                    .bind(username)
+                    .bind(forget_before)
+                    .execute(&mut *self.tx)
+                    .await?;
+                sqlx::query(
+                    "INSERT INTO login_attempts (username, address, at, succeeded) VALUES ($1, $2, $3, $4)",
+                )
+                .bind(username)
+                .bind(address)
+                .bind(now)
+                .bind(succeeded)
+                .execute(&mut *self.tx)
+                .await?;
+                Ok(())
+            }
+
+            async fn count_failed_logins(
+                &mut self,
+                username: &str,
+                address: &str,
+                since: i64,
+            ) -> Result<(i64, i64)> {
+                let (by_user,): (i64,) = sqlx::query_as(
+                    "SELECT COUNT(*) FROM login_attempts WHERE username = $1 AND at >= $2 AND succeeded = FALSE",
+                )
+                .bind(username)
+                .bind(since)
+                .fetch_one(&mut *self.tx)
+                .await?;
+                let (by_address,): (i64,) = sqlx::query_as(
+                    "SELECT COUNT(*) FROM login_attempts WHERE address = $1 AND at >= $2 AND succeeded = FALSE",
+                )
+                .bind(address)
+                .bind(since)
+                .fetch_one(&mut *self.tx)
+                .await?;
+                Ok((by_user, by_address))
             }
         }
 

@@ -7,3 +7,4 @@ pub mod isolation;
 pub mod runs;
 pub mod tasks;
 pub mod tenants;
+pub mod views;

@@ -1,0 +1,380 @@
+//! Who is calling ([`Caller`]) and what they may do ([`authorize`]).
+//!
+//! Authentication: `Authorization: Bearer mthpt_…` (an API token; a request that carries one
+//! ignores cookies), or the session cookie [`SESSION_COOKIE`] set by `POST /api/v1/session`.
+//! Unknown, expired and revoked credentials, and those of disabled users, are 401.
+//!
+//! CSRF: a cookie-authenticated request with an unsafe method (anything but GET, HEAD,
+//! OPTIONS) must come from the console's own pages: `Sec-Fetch-Site: same-origin`, or, from a
+//! browser that does not send that header, an `Origin` equal to the request's own origin.
+//! Otherwise it is 403. Bearer tokens are not sent by browsers on their own, so they need no
+//! such check.
+//!
+//! Authorisation is decided in ONE place, [`decide`], from (role, action, target) and denies by
+//! default:
+//!
+//! | role              | read | operate (trigger, cancel, pause, ack) | administer (tenant config) | platform (tenants, nodes, operators) |
+//! |-------------------|------|---------------------------------------|----------------------------|--------------------------------------|
+//! | operator          | all tenants | all tenants                    | all tenants                | yes                                  |
+//! | tenant_admin      | own  | own                                   | own                        | no                                   |
+//! | tenant_operator   | own  | own                                   | no                         | no                                   |
+//! | tenant_viewer     | own  | no                                    | no                         | no                                   |
+//!
+//! A tenant-scoped caller asking about another tenant gets 404 — the same answer as for a tenant
+//! that does not exist — so tenant names cannot be probed and no data is ever shown.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use actix_web::dev::Payload;
+use actix_web::http::header;
+use actix_web::{FromRequest, HttpMessage, HttpRequest, web};
+use mthpt_engine::tenant::{ApiTokenId, Role, Tenant, TenantId, User};
+
+use super::error::{ApiError, ApiResult};
+use crate::service::Services;
+use crate::service::credentials::{TOKEN_PREFIX, token_hash};
+
+/// How the caller proved who it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Credential {
+    /// An API token.
+    Token { id: ApiTokenId, name: String },
+    /// A console session (its id is the hash of the cookie value).
+    Session { id: String },
+}
+
+/// The name of the session cookie.
+pub const SESSION_COOKIE: &str = "mthpt_session";
+
+/// An authenticated caller.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    pub user: User,
+    /// The caller's own tenant (none for operators).
+    pub tenant: Option<Tenant>,
+    pub credential: Credential,
+}
+
+impl Caller {
+    pub fn role(&self) -> Role {
+        self.user.role
+    }
+
+    pub fn tenant_id(&self) -> Option<TenantId> {
+        self.tenant.as_ref().map(|t| t.id)
+    }
+
+    /// How the caller appears in the audit log: the user name, and the token used.
+    pub fn actor(&self) -> String {
+        match &self.credential {
+            Credential::Token { name, .. } => format!("{} (token {name})", self.user.username),
+            Credential::Session { .. } => self.user.username.clone(),
+        }
+    }
+
+    /// Authenticates a request.
+    pub async fn authenticate(services: &Services, req: &HttpRequest) -> ApiResult<Caller> {
+        match req.headers().get(header::AUTHORIZATION) {
+            Some(value) => {
+                let value = value.to_str().map_err(|_| {
+                    ApiError::unauthenticated("the Authorization header is not text")
+                })?;
+                let token = value
+                    .strip_prefix("Bearer ")
+                    .map(str::trim)
+                    .filter(|t| t.starts_with(TOKEN_PREFIX))
+                    .ok_or_else(|| {
+                        ApiError::unauthenticated(format!(
+                            "the Authorization header must be `Bearer {TOKEN_PREFIX}…`"
+                        ))
+                    })?;
+                Self::from_token(services, token).await
+            }
+            None => match req.cookie(SESSION_COOKIE) {
+                Some(cookie) => {
+                    check_same_origin(req)?;
+                    Self::from_session(services, cookie.value()).await
+                }
+                None => Err(ApiError::unauthenticated(format!(
+                    "sign in first: send `Authorization: Bearer {TOKEN_PREFIX}…` or sign in at POST /api/v1/session"
+                ))),
+            },
+        }
+    }
+
+    async fn from_session(services: &Services, cookie_value: &str) -> ApiResult<Caller> {
+        let id = token_hash(cookie_value);
+        let mut tx = services.write().await?;
+        let Some((_, user)) = tx.authenticate_session(&id, services.now()).await? else {
+            return Err(ApiError::unauthenticated(
+                "the session has expired or was signed out; sign in again",
+            ));
+        };
+        let tenant = match user.tenant_id {
+            Some(t) => Some(tx.get_tenant(t).await?),
+            None => None,
+        };
+        tx.commit().await?;
+        Ok(Caller {
+            user,
+            tenant,
+            credential: Credential::Session { id },
+        })
+    }
+
+    async fn from_token(services: &Services, token: &str) -> ApiResult<Caller> {
+        let mut tx = services.write().await?;
+        let found = tx
+            .authenticate_api_token(&token_hash(token), services.now())
+            .await?;
+        let Some((token, user)) = found else {
+            return Err(ApiError::unauthenticated(
+                "the API token is unknown, expired or revoked",
+            ));
+        };
+        let tenant = match user.tenant_id {
+            Some(id) => Some(tx.get_tenant(id).await?),
+            None => None,
+        };
+        tx.commit().await?;
+        Ok(Caller {
+            user,
+            tenant,
+            credential: Credential::Token {
+                id: token.id,
+                name: token.name,
+            },
+        })
+    }
+}
+
+impl FromRequest for Caller {
+    type Error = ApiError;
+    type Future = Pin<Box<dyn Future<Output = Result<Self, Self::Error>>>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        let req = req.clone();
+        Box::pin(async move {
+            if let Some(caller) = req.extensions().get::<Caller>() {
+                return Ok(caller.clone());
+            }
+            let services = req
+                .app_data::<web::Data<Services>>()
+                .ok_or_else(|| ApiError::internal("the API is mounted without its services"))?
+                .clone();
+            let caller = Caller::authenticate(&services, &req).await?;
+            req.extensions_mut().insert(caller.clone());
+            Ok(caller)
+        })
+    }
+}
+
+/// The CSRF rule for cookie-authenticated requests (see the module docs).
+fn check_same_origin(req: &HttpRequest) -> ApiResult<()> {
+    use actix_web::http::Method;
+    if matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS) {
+        return Ok(());
+    }
+    let header = |name: &str| req.headers().get(name).and_then(|v| v.to_str().ok());
+    let refused = || {
+        ApiError::forbidden(
+            "a cookie-authenticated change must come from the console's own origin \
+             (Sec-Fetch-Site: same-origin, or a matching Origin); API clients use a bearer token",
+        )
+    };
+    if let Some(site) = header("sec-fetch-site") {
+        return if site == "same-origin" {
+            Ok(())
+        } else {
+            Err(refused())
+        };
+    }
+    let info = req.connection_info();
+    let own = format!("{}://{}", info.scheme(), info.host());
+    match header("origin") {
+        Some(origin) if origin == own => Ok(()),
+        _ => Err(refused()),
+    }
+}
+
+/// What a request does, for [`decide`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Look at a tenant's data.
+    Read,
+    /// Run things: trigger, cancel, re-run, pause/resume, acknowledge and mute alarms, drain.
+    Operate,
+    /// Change a tenant's configuration: tasks, apps, users, tokens.
+    Administer,
+    /// Cluster-wide work: tenants, engine nodes, operator users.
+    Platform,
+}
+
+/// What a request acts on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// One tenant's data.
+    Tenant(TenantId),
+    /// The cluster itself.
+    Platform,
+}
+
+/// The outcome of [`decide`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    Allow,
+    /// 403: the caller may see the target but not do this.
+    Forbidden,
+    /// 404: the target is another tenant's; the caller must not learn it exists.
+    Hidden,
+}
+
+/// Whether a role may take an action on what it can see. Deny unless listed.
+fn role_allows(role: Role, action: Action) -> bool {
+    use Action::*;
+    matches!(
+        (role, action),
+        (Role::Operator, _)
+            | (Role::TenantAdmin, Read | Operate | Administer)
+            | (Role::TenantOperator, Read | Operate)
+            | (Role::TenantViewer, Read)
+    )
+}
+
+/// THE authorisation table: (role, the caller's tenant, action, target) → decision.
+pub fn decide(role: Role, own: Option<TenantId>, action: Action, target: Target) -> Decision {
+    let visible = match (role, target) {
+        (Role::Operator, _) => true,
+        (_, Target::Platform) => true,
+        (_, Target::Tenant(t)) => own == Some(t),
+    };
+    if !visible {
+        Decision::Hidden
+    } else if role_allows(role, action) && (role == Role::Operator || target != Target::Platform) {
+        Decision::Allow
+    } else {
+        Decision::Forbidden
+    }
+}
+
+/// [`decide`] for a caller, as a result.
+pub fn authorize(caller: &Caller, action: Action, target: Target) -> ApiResult<()> {
+    match decide(caller.role(), caller.tenant_id(), action, target) {
+        Decision::Allow => Ok(()),
+        Decision::Forbidden => Err(ApiError::forbidden(format!(
+            "a {} may not {} here",
+            caller.role(),
+            match action {
+                Action::Read => "read",
+                Action::Operate => "operate tasks",
+                Action::Administer => "change configuration",
+                Action::Platform => "manage the platform",
+            }
+        ))),
+        Decision::Hidden => Err(ApiError::not_found("that resource")),
+    }
+}
+
+/// The tenant a `/tenants/{tenant}/…` path names, if the caller may take `action` in it.
+/// Another tenant's name answers 404 without touching the database, like an unknown one.
+pub async fn tenant_access(
+    services: &Services,
+    caller: &Caller,
+    tenant_name: &str,
+    action: Action,
+) -> ApiResult<Tenant> {
+    let not_found = || ApiError::not_found(format!("tenant {tenant_name:?}"));
+    let tenant = match &caller.tenant {
+        Some(own) if own.name == tenant_name => own.clone(),
+        Some(_) => return Err(not_found()),
+        None => {
+            let mut tx = services.read().await?;
+            tx.find_tenant_by_name(tenant_name)
+                .await?
+                .ok_or_else(not_found)?
+        }
+    };
+    authorize(caller, action, Target::Tenant(tenant.id)).map_err(|e| {
+        if e.code == super::error::Code::NotFound {
+            not_found()
+        } else {
+            e
+        }
+    })?;
+    Ok(tenant)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const A: TenantId = TenantId(1);
+    const B: TenantId = TenantId(2);
+
+    #[test]
+    fn operators_may_do_everything_everywhere() {
+        for action in [
+            Action::Read,
+            Action::Operate,
+            Action::Administer,
+            Action::Platform,
+        ] {
+            for target in [Target::Tenant(A), Target::Platform] {
+                assert_eq!(
+                    decide(Role::Operator, None, action, target),
+                    Decision::Allow
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn tenant_roles_follow_the_table_in_their_own_tenant() {
+        let own = Target::Tenant(A);
+        let d = |role, action| decide(role, Some(A), action, own);
+        assert_eq!(d(Role::TenantAdmin, Action::Administer), Decision::Allow);
+        assert_eq!(d(Role::TenantOperator, Action::Operate), Decision::Allow);
+        assert_eq!(
+            d(Role::TenantOperator, Action::Administer),
+            Decision::Forbidden
+        );
+        assert_eq!(d(Role::TenantViewer, Action::Read), Decision::Allow);
+        assert_eq!(d(Role::TenantViewer, Action::Operate), Decision::Forbidden);
+        assert_eq!(d(Role::TenantAdmin, Action::Platform), Decision::Forbidden);
+    }
+
+    #[test]
+    fn another_tenant_is_hidden_from_every_tenant_role() {
+        for role in [Role::TenantAdmin, Role::TenantOperator, Role::TenantViewer] {
+            for action in [
+                Action::Read,
+                Action::Operate,
+                Action::Administer,
+                Action::Platform,
+            ] {
+                assert_eq!(
+                    decide(role, Some(A), action, Target::Tenant(B)),
+                    Decision::Hidden
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn platform_work_is_forbidden_to_tenant_roles() {
+        for role in [Role::TenantAdmin, Role::TenantOperator, Role::TenantViewer] {
+            for action in [
+                Action::Read,
+                Action::Operate,
+                Action::Administer,
+                Action::Platform,
+            ] {
+                assert_eq!(
+                    decide(role, Some(A), action, Target::Platform),
+                    Decision::Forbidden
+                );
+            }
+        }
+    }
+}

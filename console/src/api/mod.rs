@@ -1,0 +1,213 @@
+//! The REST API under `/api/v1`, its OpenAPI description (`/api/v1/openapi.json`) and an
+//! offline Swagger UI (`/api/docs/`).
+//!
+//! Every resource is a module with a `routes` function that registers its handlers; adding a
+//! resource is one line in [`resources`]. Handlers are thin: they parse input, call a
+//! [`service`](crate::service) operation and shape its answer. Handlers carry
+//! `#[utoipa::path]`, so the specification is generated from them.
+
+pub mod alarms;
+pub mod apps;
+pub mod audit;
+pub mod auth;
+pub mod bulk;
+pub mod dependencies;
+pub mod error;
+pub mod executors;
+pub mod me;
+pub mod middleware;
+pub mod nodes;
+pub mod runs;
+pub mod schedule;
+pub mod session;
+pub mod stats;
+pub mod taskfile;
+pub mod tasks;
+pub mod tenants;
+pub mod tokens;
+pub mod users;
+
+use actix_web::web;
+use serde::Deserialize;
+use utoipa::openapi::OpenApi;
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::{IntoParams, Modify};
+use utoipa_actix_web::AppExt;
+
+use self::error::{ApiError, ApiResult, Code};
+use crate::service::Services;
+
+/// Limits of the API (see docs/api.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ApiLimits {
+    /// The largest request body accepted; larger ones are answered 413 `payload_too_large`.
+    pub max_body_bytes: usize,
+}
+
+/// The default body cap: 1 MiB, enough for a bulk change of 500 tasks.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
+
+impl Default for ApiLimits {
+    fn default() -> Self {
+        Self {
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+        }
+    }
+}
+
+/// The resources of `/api/v1`: one line each.
+fn resources(cfg: &mut utoipa_actix_web::service_config::ServiceConfig<'_>) {
+    me::routes(cfg);
+    session::routes(cfg);
+    tenants::routes(cfg);
+    // Task files and bulk first: `/tasks/export` must not be read as `/tasks/{id}`.
+    taskfile::routes(cfg);
+    bulk::routes(cfg);
+    tasks::routes(cfg);
+    schedule::routes(cfg);
+    dependencies::routes(cfg);
+    runs::routes(cfg);
+    alarms::routes(cfg);
+    audit::routes(cfg);
+    stats::routes(cfg);
+    apps::routes(cfg);
+    executors::routes(cfg);
+    nodes::routes(cfg);
+    users::routes(cfg);
+    tokens::routes(cfg);
+}
+
+/// Mounts the API on an actix app or scope: `App::new().configure(api::configure(services, limits))`.
+pub fn configure(
+    services: Services,
+    limits: ApiLimits,
+) -> impl FnOnce(&mut web::ServiceConfig) + Clone {
+    move |cfg: &mut web::ServiceConfig| {
+        let spec = openapi();
+        cfg.service(
+            utoipa_swagger_ui::SwaggerUi::new("/api/docs/{_:.*}")
+                .config(utoipa_swagger_ui::Config::new(["/api/v1/openapi.json"])),
+        )
+        .route(
+            "/api/docs",
+            web::get().to(|| async {
+                actix_web::HttpResponse::Found()
+                    .insert_header(("Location", "/api/docs/"))
+                    .finish()
+            }),
+        )
+        .service(
+            utoipa_actix_web::scope("/api/v1")
+                .app_data(web::Data::new(services))
+                .app_data(json_config(limits))
+                .app_data(web::PayloadConfig::new(limits.max_body_bytes))
+                .app_data(web::QueryConfig::default().error_handler(|e, _| {
+                    ApiError::bad_request(format!("query string: {e}")).into()
+                }))
+                .app_data(
+                    web::PathConfig::default()
+                        .error_handler(|e, _| ApiError::not_found(format!("path: {e}")).into()),
+                )
+                .wrap(actix_web::middleware::from_fn(middleware::request_id))
+                .configure(resources)
+                .route(
+                    "/openapi.json",
+                    web::get().to(move || {
+                        let spec = spec.clone();
+                        async move { actix_web::HttpResponse::Ok().json(spec) }
+                    }),
+                )
+                .default_service(web::to(|| async {
+                    Err::<actix_web::HttpResponse, _>(ApiError::new(
+                        Code::NotFound,
+                        "no such API path or method",
+                    ))
+                })),
+        );
+    }
+}
+
+fn json_config(limits: ApiLimits) -> web::JsonConfig {
+    web::JsonConfig::default()
+        .limit(limits.max_body_bytes)
+        .error_handler(move |e, _| {
+            use actix_web::error::JsonPayloadError as E;
+            match &e {
+                E::OverflowKnownLength { .. } | E::Overflow { .. } => ApiError::new(
+                    Code::PayloadTooLarge,
+                    format!(
+                        "request bodies are limited to {} bytes",
+                        limits.max_body_bytes
+                    ),
+                ),
+                E::ContentType => ApiError::bad_request("send the body as application/json"),
+                E::Deserialize(d) => ApiError::new(Code::ValidationFailed, format!("body: {d}")),
+                _ => ApiError::bad_request(format!("body: {e}")),
+            }
+            .into()
+        })
+}
+
+/// The OpenAPI 3.1 description of `/api/v1`, generated from the handlers.
+pub fn openapi() -> OpenApi {
+    #[derive(utoipa::OpenApi)]
+    #[openapi(
+        info(
+            title = "MTHPT console API",
+            description = "Tenants, apps, users, tokens, tasks and runs of an MTHPT cluster. \
+                Authenticate with `Authorization: Bearer mthpt_…`. Errors are RFC 9457 \
+                `application/problem+json` with a stable `code`.",
+        ),
+        modifiers(&BearerAuth),
+        security(("bearer" = [])),
+        components(schemas(error::Problem))
+    )]
+    struct Base;
+    struct BearerAuth;
+    impl Modify for BearerAuth {
+        fn modify(&self, openapi: &mut OpenApi) {
+            if let Some(components) = openapi.components.as_mut() {
+                components.add_security_scheme(
+                    "bearer",
+                    SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+                );
+            }
+        }
+    }
+    let (_, spec) = actix_web::App::new()
+        .into_utoipa_app()
+        .openapi(<Base as utoipa::OpenApi>::openapi())
+        .service(utoipa_actix_web::scope("/api/v1").configure(resources))
+        .split_for_parts();
+    spec
+}
+
+/// The largest page a listing returns.
+pub const MAX_LIMIT: u32 = 500;
+/// The page size when none is asked for.
+pub const DEFAULT_LIMIT: u32 = 100;
+
+/// `?limit=` of a listing: at most [`MAX_LIMIT`].
+#[derive(Debug, Clone, Copy, Default, Deserialize, IntoParams)]
+pub struct LimitQuery {
+    /// Items per page (1–500, default 100).
+    pub limit: Option<u32>,
+}
+
+impl LimitQuery {
+    /// The limit, refusing 0 and anything above [`MAX_LIMIT`].
+    pub fn get(self) -> ApiResult<i64> {
+        match self.limit.unwrap_or(DEFAULT_LIMIT) {
+            n @ 1..=MAX_LIMIT => Ok(i64::from(n)),
+            n => Err(ApiError::field(
+                "limit",
+                format!("must be between 1 and {MAX_LIMIT} (was {n})"),
+            )),
+        }
+    }
+}
+
+/// An instant stored as epoch milliseconds, as the API shows it (RFC 3339, UTC).
+pub fn at(ms: i64) -> chrono::DateTime<chrono::Utc> {
+    chrono::DateTime::from_timestamp_millis(ms).unwrap_or_default()
+}

@@ -1,0 +1,168 @@
+//! `/tenants`: tenants and their node group (operators; a tenant user sees its own).
+
+use actix_web::{HttpResponse, delete, get, patch, post, web};
+use chrono::{DateTime, Utc};
+use mthpt_engine::tenant::{DEFAULT_NODE_GROUP, NewTenant, Tenant, TenantUpdate};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::at;
+use super::auth::Caller;
+use super::error::{ApiResult, Problem};
+use crate::service::{Services, tenants};
+
+pub fn routes(cfg: &mut utoipa_actix_web::service_config::ServiceConfig<'_>) {
+    cfg.service(list_tenants)
+        .service(create_tenant)
+        .service(get_tenant)
+        .service(update_tenant)
+        .service(delete_tenant);
+}
+
+/// A tenant as the API shows it.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct TenantBody {
+    pub id: i64,
+    /// Unique short name (`[a-z0-9][a-z0-9_-]*`), used in paths.
+    pub name: String,
+    pub display_name: String,
+    /// The engine node group that schedules this tenant's runs.
+    pub node_group: String,
+    pub disabled: bool,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl From<Tenant> for TenantBody {
+    fn from(t: Tenant) -> Self {
+        Self {
+            id: t.id.0,
+            name: t.name,
+            display_name: t.display_name,
+            node_group: t.node_group,
+            disabled: t.disabled,
+            created_at: at(t.created_at),
+            updated_at: at(t.updated_at),
+        }
+    }
+}
+
+/// A new tenant.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateTenant {
+    pub name: String,
+    /// Defaults to the name.
+    pub display_name: Option<String>,
+    /// Defaults to `default`.
+    pub node_group: Option<String>,
+}
+
+/// A change to a tenant: only the given fields change.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateTenant {
+    pub display_name: Option<String>,
+    /// Moving a tenant moves its not-yet-claimed runs to the new group.
+    pub node_group: Option<String>,
+    pub disabled: Option<bool>,
+}
+
+/// Tenants the caller can see.
+#[utoipa::path(tag = "tenants", responses(
+    (status = 200, body = Vec<TenantBody>),
+    (status = 401, body = Problem, content_type = "application/problem+json"),
+))]
+#[get("/tenants")]
+async fn list_tenants(
+    services: web::Data<Services>,
+    caller: Caller,
+) -> ApiResult<web::Json<Vec<TenantBody>>> {
+    let list = tenants::list(&services, &caller).await?;
+    Ok(web::Json(list.into_iter().map(Into::into).collect()))
+}
+
+/// Creates a tenant (operators).
+#[utoipa::path(tag = "tenants", request_body = CreateTenant, responses(
+    (status = 201, body = TenantBody),
+    (status = 403, body = Problem, content_type = "application/problem+json"),
+    (status = 409, description = "name taken", body = Problem, content_type = "application/problem+json"),
+    (status = 422, body = Problem, content_type = "application/problem+json"),
+))]
+#[post("/tenants")]
+async fn create_tenant(
+    services: web::Data<Services>,
+    caller: Caller,
+    body: web::Json<CreateTenant>,
+) -> ApiResult<HttpResponse> {
+    let body = body.into_inner();
+    let new = NewTenant {
+        display_name: body.display_name.unwrap_or_else(|| body.name.clone()),
+        node_group: body
+            .node_group
+            .unwrap_or_else(|| DEFAULT_NODE_GROUP.to_owned()),
+        name: body.name,
+    };
+    let tenant = tenants::create(&services, &caller, &new).await?;
+    Ok(HttpResponse::Created().json(TenantBody::from(tenant)))
+}
+
+/// One tenant.
+#[utoipa::path(tag = "tenants", params(("tenant" = String, Path, description = "tenant name")), responses(
+    (status = 200, body = TenantBody),
+    (status = 404, body = Problem, content_type = "application/problem+json"),
+))]
+#[get("/tenants/{tenant}")]
+async fn get_tenant(
+    services: web::Data<Services>,
+    caller: Caller,
+    path: web::Path<String>,
+) -> ApiResult<web::Json<TenantBody>> {
+    Ok(web::Json(
+        tenants::get(&services, &caller, &path).await?.into(),
+    ))
+}
+
+/// Changes a tenant's display name, node group or disabled flag (operators).
+#[utoipa::path(tag = "tenants", params(("tenant" = String, Path, description = "tenant name")),
+    request_body = UpdateTenant, responses(
+    (status = 200, body = TenantBody),
+    (status = 403, body = Problem, content_type = "application/problem+json"),
+    (status = 404, body = Problem, content_type = "application/problem+json"),
+    (status = 422, body = Problem, content_type = "application/problem+json"),
+))]
+#[patch("/tenants/{tenant}")]
+async fn update_tenant(
+    services: web::Data<Services>,
+    caller: Caller,
+    path: web::Path<String>,
+    body: web::Json<UpdateTenant>,
+) -> ApiResult<web::Json<TenantBody>> {
+    let body = body.into_inner();
+    let update = TenantUpdate {
+        display_name: body.display_name,
+        node_group: body.node_group,
+        disabled: body.disabled,
+    };
+    Ok(web::Json(
+        tenants::update(&services, &caller, &path, &update)
+            .await?
+            .into(),
+    ))
+}
+
+/// Deletes a tenant and everything it owns (operators).
+#[utoipa::path(tag = "tenants", params(("tenant" = String, Path, description = "tenant name")), responses(
+    (status = 204),
+    (status = 403, body = Problem, content_type = "application/problem+json"),
+    (status = 404, body = Problem, content_type = "application/problem+json"),
+))]
+#[delete("/tenants/{tenant}")]
+async fn delete_tenant(
+    services: web::Data<Services>,
+    caller: Caller,
+    path: web::Path<String>,
+) -> ApiResult<HttpResponse> {
+    tenants::delete(&services, &caller, &path).await?;
+    Ok(HttpResponse::NoContent().finish())
+}

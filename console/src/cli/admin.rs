@@ -1,0 +1,356 @@
+//! Admin commands over the console API: `mthpt tenant|app|user|token …`. Secrets (an app's
+//! signing secret, a token, a generated password) are printed once, when created.
+
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand};
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use super::client::{ApiArgs, ApiClient, ClientError, segment};
+use crate::service::credentials::new_password;
+
+/// Output options every admin command shares.
+#[derive(Debug, Clone, Default, Args)]
+pub struct Output {
+    /// Print the API's JSON answer instead of text.
+    #[arg(long, global = true)]
+    pub json: bool,
+}
+
+/// `mthpt tenant …`
+#[derive(Debug, Args)]
+pub struct TenantArgs {
+    #[command(flatten)]
+    pub api: ApiArgs,
+    #[command(flatten)]
+    pub out: Output,
+    #[command(subcommand)]
+    pub command: TenantCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TenantCommand {
+    /// Create a tenant (operators).
+    Create {
+        /// Short unique name (`[a-z0-9][a-z0-9_-]*`).
+        name: String,
+        #[arg(long)]
+        display_name: Option<String>,
+        /// The engine node group that schedules it [default: default].
+        #[arg(long)]
+        node_group: Option<String>,
+    },
+    /// List the tenants you can see.
+    List,
+}
+
+/// `mthpt app …`
+#[derive(Debug, Args)]
+pub struct AppArgs {
+    #[command(flatten)]
+    pub api: ApiArgs,
+    #[command(flatten)]
+    pub out: Output,
+    /// The tenant.
+    #[arg(long, env = "MTHPT_TENANT", global = true)]
+    pub tenant: Option<String>,
+    #[command(subcommand)]
+    pub command: AppCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AppCommand {
+    /// Create an app; its signing secret is printed once.
+    Create { name: String },
+    /// List the tenant's apps.
+    List,
+    /// Replace an app's signing secret; the new one is printed once.
+    RotateSecret { name: String },
+    /// Delete an app (refused while tasks use it).
+    Delete { name: String },
+}
+
+/// `mthpt user …`
+#[derive(Debug, Args)]
+pub struct UserArgs {
+    #[command(flatten)]
+    pub api: ApiArgs,
+    #[command(flatten)]
+    pub out: Output,
+    /// The tenant (none: operators).
+    #[arg(long, env = "MTHPT_TENANT", global = true)]
+    pub tenant: Option<String>,
+    #[command(subcommand)]
+    pub command: UserCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum UserCommand {
+    /// Create a user; without MTHPT_NEW_PASSWORD a password is generated and printed once.
+    Create {
+        username: String,
+        /// tenant_admin, tenant_operator or tenant_viewer (with --tenant); operator without.
+        #[arg(long)]
+        role: Option<String>,
+        /// The password (read from the environment so it stays out of shell history).
+        #[arg(
+            long = "password-from-env",
+            env = "MTHPT_NEW_PASSWORD",
+            hide_env_values = true
+        )]
+        password: Option<String>,
+    },
+    /// List the tenant's users (or the operators).
+    List,
+}
+
+/// `mthpt token …`
+#[derive(Debug, Args)]
+pub struct TokenArgs {
+    #[command(flatten)]
+    pub api: ApiArgs,
+    #[command(flatten)]
+    pub out: Output,
+    /// Manage the tokens of this user id instead of your own (with --tenant for a tenant user).
+    #[arg(long, global = true)]
+    pub user: Option<i64>,
+    /// The user's tenant.
+    #[arg(long, env = "MTHPT_TENANT", global = true)]
+    pub tenant: Option<String>,
+    #[command(subcommand)]
+    pub command: TokenCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Issue a token; its value is printed once.
+    Create {
+        /// What it is for, e.g. `ci`.
+        #[arg(long)]
+        name: String,
+        /// It stops working after this many days (default: until revoked).
+        #[arg(long)]
+        expires_in_days: Option<u32>,
+    },
+    /// List tokens (never their values).
+    List,
+    /// Revoke a token.
+    Revoke { id: i64 },
+}
+
+fn finish(result: Result<(), ClientError>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("mthpt: {e}");
+            match e {
+                ClientError::Config(_) => ExitCode::from(2),
+                _ => ExitCode::FAILURE,
+            }
+        }
+    }
+}
+
+fn client(api: &ApiArgs) -> Result<ApiClient, ClientError> {
+    ApiClient::from_args(api)
+}
+
+fn need_tenant(tenant: &Option<String>) -> Result<String, ClientError> {
+    tenant
+        .as_deref()
+        .map(segment)
+        .ok_or_else(|| ClientError::Config("give the tenant with --tenant or MTHPT_TENANT".into()))
+}
+
+fn text(v: &Value, key: &str) -> String {
+    match &v[key] {
+        Value::String(s) => s.clone(),
+        Value::Null => "-".to_owned(),
+        other => other.to_string(),
+    }
+}
+
+fn print_rows(out: &Output, answer: &Value, columns: &[&str]) {
+    if out.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(answer).unwrap_or_default()
+        );
+        return;
+    }
+    println!("{}", columns.join("\t").to_uppercase());
+    for row in answer.as_array().into_iter().flatten() {
+        let cells: Vec<String> = columns.iter().map(|c| text(row, c)).collect();
+        println!("{}", cells.join("\t"));
+    }
+}
+
+fn print_one(out: &Output, answer: &Value, lines: &[(&str, &str)]) {
+    if out.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(answer).unwrap_or_default()
+        );
+        return;
+    }
+    for (label, key) in lines {
+        println!("{label:<10} {}", text(answer, key));
+    }
+}
+
+pub async fn tenant(args: TenantArgs) -> ExitCode {
+    finish(async {
+        let c = client(&args.api)?;
+        match args.command {
+            TenantCommand::Create {
+                name,
+                display_name,
+                node_group,
+            } => {
+                let body = json!({ "name": name, "display_name": display_name, "node_group": node_group });
+                let t = c.call(Method::POST, "/tenants", Some(&body)).await?;
+                print_one(&args.out, &t, &[("tenant", "name"), ("group", "node_group")]);
+            }
+            TenantCommand::List => {
+                let list = c.call(Method::GET, "/tenants", None).await?;
+                print_rows(&args.out, &list, &["name", "node_group", "disabled", "display_name"]);
+            }
+        }
+        Ok(())
+    }
+    .await)
+}
+
+pub async fn app(args: AppArgs) -> ExitCode {
+    finish(
+        async {
+            let c = client(&args.api)?;
+            let base = format!("/tenants/{}/apps", need_tenant(&args.tenant)?);
+            match args.command {
+                AppCommand::Create { name } => {
+                    let a = c
+                        .call(Method::POST, &base, Some(&json!({ "name": name })))
+                        .await?;
+                    print_one(&args.out, &a, &[("app", "key"), ("secret", "secret")]);
+                    if !args.out.json {
+                        println!(
+                            "The secret is not shown again: give it to the app's wrappers now."
+                        );
+                    }
+                }
+                AppCommand::List => {
+                    let list = c.call(Method::GET, &base, None).await?;
+                    print_rows(&args.out, &list, &["name", "key", "created_at"]);
+                }
+                AppCommand::RotateSecret { name } => {
+                    let path = format!("{base}/{}/rotate-secret", segment(&name));
+                    let a = c.call(Method::POST, &path, None).await?;
+                    print_one(&args.out, &a, &[("app", "key"), ("secret", "secret")]);
+                }
+                AppCommand::Delete { name } => {
+                    c.call(Method::DELETE, &format!("{base}/{}", segment(&name)), None)
+                        .await?;
+                    if !args.out.json {
+                        println!("deleted app {name}");
+                    }
+                }
+            }
+            Ok(())
+        }
+        .await,
+    )
+}
+
+pub async fn user(args: UserArgs) -> ExitCode {
+    finish(
+        async {
+            let c = client(&args.api)?;
+            let base = match &args.tenant {
+                Some(t) => format!("/tenants/{}/users", segment(t)),
+                None => "/users".to_owned(),
+            };
+            match args.command {
+                UserCommand::Create {
+                    username,
+                    role,
+                    password,
+                } => {
+                    let generated = password.is_none();
+                    let password = password.unwrap_or_else(new_password);
+                    let body = json!({ "username": username, "password": password, "role": role });
+                    let u = c.call(Method::POST, &base, Some(&body)).await?;
+                    print_one(
+                        &args.out,
+                        &u,
+                        &[("user", "username"), ("id", "id"), ("role", "role")],
+                    );
+                    if generated && !args.out.json {
+                        println!("password   {password}\nThe password is not shown again.");
+                    }
+                }
+                UserCommand::List => {
+                    let list = c.call(Method::GET, &base, None).await?;
+                    print_rows(&args.out, &list, &["id", "username", "role", "disabled"]);
+                }
+            }
+            Ok(())
+        }
+        .await,
+    )
+}
+
+pub async fn token(args: TokenArgs) -> ExitCode {
+    finish(
+        async {
+            let c = client(&args.api)?;
+            let base = match (args.user, &args.tenant) {
+                (None, _) => "/tokens".to_owned(),
+                (Some(id), Some(t)) => format!("/tenants/{}/users/{id}/tokens", segment(t)),
+                (Some(id), None) => format!("/users/{id}/tokens"),
+            };
+            match args.command {
+                TokenCommand::Create {
+                    name,
+                    expires_in_days,
+                } => {
+                    let expires_at = expires_in_days.map(|d| {
+                        (chrono::Utc::now() + chrono::Duration::days(i64::from(d))).to_rfc3339()
+                    });
+                    let body = json!({ "name": name, "expires_at": expires_at });
+                    let t = c.call(Method::POST, &base, Some(&body)).await?;
+                    print_one(
+                        &args.out,
+                        &t,
+                        &[
+                            ("id", "id"),
+                            ("name", "name"),
+                            ("expires", "expires_at"),
+                            ("token", "token"),
+                        ],
+                    );
+                    if !args.out.json {
+                        println!("The token is not shown again.");
+                    }
+                }
+                TokenCommand::List => {
+                    let list = c.call(Method::GET, &base, None).await?;
+                    print_rows(
+                        &args.out,
+                        &list,
+                        &["id", "name", "expires_at", "last_used_at", "revoked_at"],
+                    );
+                }
+                TokenCommand::Revoke { id } => {
+                    c.call(Method::DELETE, &format!("{base}/{id}"), None)
+                        .await?;
+                    if !args.out.json {
+                        println!("revoked token {id}");
+                    }
+                }
+            }
+            Ok(())
+        }
+        .await,
+    )
+}

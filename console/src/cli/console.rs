@@ -1,0 +1,184 @@
+//! `mthpt console`: one console node serving the REST API (`/api/v1`) over the cluster database.
+//! It keeps no state of its own, so any number can run behind a load balancer.
+//!
+//! Settings come from, lowest precedence first: built-in defaults, a TOML file (`--config`),
+//! environment variables `MTHPT_<SETTING>` (e.g. `MTHPT_DATABASE_URL`, `MTHPT_BIND`), then
+//! command-line flags. Secrets (the database password) are never printed.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix_web::{App, HttpServer};
+use clap::Args;
+use figment::Figment;
+use figment::providers::{Env, Format, Serialized, Toml};
+use mthpt_engine::clock::SystemClock;
+use mthpt_engine::store::{self, Store, redact_url};
+use serde::{Deserialize, Serialize};
+
+use super::process::{LogFormat, init_logging, shutdown_signal};
+use crate::api::{self, ApiLimits};
+use crate::service::Services;
+
+/// Arguments of `mthpt console` (each also settable in the TOML file or as `MTHPT_<NAME>`).
+#[derive(Debug, Clone, Default, Args, Serialize)]
+pub struct ConsoleArgs {
+    /// TOML file with any of the settings below (snake_case keys, e.g. `bind = "0.0.0.0:7800"`).
+    #[arg(long, env = "MTHPT_CONFIG")]
+    #[serde(skip)]
+    pub config: Option<PathBuf>,
+    /// The cluster database: postgres://user:password@host:port/db (or sqlite://file.db).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub database_url: Option<String>,
+    /// Address the API listens on (HOST:PORT) [default: 127.0.0.1:7800].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bind: Option<String>,
+    /// Largest request body accepted, in bytes [default: 1048576].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_body_bytes: Option<usize>,
+    /// A client must send its request headers within this many ms [default: 5000].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_request_timeout_ms: Option<u64>,
+    /// HTTP worker threads [default: 2].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workers: Option<usize>,
+    /// Log format.
+    #[arg(long, value_enum)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub log_format: Option<LogFormat>,
+}
+
+/// The merged settings.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+struct Settings {
+    database_url: Option<String>,
+    bind: String,
+    max_body_bytes: usize,
+    client_request_timeout_ms: u64,
+    workers: usize,
+    log_format: LogFormat,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            database_url: None,
+            bind: "127.0.0.1:7800".to_owned(),
+            max_body_bytes: api::DEFAULT_MAX_BODY_BYTES,
+            client_request_timeout_ms: 5_000,
+            workers: 2,
+            log_format: LogFormat::Human,
+        }
+    }
+}
+
+fn settings(args: &ConsoleArgs) -> Result<Settings, String> {
+    let mut figment = Figment::from(Serialized::defaults(Settings::default()));
+    if let Some(path) = &args.config {
+        if !path.is_file() {
+            return Err(format!("config file {} does not exist", path.display()));
+        }
+        figment = figment.merge(Toml::file(path));
+    }
+    let s: Settings = figment
+        .merge(Env::prefixed("MTHPT_").ignore(&["config"]))
+        .merge(Serialized::defaults(args))
+        .extract()
+        .map_err(|e| format!("invalid settings: {e}"))?;
+    if s.workers == 0 {
+        return Err("workers must be at least 1".to_owned());
+    }
+    if s.max_body_bytes < 1024 {
+        return Err("max_body_bytes must be at least 1024".to_owned());
+    }
+    Ok(s)
+}
+
+/// Serves the API until SIGINT or SIGTERM.
+pub async fn run(args: ConsoleArgs) -> ExitCode {
+    let settings = match settings(&args) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("mthpt console: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    init_logging(settings.log_format);
+    let Some(url) = settings.database_url.clone() else {
+        eprintln!(
+            "mthpt console: no database: give --database-url, MTHPT_DATABASE_URL or database_url in the config file"
+        );
+        return ExitCode::from(2);
+    };
+    let store: Arc<dyn Store> = match store::connect(&url).await {
+        Ok(s) => Arc::from(s),
+        Err(e) => {
+            eprintln!("mthpt console: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if let Err(e) = store.migrate().await {
+        eprintln!("mthpt console: {}: {e}", redact_url(&url));
+        return ExitCode::FAILURE;
+    }
+    let services = Services::new(store.clone(), Arc::new(SystemClock));
+    let limits = ApiLimits {
+        max_body_bytes: settings.max_body_bytes,
+    };
+    let server = match HttpServer::new(move || {
+        App::new().configure(api::configure(services.clone(), limits))
+    })
+    .workers(settings.workers)
+    .client_request_timeout(Duration::from_millis(settings.client_request_timeout_ms))
+    .client_disconnect_timeout(Duration::from_secs(5))
+    .disable_signals()
+    .shutdown_timeout(10)
+    .bind(&settings.bind)
+    {
+        Ok(s) => s.run(),
+        Err(e) => {
+            eprintln!("mthpt console: cannot listen on {}: {e}", settings.bind);
+            return ExitCode::FAILURE;
+        }
+    };
+    tracing::info!(bind = %settings.bind, database = %redact_url(&url), "console API at http://{}/api/v1 (docs at /api/docs/)", settings.bind);
+    let handle = server.handle();
+    let serving = tokio::spawn(server);
+    shutdown_signal().await;
+    handle.stop(true).await;
+    let _ = serving.await;
+    store.close().await;
+    ExitCode::SUCCESS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_beat_the_file_and_zero_workers_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("console.toml");
+        std::fs::write(&file, "bind = \"0.0.0.0:9000\"\nworkers = 4\n").unwrap();
+        let args = ConsoleArgs {
+            config: Some(file.clone()),
+            workers: Some(3),
+            ..Default::default()
+        };
+        let s = settings(&args).unwrap();
+        assert_eq!((s.bind.as_str(), s.workers), ("0.0.0.0:9000", 3));
+        let zero = ConsoleArgs {
+            config: Some(file),
+            workers: Some(0),
+            ..Default::default()
+        };
+        assert!(settings(&zero).unwrap_err().contains("workers"));
+    }
+}

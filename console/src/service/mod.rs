@@ -1,0 +1,92 @@
+//! The console's operations, beneath the HTTP handlers: each takes the [`Services`], the
+//! [`Caller`](crate::api::auth::Caller) and validated input, checks the caller's access through
+//! [`crate::api::auth`], works in one store transaction and records an audit event for every
+//! change. The REST handlers are thin wrappers over these; the web UI reuses them.
+
+pub mod alarms;
+pub mod apps;
+pub mod audit_log;
+pub mod bulk;
+pub mod credentials;
+pub mod nodes;
+pub mod runs;
+pub mod sessions;
+pub mod stats;
+pub mod taskfile;
+pub mod tasks;
+pub mod tenants;
+pub mod users;
+
+use std::sync::Arc;
+
+use mthpt_engine::audit::NewAuditEvent;
+use mthpt_engine::clock::Clock;
+use mthpt_engine::store::{Store, Tx};
+use mthpt_engine::tenant::TenantId;
+
+use crate::api::auth::Caller;
+use crate::api::error::ApiResult;
+
+/// What every operation needs: the store and the clock.
+#[derive(Debug, Clone)]
+pub struct Services {
+    pub store: Arc<dyn Store>,
+    pub clock: Arc<dyn Clock>,
+}
+
+impl Services {
+    pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>) -> Self {
+        Self { store, clock }
+    }
+
+    /// Milliseconds since the epoch, from the injected clock.
+    pub fn now(&self) -> i64 {
+        self.clock.now_ms()
+    }
+
+    /// A transaction that may write.
+    pub async fn write(&self) -> ApiResult<Box<dyn Tx>> {
+        Ok(self.store.begin().await?)
+    }
+
+    /// A transaction that only reads.
+    pub async fn read(&self) -> ApiResult<Box<dyn Tx>> {
+        Ok(self.store.begin_read().await?)
+    }
+}
+
+/// What an audit event says about a change: in which tenant (none: cluster level), what was
+/// done (`tenant.create`, `app.rotate_secret`, …), to what, and details worth keeping.
+#[derive(Debug, Clone)]
+pub struct Change<'a> {
+    pub tenant: Option<TenantId>,
+    pub action: &'a str,
+    pub target_kind: &'a str,
+    pub target_id: String,
+    pub details: serde_json::Value,
+}
+
+/// Appends the audit event of a change made by `caller`, inside the change's transaction (the
+/// event commits with the change or not at all).
+pub async fn audit(
+    tx: &mut dyn Tx,
+    caller: &Caller,
+    change: Change<'_>,
+    now: i64,
+) -> ApiResult<()> {
+    audit_as(tx, &caller.actor(), change, now).await
+}
+
+/// [`audit`] for an actor that is not (yet) a caller, e.g. a user signing in.
+pub async fn audit_as(tx: &mut dyn Tx, actor: &str, change: Change<'_>, now: i64) -> ApiResult<()> {
+    let mut event = NewAuditEvent::new(
+        change.tenant,
+        actor,
+        change.action,
+        change.target_kind,
+        Some(change.target_id),
+    );
+    event.details = change.details;
+    tx.append_audit(&event, now).await?;
+    Ok(())
+}

@@ -1,0 +1,827 @@
+//! Tasks of a tenant: create, read, update (optimistic version), delete, pause, resume, trigger
+//! (with an idempotency key), dependencies, and schedule previews.
+//!
+//! Tasks are written as [`TaskSpec`]s: the engine's definition with the app named instead of
+//! numbered and instants as RFC 3339 times, so the same text works in the API, in task files
+//! and across clusters.
+
+use chrono::{DateTime, Utc};
+use mthpt_engine::app::App;
+use mthpt_engine::run::Run;
+use mthpt_engine::schedule::describe::{Language, describe};
+use mthpt_engine::schedule::{Schedule, ScheduleSpec};
+use mthpt_engine::store::{TriggerKey, Tx};
+use mthpt_engine::task::{
+    Dependency, DependencyCondition, MisfirePolicy, OverlapPolicy, Routing, Task, TaskDefinition,
+    TaskFilter, TaskId,
+};
+use mthpt_engine::tenant::Tenant;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use utoipa::ToSchema;
+
+use super::{Change, Services, audit};
+use crate::api::auth::{Action, Caller, tenant_access};
+use crate::api::error::{ApiError, ApiResult};
+
+/// How long an `Idempotency-Key` of a trigger is remembered.
+pub const IDEMPOTENCY_WINDOW_MS: i64 = 24 * 3600 * 1000;
+
+/// The longest idempotency key accepted.
+pub const MAX_IDEMPOTENCY_KEY_LEN: usize = 200;
+
+/// When a task fires, as written in the API and in task files.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum ScheduleInput {
+    /// A Quartz cron expression (seconds first) on the wall clock of an IANA zone.
+    Cron {
+        expr: String,
+        #[serde(default = "utc")]
+        timezone: String,
+    },
+    /// Every `every_ms` milliseconds from `anchor_at` (default: when the task is created; an
+    /// edit without an anchor keeps the current phase).
+    FixedRate {
+        every_ms: i64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        anchor_at: Option<DateTime<Utc>>,
+    },
+    /// `delay_ms` after the previous run finished.
+    FixedDelay { delay_ms: i64 },
+    /// Once, at an instant.
+    Once { at: DateTime<Utc> },
+    /// Only when triggered.
+    Manual,
+}
+
+fn utc() -> String {
+    "UTC".to_owned()
+}
+
+impl ScheduleInput {
+    /// The engine's form.
+    pub fn to_spec(&self) -> ScheduleSpec {
+        match self {
+            ScheduleInput::Cron { expr, timezone } => ScheduleSpec::Cron {
+                expr: expr.clone(),
+                timezone: timezone.clone(),
+            },
+            ScheduleInput::FixedRate {
+                every_ms,
+                anchor_at,
+            } => ScheduleSpec::FixedRate {
+                every_ms: *every_ms,
+                anchor_at: anchor_at.map(|t| t.timestamp_millis()),
+            },
+            ScheduleInput::FixedDelay { delay_ms } => ScheduleSpec::FixedDelay {
+                delay_ms: *delay_ms,
+            },
+            ScheduleInput::Once { at } => ScheduleSpec::Once {
+                at: at.timestamp_millis(),
+            },
+            ScheduleInput::Manual => ScheduleSpec::Manual,
+        }
+    }
+
+    /// The API form of an engine schedule.
+    pub fn from_spec(spec: &ScheduleSpec) -> Self {
+        match spec {
+            ScheduleSpec::Cron { expr, timezone } => ScheduleInput::Cron {
+                expr: expr.clone(),
+                timezone: timezone.clone(),
+            },
+            ScheduleSpec::FixedRate {
+                every_ms,
+                anchor_at,
+            } => ScheduleInput::FixedRate {
+                every_ms: *every_ms,
+                anchor_at: anchor_at.map(crate::api::at),
+            },
+            ScheduleSpec::FixedDelay { delay_ms } => ScheduleInput::FixedDelay {
+                delay_ms: *delay_ms,
+            },
+            ScheduleSpec::Once { at } => ScheduleInput::Once {
+                at: crate::api::at(*at),
+            },
+            ScheduleSpec::Manual => ScheduleInput::Manual,
+        }
+    }
+}
+
+/// A task as written: everything but `name`, `app`, `handler` and `schedule` is optional and
+/// takes the engine's default when left out.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TaskSpec {
+    /// Unique within the tenant; task files match tasks by it.
+    pub name: String,
+    /// The app (by name) whose executors run the task.
+    pub app: String,
+    pub handler: String,
+    pub schedule: ScheduleInput,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// JSON handed to the handler (default `{}`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub params: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window_start_at: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window_end_at: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_fires: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>, example = "fire_once_now")]
+    pub misfire_policy: Option<MisfirePolicy>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub misfire_threshold_ms: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub misfire_max_catch_up: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>, example = "parallel")]
+    pub overlap_policy: Option<OverlapPolicy>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>, example = "round_robin")]
+    pub routing: Option<Routing>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_timeout_ms: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_retries: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_backoff_ms: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_backoff_max_ms: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recover_lost: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused: Option<bool>,
+}
+
+impl TaskSpec {
+    /// The engine definition, with the app resolved among `apps`; an unknown app is a
+    /// validation error naming the field.
+    pub fn resolve(&self, apps: &[App]) -> ApiResult<TaskDefinition> {
+        let app = apps.iter().find(|a| a.name == self.app).ok_or_else(|| {
+            ApiError::field("app", format!("no app named {:?} in this tenant", self.app))
+        })?;
+        let mut d = TaskDefinition::new(
+            app.id,
+            self.name.clone(),
+            self.handler.clone(),
+            self.schedule.to_spec(),
+        );
+        let ms = |t: Option<DateTime<Utc>>| t.map(|t| t.timestamp_millis());
+        if let Some(v) = &self.description {
+            d.description = v.clone();
+        }
+        if let Some(v) = &self.params {
+            d.params = v.clone();
+        }
+        d.window_start_at = ms(self.window_start_at);
+        d.window_end_at = ms(self.window_end_at);
+        d.max_fires = self.max_fires;
+        d.timeout_ms = self.timeout_ms;
+        d.start_timeout_ms = self.start_timeout_ms;
+        macro_rules! or_default {
+            ($($f:ident),*) => { $(if let Some(v) = self.$f { d.$f = v; })* };
+        }
+        or_default!(
+            misfire_policy,
+            misfire_threshold_ms,
+            misfire_max_catch_up,
+            overlap_policy,
+            routing,
+            max_retries,
+            retry_backoff_ms,
+            retry_backoff_max_ms,
+            recover_lost,
+            priority,
+            paused
+        );
+        Ok(d)
+    }
+
+    /// The spec of a stored task, every field spelled out.
+    pub fn of(task: &Task, app_name: &str) -> ApiResult<TaskSpec> {
+        let d = task.definition().map_err(ApiError::internal)?;
+        let at = |t: Option<i64>| t.map(crate::api::at);
+        Ok(TaskSpec {
+            name: d.name,
+            app: app_name.to_owned(),
+            handler: d.handler,
+            schedule: ScheduleInput::from_spec(&d.schedule),
+            description: Some(d.description),
+            params: Some(d.params),
+            window_start_at: at(d.window_start_at),
+            window_end_at: at(d.window_end_at),
+            max_fires: d.max_fires,
+            misfire_policy: Some(d.misfire_policy),
+            misfire_threshold_ms: Some(d.misfire_threshold_ms),
+            misfire_max_catch_up: Some(d.misfire_max_catch_up),
+            overlap_policy: Some(d.overlap_policy),
+            routing: Some(d.routing),
+            timeout_ms: d.timeout_ms,
+            start_timeout_ms: d.start_timeout_ms,
+            max_retries: Some(d.max_retries),
+            retry_backoff_ms: Some(d.retry_backoff_ms),
+            retry_backoff_max_ms: Some(d.retry_backoff_max_ms),
+            recover_lost: Some(d.recover_lost),
+            priority: Some(d.priority),
+            paused: Some(d.paused),
+        })
+    }
+}
+
+/// The fields in which `wanted` differs from the stored `current` definition. A fixed rate
+/// given without an anchor matches the stored one of the same period (an edit keeps the phase).
+pub fn changed_fields(current: &TaskDefinition, wanted: &TaskDefinition) -> Vec<&'static str> {
+    let mut changed = Vec::new();
+    let schedule_same = match (&current.schedule, &wanted.schedule) {
+        (
+            ScheduleSpec::FixedRate { every_ms: a, .. },
+            ScheduleSpec::FixedRate {
+                every_ms: b,
+                anchor_at: None,
+            },
+        ) => a == b,
+        (a, b) => a == b,
+    };
+    if !schedule_same {
+        changed.push("schedule");
+    }
+    macro_rules! cmp {
+        ($($f:ident),*) => { $(if current.$f != wanted.$f { changed.push(stringify!($f)); })* };
+    }
+    cmp!(
+        app_id,
+        name,
+        description,
+        handler,
+        params,
+        window_start_at,
+        window_end_at,
+        max_fires,
+        misfire_policy,
+        misfire_threshold_ms,
+        misfire_max_catch_up,
+        overlap_policy,
+        routing,
+        timeout_ms,
+        start_timeout_ms,
+        max_retries,
+        retry_backoff_ms,
+        retry_backoff_max_ms,
+        recover_lost,
+        priority,
+        paused
+    );
+    changed
+}
+
+/// A task with its app's name, as shown to people.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskView {
+    pub task: Task,
+    pub app_name: String,
+}
+
+fn view(task: Task, apps: &[App]) -> TaskView {
+    let app_name = apps
+        .iter()
+        .find(|a| a.id == task.app_id)
+        .map_or_else(|| task.app_id.to_string(), |a| a.name.clone());
+    TaskView { task, app_name }
+}
+
+fn change(
+    tenant: &Tenant,
+    action: &'static str,
+    task: &Task,
+    details: serde_json::Value,
+) -> Change<'static> {
+    Change {
+        tenant: Some(tenant.id),
+        action,
+        target_kind: "task",
+        target_id: task.id.to_string(),
+        details,
+    }
+}
+
+/// A page of a tenant's tasks.
+pub async fn list(
+    services: &Services,
+    caller: &Caller,
+    tenant: &str,
+    filter: &TaskFilter,
+) -> ApiResult<Vec<TaskView>> {
+    let tenant = tenant_access(services, caller, tenant, Action::Read).await?;
+    let mut tx = services.read().await?;
+    let apps = tx.list_apps(tenant.id).await?;
+    let tasks = tx.list_tasks(tenant.id, filter).await?;
+    Ok(tasks.into_iter().map(|t| view(t, &apps)).collect())
+}
+
+pub async fn get(
+    services: &Services,
+    caller: &Caller,
+    tenant: &str,
+    id: TaskId,
+) -> ApiResult<TaskView> {
+    let tenant = tenant_access(services, caller, tenant, Action::Read).await?;
+    let mut tx = services.read().await?;
+    let task = tx.get_task(tenant.id, id).await?;
+    let apps = tx.list_apps(tenant.id).await?;
+    Ok(view(task, &apps))
+}
+
+pub async fn create(
+    services: &Services,
+    caller: &Caller,
+    tenant: &str,
+    spec: &TaskSpec,
+) -> ApiResult<TaskView> {
+    let tenant = tenant_access(services, caller, tenant, Action::Administer).await?;
+    let now = services.now();
+    let mut tx = services.write().await?;
+    let task = create_in(tx.as_mut(), caller, &tenant, spec, now).await?;
+    tx.commit().await?;
+    Ok(task)
+}
+
+/// Creates a task inside a caller's transaction (task files create many in one).
+pub async fn create_in(
+    tx: &mut dyn Tx,
+    caller: &Caller,
+    tenant: &Tenant,
+    spec: &TaskSpec,
+    now: i64,
+) -> ApiResult<TaskView> {
+    let apps = tx.list_apps(tenant.id).await?;
+    let def = spec.resolve(&apps)?;
+    let created = tx.create_task(tenant.id, &def, now).await?;
+    audit(
+        tx,
+        caller,
+        change(
+            tenant,
+            "task.create",
+            &created.task,
+            json!({ "name": def.name }),
+        ),
+        now,
+    )
+    .await?;
+    Ok(view(created.task, &apps))
+}
+
+/// Replaces a task's definition if it is still at `version` (412 `version_conflict` if not;
+/// 428 `precondition_required` without one).
+pub async fn update(
+    services: &Services,
+    caller: &Caller,
+    tenant: &str,
+    id: TaskId,
+    version: Option<i64>,
+    spec: &TaskSpec,
+) -> ApiResult<TaskView> {
+    let tenant = tenant_access(services, caller, tenant, Action::Administer).await?;
+    // Asked only once the caller may edit here, so another tenant's caller learns nothing.
+    let version = version.ok_or_else(|| {
+        ApiError::new(
+            crate::api::error::Code::PreconditionRequired,
+            "send If-Match with the task's version (its ETag) to update it",
+        )
+    })?;
+    let now = services.now();
+    let mut tx = services.write().await?;
+    let task = update_in(tx.as_mut(), caller, &tenant, id, version, spec, now).await?;
+    tx.commit().await?;
+    Ok(task)
+}
+
+/// [`update`] inside a caller's transaction.
+pub async fn update_in(
+    tx: &mut dyn Tx,
+    caller: &Caller,
+    tenant: &Tenant,
+    id: TaskId,
+    version: i64,
+    spec: &TaskSpec,
+    now: i64,
+) -> ApiResult<TaskView> {
+    let apps = tx.list_apps(tenant.id).await?;
+    let def = spec.resolve(&apps)?;
+    let current = tx.get_task(tenant.id, id).await?;
+    let changed = current
+        .definition()
+        .map(|c| changed_fields(&c, &def))
+        .unwrap_or_default();
+    let updated = tx.update_task(tenant.id, id, version, &def, now).await?;
+    audit(
+        tx,
+        caller,
+        change(
+            tenant,
+            "task.update",
+            &updated.task,
+            json!({ "version": updated.task.version, "changed": changed }),
+        ),
+        now,
+    )
+    .await?;
+    Ok(view(updated.task, &apps))
+}
+
+/// The version to write against: the caller's, or the current one when none was given.
+async fn version_or_current(
+    tx: &mut dyn Tx,
+    tenant: &Tenant,
+    id: TaskId,
+    version: Option<i64>,
+) -> ApiResult<i64> {
+    match version {
+        Some(v) => Ok(v),
+        None => Ok(tx.get_task(tenant.id, id).await?.version),
+    }
+}
+
+/// Deletes a task (at `version` when given): its pending runs go, its history stays.
+pub async fn delete(
+    services: &Services,
+    caller: &Caller,
+    tenant: &str,
+    id: TaskId,
+    version: Option<i64>,
+) -> ApiResult<()> {
+    let tenant = tenant_access(services, caller, tenant, Action::Administer).await?;
+    let now = services.now();
+    let mut tx = services.write().await?;
+    delete_in(tx.as_mut(), caller, &tenant, id, version, now).await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// [`delete`] inside a caller's transaction.
+pub async fn delete_in(
+    tx: &mut dyn Tx,
+    caller: &Caller,
+    tenant: &Tenant,
+    id: TaskId,
+    version: Option<i64>,
+    now: i64,
+) -> ApiResult<()> {
+    let version = version_or_current(tx, tenant, id, version).await?;
+    let task = tx.delete_task(tenant.id, id, version, now).await?;
+    audit(
+        tx,
+        caller,
+        change(tenant, "task.delete", &task, json!({ "name": task.name })),
+        now,
+    )
+    .await
+}
+
+/// Pauses (`paused`) or resumes a task, at `version` when given.
+pub async fn set_paused(
+    services: &Services,
+    caller: &Caller,
+    tenant: &str,
+    id: TaskId,
+    version: Option<i64>,
+    paused: bool,
+) -> ApiResult<TaskView> {
+    let tenant = tenant_access(services, caller, tenant, Action::Operate).await?;
+    let now = services.now();
+    let mut tx = services.write().await?;
+    let task = set_paused_in(tx.as_mut(), caller, &tenant, id, version, paused, now).await?;
+    let apps = tx.list_apps(tenant.id).await?;
+    tx.commit().await?;
+    Ok(view(task, &apps))
+}
+
+/// [`set_paused`] inside a caller's transaction.
+pub async fn set_paused_in(
+    tx: &mut dyn Tx,
+    caller: &Caller,
+    tenant: &Tenant,
+    id: TaskId,
+    version: Option<i64>,
+    paused: bool,
+    now: i64,
+) -> ApiResult<Task> {
+    let version = version_or_current(tx, tenant, id, version).await?;
+    let (task, action) = if paused {
+        (
+            tx.pause_task(tenant.id, id, version, now).await?,
+            "task.pause",
+        )
+    } else {
+        (
+            tx.resume_task(tenant.id, id, version, now).await?.task,
+            "task.resume",
+        )
+    };
+    audit(
+        tx,
+        caller,
+        change(tenant, action, &task, json!({ "version": task.version })),
+        now,
+    )
+    .await?;
+    Ok(task)
+}
+
+/// What a trigger did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Triggered {
+    pub run: Run,
+    /// The run was created by an earlier request with the same idempotency key.
+    pub replayed: bool,
+}
+
+/// Triggers a task now, with optional parameters replacing the task's. A repeated request
+/// with the same `idempotency_key` (within [`IDEMPOTENCY_WINDOW_MS`]) returns the first run.
+pub async fn trigger(
+    services: &Services,
+    caller: &Caller,
+    tenant: &str,
+    id: TaskId,
+    params: Option<serde_json::Value>,
+    idempotency_key: Option<&str>,
+) -> ApiResult<Triggered> {
+    let tenant = tenant_access(services, caller, tenant, Action::Operate).await?;
+    if let Some(key) = idempotency_key
+        && (key.is_empty() || key.len() > MAX_IDEMPOTENCY_KEY_LEN)
+    {
+        return Err(ApiError::field(
+            "Idempotency-Key",
+            format!("must have 1 to {MAX_IDEMPOTENCY_KEY_LEN} characters"),
+        ));
+    }
+    let now = services.now();
+    let since = now - IDEMPOTENCY_WINDOW_MS;
+    if let Some(key) = idempotency_key
+        && let Some(found) = replay(services, &tenant, id, key, since).await?
+    {
+        return Ok(found);
+    }
+    let mut tx = services.write().await?;
+    let run = trigger_in(tx.as_mut(), caller, &tenant, id, params, now).await?;
+    if let Some(key) = idempotency_key {
+        let remembered = TriggerKey {
+            tenant_id: tenant.id,
+            key: key.to_owned(),
+            task_id: id,
+            run_id: run.id,
+            created_at: now,
+        };
+        if !tx.insert_trigger_key(&remembered, since).await? {
+            // A concurrent request with the same key won: undo this run, answer with that one.
+            drop(tx);
+            return replay(services, &tenant, id, key, since)
+                .await?
+                .ok_or_else(|| ApiError::internal("idempotency key taken but not found"));
+        }
+    }
+    tx.commit().await?;
+    Ok(Triggered {
+        run,
+        replayed: false,
+    })
+}
+
+async fn replay(
+    services: &Services,
+    tenant: &Tenant,
+    id: TaskId,
+    key: &str,
+    since: i64,
+) -> ApiResult<Option<Triggered>> {
+    let mut tx = services.read().await?;
+    let Some(found) = tx.find_trigger_key(tenant.id, key, since).await? else {
+        return Ok(None);
+    };
+    if found.task_id != id {
+        return Err(ApiError::new(
+            crate::api::error::Code::Conflict,
+            format!(
+                "Idempotency-Key {key:?} was already used to trigger task {}",
+                found.task_id
+            ),
+        ));
+    }
+    let run = tx.get_run(tenant.id, found.run_id).await?;
+    Ok(Some(Triggered {
+        run,
+        replayed: true,
+    }))
+}
+
+/// Triggers a task inside a caller's transaction.
+pub async fn trigger_in(
+    tx: &mut dyn Tx,
+    caller: &Caller,
+    tenant: &Tenant,
+    id: TaskId,
+    params: Option<serde_json::Value>,
+    now: i64,
+) -> ApiResult<Run> {
+    let run = tx
+        .trigger_task(tenant.id, id, params, &caller.actor(), now)
+        .await?;
+    audit(
+        tx,
+        caller,
+        Change {
+            tenant: Some(tenant.id),
+            action: "task.trigger",
+            target_kind: "task",
+            target_id: id.to_string(),
+            details: json!({ "run_id": run.id }),
+        },
+        now,
+    )
+    .await?;
+    Ok(run)
+}
+
+// ---- dependencies ------------------------------------------------------------------------
+
+pub async fn list_dependencies(
+    services: &Services,
+    caller: &Caller,
+    tenant: &str,
+) -> ApiResult<Vec<Dependency>> {
+    let tenant = tenant_access(services, caller, tenant, Action::Read).await?;
+    let mut tx = services.read().await?;
+    Ok(tx.list_dependencies(tenant.id).await?)
+}
+
+/// Adds (or changes the condition of) parent → child; a cycle is refused naming it.
+pub async fn add_dependency(
+    services: &Services,
+    caller: &Caller,
+    tenant: &str,
+    parent: TaskId,
+    child: TaskId,
+    condition: DependencyCondition,
+) -> ApiResult<Dependency> {
+    let tenant = tenant_access(services, caller, tenant, Action::Administer).await?;
+    let now = services.now();
+    let mut tx = services.write().await?;
+    let dep =
+        add_dependency_in(tx.as_mut(), caller, &tenant, parent, child, condition, now).await?;
+    tx.commit().await?;
+    Ok(dep)
+}
+
+/// [`add_dependency`] inside a caller's transaction.
+pub async fn add_dependency_in(
+    tx: &mut dyn Tx,
+    caller: &Caller,
+    tenant: &Tenant,
+    parent: TaskId,
+    child: TaskId,
+    condition: DependencyCondition,
+    now: i64,
+) -> ApiResult<Dependency> {
+    let dep = tx
+        .add_dependency(tenant.id, parent, child, condition, now)
+        .await?;
+    audit(
+        tx,
+        caller,
+        dependency_change(tenant, "dependency.add", parent, child, Some(condition)),
+        now,
+    )
+    .await?;
+    Ok(dep)
+}
+
+pub async fn remove_dependency(
+    services: &Services,
+    caller: &Caller,
+    tenant: &str,
+    parent: TaskId,
+    child: TaskId,
+) -> ApiResult<()> {
+    let tenant = tenant_access(services, caller, tenant, Action::Administer).await?;
+    let now = services.now();
+    let mut tx = services.write().await?;
+    remove_dependency_in(tx.as_mut(), caller, &tenant, parent, child, now).await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// [`remove_dependency`] inside a caller's transaction.
+pub async fn remove_dependency_in(
+    tx: &mut dyn Tx,
+    caller: &Caller,
+    tenant: &Tenant,
+    parent: TaskId,
+    child: TaskId,
+    now: i64,
+) -> ApiResult<()> {
+    tx.delete_dependency(tenant.id, parent, child).await?;
+    audit(
+        tx,
+        caller,
+        dependency_change(tenant, "dependency.remove", parent, child, None),
+        now,
+    )
+    .await
+}
+
+fn dependency_change(
+    tenant: &Tenant,
+    action: &'static str,
+    parent: TaskId,
+    child: TaskId,
+    condition: Option<DependencyCondition>,
+) -> Change<'static> {
+    Change {
+        tenant: Some(tenant.id),
+        action,
+        target_kind: "dependency",
+        target_id: format!("{parent}->{child}"),
+        details: json!({ "parent_task_id": parent, "child_task_id": child, "condition": condition }),
+    }
+}
+
+// ---- schedule preview --------------------------------------------------------------------
+
+/// The most fire times a preview lists.
+pub const MAX_PREVIEW: usize = 100;
+
+/// The next fire times of a schedule and what it says in words.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Preview {
+    /// The zone the times are shown in (the cron schedule's, else UTC).
+    pub timezone: chrono_tz::Tz,
+    /// Epoch milliseconds.
+    pub fire_times: Vec<i64>,
+    /// (language tag, description).
+    pub descriptions: Vec<(&'static str, String)>,
+}
+
+/// Previews `schedule`, or the schedule of task `task` when no schedule is given: the next
+/// `count` fire times after `after` (default now). A fixed delay is previewed as if every run
+/// finished at once.
+pub async fn preview(
+    services: &Services,
+    caller: &Caller,
+    tenant: &str,
+    schedule: Option<&ScheduleInput>,
+    task: Option<TaskId>,
+    count: usize,
+    after: Option<i64>,
+) -> ApiResult<Preview> {
+    let tenant = tenant_access(services, caller, tenant, Action::Read).await?;
+    if !(1..=MAX_PREVIEW).contains(&count) {
+        return Err(ApiError::field(
+            "count",
+            format!("must be between 1 and {MAX_PREVIEW} (is {count})"),
+        ));
+    }
+    let now = services.now();
+    let parsed: Schedule = match (schedule, task) {
+        (Some(s), _) => s.to_spec().parse(now)?,
+        (None, Some(id)) => {
+            let mut tx = services.read().await?;
+            tx.get_task(tenant.id, id)
+                .await?
+                .schedule()
+                .map_err(ApiError::internal)?
+        }
+        (None, None) => return Err(ApiError::field("schedule", "give a schedule or a task_id")),
+    };
+    let timezone = match &parsed {
+        Schedule::Cron { tz, .. } => *tz,
+        _ => chrono_tz::UTC,
+    };
+    let mut fire_times = Vec::with_capacity(count);
+    let mut cursor = after.unwrap_or(now);
+    while fire_times.len() < count {
+        let Some(next) = parsed.next_after(cursor) else {
+            break;
+        };
+        fire_times.push(next);
+        cursor = next;
+    }
+    let descriptions = Language::ALL
+        .iter()
+        .map(|l| (l.tag(), describe(&parsed, *l)))
+        .collect();
+    Ok(Preview {
+        timezone,
+        fire_times,
+        descriptions,
+    })
+}

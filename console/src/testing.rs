@@ -1,0 +1,166 @@
+//! `spawn_app` for integration tests (feature `test-support`): the API on a random local port
+//! over a fresh database (a PostgreSQL schema or a SQLite file), with an operator token and
+//! helpers that make tenants, users and tokens directly in the store.
+
+#![allow(
+    clippy::expect_used,
+    clippy::unwrap_used,
+    missing_debug_implementations
+)]
+
+use std::net::TcpListener;
+use std::sync::Arc;
+
+use actix_web::dev::ServerHandle;
+use actix_web::{App, HttpServer};
+use mthpt_engine::clock::{Clock, SystemClock};
+use mthpt_engine::store::{Backend, Store};
+use mthpt_engine::tenant::{NewApiToken, NewTenant, NewUser, Role, Tenant, User};
+use mthpt_engine::testing::{self, TestDb};
+
+use crate::api::{self, ApiLimits};
+use crate::service::Services;
+use crate::service::credentials::{hash_password, new_token, token_hash};
+
+/// A running API over its own database.
+pub struct TestApp {
+    /// `http://127.0.0.1:<port>`.
+    pub base_url: String,
+    /// A token of the operator `root`.
+    pub operator_token: String,
+    pub services: Services,
+    pub client: reqwest::Client,
+    db: TestDb,
+    server: ServerHandle,
+}
+
+/// Starts the API with default limits.
+pub async fn spawn_app(backend: Backend) -> TestApp {
+    spawn_app_with(backend, ApiLimits::default()).await
+}
+
+/// Starts the API with the given limits.
+pub async fn spawn_app_with(backend: Backend, limits: ApiLimits) -> TestApp {
+    let db = match backend {
+        Backend::Postgres => testing::postgres().await,
+        Backend::Sqlite => testing::sqlite().await,
+    };
+    let services = Services::new(db.shared(), Arc::new(SystemClock));
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+    let base_url = format!("http://{}", listener.local_addr().unwrap());
+    let for_server = services.clone();
+    let server =
+        HttpServer::new(move || App::new().configure(api::configure(for_server.clone(), limits)))
+            .workers(1)
+            .disable_signals()
+            .listen(listener)
+            .expect("listen")
+            .run();
+    let handle = server.handle();
+    tokio::spawn(server);
+    let client = reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let mut app = TestApp {
+        base_url,
+        operator_token: String::new(),
+        services,
+        client,
+        db,
+        server: handle,
+    };
+    let (_, token) = app.user(None, "root", Role::Operator).await;
+    app.operator_token = token;
+    app
+}
+
+impl TestApp {
+    pub fn store(&self) -> &dyn Store {
+        self.db.store()
+    }
+
+    /// The full URL of an API path (`/api/v1/…`).
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base_url)
+    }
+
+    /// A request with a bearer token.
+    pub fn request(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        token: &str,
+    ) -> reqwest::RequestBuilder {
+        self.client
+            .request(method, self.url(path))
+            .bearer_auth(token)
+    }
+
+    /// A request as the operator.
+    pub fn op(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        self.request(method, path, &self.operator_token)
+    }
+
+    /// Creates a tenant in the default node group.
+    pub async fn tenant(&self, name: &str) -> Tenant {
+        let mut tx = self.store().begin().await.unwrap();
+        let t = tx
+            .create_tenant(&NewTenant::named(name), SystemClock.now_ms())
+            .await
+            .unwrap();
+        tx.commit().await.unwrap();
+        t
+    }
+
+    /// Creates a user (password `password-<username>`) and an API token for it.
+    pub async fn user(
+        &self,
+        tenant: Option<&Tenant>,
+        username: &str,
+        role: Role,
+    ) -> (User, String) {
+        let now = SystemClock.now_ms();
+        let mut tx = self.store().begin().await.unwrap();
+        let user = tx
+            .create_user(
+                &NewUser {
+                    tenant_id: tenant.map(|t| t.id),
+                    username: username.to_owned(),
+                    password_hash: hash_password(&format!("password-{username}")).unwrap(),
+                    role,
+                },
+                now,
+            )
+            .await
+            .unwrap();
+        tx.commit().await.unwrap();
+        let token = self.token(&user, None).await;
+        (user, token)
+    }
+
+    /// A new API token for `user`, expiring at `expires_at` (epoch ms) if given.
+    pub async fn token(&self, user: &User, expires_at: Option<i64>) -> String {
+        let token = new_token();
+        let mut tx = self.store().begin().await.unwrap();
+        tx.create_api_token(
+            &NewApiToken {
+                user_id: user.id,
+                name: format!("test-{}", user.username),
+                token_hash: token_hash(&token),
+                expires_at,
+            },
+            SystemClock.now_ms(),
+        )
+        .await
+        .unwrap();
+        tx.commit().await.unwrap();
+        token
+    }
+
+    /// Stops the server and drops the database.
+    pub async fn stop(self) {
+        self.server.stop(true).await;
+        self.db.cleanup().await;
+    }
+}

@@ -1,0 +1,140 @@
+//! `mthpt tenant|app|user|token` against a running API: an operator creates a tenant, an app
+//! (secret printed once), a tenant admin and a token for it; the token works from the
+//! environment; refusals print the API's code and exit non-zero.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::process::{Command, Output};
+
+use mthpt_console::testing::spawn_app;
+use mthpt_engine::store::Backend;
+
+async fn mthpt(url: &str, token: &str, args: &[&str]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mthpt"));
+    cmd.args(args)
+        .env("MTHPT_URL", url)
+        .env("MTHPT_TOKEN", token)
+        .env_remove("MTHPT_TENANT")
+        .env_remove("MTHPT_NEW_PASSWORD")
+        .env_remove("MTHPT_CLI_CONFIG")
+        .env("XDG_CONFIG_HOME", "/nonexistent");
+    tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap()
+}
+
+fn stdout(o: &Output) -> String {
+    assert!(
+        o.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// The value printed after `label` on its line.
+fn field(out: &str, label: &str) -> String {
+    out.lines()
+        .find_map(|l| l.strip_prefix(label))
+        .unwrap_or_else(|| panic!("no {label} in {out}"))
+        .trim()
+        .to_owned()
+}
+
+#[tokio::test]
+async fn an_operator_sets_up_a_tenant_from_the_command_line() {
+    let app = spawn_app(Backend::Sqlite).await;
+    let (url, op) = (app.base_url.clone(), app.operator_token.clone());
+
+    stdout(
+        &mthpt(
+            &url,
+            &op,
+            &["tenant", "create", "acme", "--node-group", "eu"],
+        )
+        .await,
+    );
+    let list = stdout(&mthpt(&url, &op, &["tenant", "list"]).await);
+    assert!(list.lines().any(|l| l.starts_with("acme\teu")), "{list}");
+
+    let created = stdout(&mthpt(&url, &op, &["app", "create", "--tenant", "acme", "shop"]).await);
+    assert_eq!(field(&created, "app"), "acme.shop");
+    let secret = field(&created, "secret");
+    let stored = {
+        let mut tx = app.store().begin_read().await.unwrap();
+        tx.find_app_by_key("acme", "shop").await.unwrap().unwrap()
+    };
+    assert_eq!(stored.secret, secret);
+    let apps = stdout(&mthpt(&url, &op, &["app", "list", "--tenant", "acme"]).await);
+    assert!(
+        apps.contains("acme.shop") && !apps.contains(&secret),
+        "{apps}"
+    );
+
+    let user = stdout(
+        &mthpt(
+            &url,
+            &op,
+            &[
+                "user",
+                "create",
+                "--tenant",
+                "acme",
+                "ada",
+                "--role",
+                "tenant_admin",
+            ],
+        )
+        .await,
+    );
+    let password = field(&user, "password");
+    assert!(password.len() >= 16);
+    let id = field(&user, "id");
+    let token_out = stdout(
+        &mthpt(
+            &url,
+            &op,
+            &[
+                "token",
+                "create",
+                "--tenant",
+                "acme",
+                "--user",
+                &id,
+                "--name",
+                "ci",
+                "--expires-in-days",
+                "30",
+            ],
+        )
+        .await,
+    );
+    let token = field(&token_out, "token");
+    assert!(token.starts_with("mthpt_"));
+
+    // The tenant admin's token from the environment sees its tenant only, and cannot create
+    // tenants: the refusal names the code and the exit status is non-zero.
+    let mine = stdout(&mthpt(&url, &token, &["tenant", "list", "--json"]).await);
+    let mine: serde_json::Value = serde_json::from_str(&mine).unwrap();
+    assert_eq!(mine.as_array().unwrap().len(), 1);
+    let refused = mthpt(&url, &token, &["tenant", "create", "evil"]).await;
+    assert!(!refused.status.success());
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(err.contains("403 forbidden"), "{err}");
+
+    let own = stdout(&mthpt(&url, &token, &["token", "list"]).await);
+    assert!(own.contains("ci"), "{own}");
+    let token_id = own
+        .lines()
+        .nth(1)
+        .unwrap()
+        .split('\t')
+        .next()
+        .unwrap()
+        .to_owned();
+    stdout(&mthpt(&url, &token, &["token", "revoke", &token_id]).await);
+    let after = mthpt(&url, &token, &["tenant", "list"]).await;
+    assert!(String::from_utf8_lossy(&after.stderr).contains("401 unauthenticated"));
+    app.stop().await;
+}
