@@ -72,7 +72,7 @@ DO $$
 DECLARE s text;
 BEGIN
   FOR s IN SELECT nspname FROM pg_namespace WHERE nspname LIKE 'mthpt\_test\_%' OR nspname LIKE 'mthpt\_cli\_%' LOOP
-    EXECUTE format('DROP SCHEMA %I CASCADE', s);
+    EXECUTE format('DROP SCHEMA IF EXISTS %I CASCADE', s);
   END LOOP;
 END $$;
 SQL
