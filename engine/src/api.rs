@@ -24,11 +24,11 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio::sync::oneshot;
 
-use crate::app::{App, AppId, ExecutorHeartbeat, ExecutorRegistration, ExecutorState};
+use crate::app::{App, AppId, ExecutorHeartbeat, ExecutorId, ExecutorRegistration, ExecutorState};
 use crate::clock::Clock;
 use crate::directory::Directory;
 use crate::outcome::{Finish, Finished, finish_run, finish_runs};
-use crate::run::{RunCompletion, RunId, RunProgress, RunState};
+use crate::run::{ReportedBy, RunCompletion, RunId, RunProgress, RunState};
 use crate::store::{Store, StoreError};
 
 /// The group commit of result batches: requests queue their results; whoever holds `writing`
@@ -487,8 +487,8 @@ async fn deregister(
     .await
 }
 
-/// How a reported outcome finishes a run.
-fn finish_of(r: protocol::RunResult) -> Finish {
+/// How a reported outcome finishes a run; `executor` is the reporting instance.
+fn finish_of(r: protocol::RunResult, executor: ExecutorId) -> Finish {
     let (state, retryable) = match r.outcome {
         Outcome::Succeeded => (RunState::Succeeded, false),
         Outcome::FailedRetryable => (RunState::Failed, true),
@@ -504,6 +504,10 @@ fn finish_of(r: protocol::RunResult) -> Finish {
             log: (!r.log_tail.is_empty()).then(|| r.log_tail.join("\n")),
             started_at: Some(r.started_at.timestamp_millis()),
             finished_at: r.finished_at.timestamp_millis(),
+            reported_by: Some(ReportedBy {
+                executor_id: executor,
+                attempt: i32::try_from(r.attempt).unwrap_or(i32::MAX),
+            }),
         },
         retryable,
     }
@@ -525,16 +529,48 @@ async fn results(
                     protocol::MAX_BATCH_ITEMS
                 )));
             }
-            let run_ids: Vec<i64> = batch.results.iter().map(|r| r.run_id).collect();
-            let finishes: Vec<(RunId, Finish)> = batch
-                .results
-                .into_iter()
-                .map(|r| (RunId(r.run_id), finish_of(r)))
-                .collect();
-            let finished = api.results.finish(&api.store, app.id, finishes).await?;
-            let mut items = Vec::with_capacity(finished.len());
-            for (run_id, finished) in run_ids.into_iter().zip(finished) {
-                let (status, message) = match finished {
+            // Results count only from the instance each run was dispatched to: the one a
+            // result names (a result replayed after a restart), or else the sender.
+            let mut instances: BTreeMap<String, Option<ExecutorId>> = BTreeMap::new();
+            for r in &batch.results {
+                let name = r.instance_id.as_deref().unwrap_or(&batch.instance_id);
+                if !instances.contains_key(name) {
+                    let id = api.directory.registered_instance(app.id, name).await?;
+                    instances.insert(name.to_owned(), id);
+                }
+            }
+            let mut items: Vec<ItemAck> = Vec::with_capacity(batch.results.len());
+            let mut finishes: Vec<(RunId, Finish)> = Vec::with_capacity(batch.results.len());
+            for r in batch.results {
+                let name = r.instance_id.clone().unwrap_or_else(|| batch.instance_id.clone());
+                items.push(ItemAck {
+                    run_id: r.run_id,
+                    status: ItemStatus::Rejected,
+                    message: None,
+                });
+                match instances.get(&name).copied().flatten() {
+                    Some(executor) => finishes.push((RunId(r.run_id), finish_of(r, executor))),
+                    None => {
+                        tracing::warn!(app = %app.name, instance = %name, run = r.run_id, "result from an unregistered instance refused");
+                        if let Some(item) = items.last_mut() {
+                            item.message = Some(format!(
+                                "executor instance {name:?} is not registered for app {}",
+                                app.name
+                            ));
+                        }
+                    }
+                }
+            }
+            let finished = if finishes.is_empty() {
+                Vec::new()
+            } else {
+                api.results.finish(&api.store, app.id, finishes).await?
+            };
+            // The written items, in order, are those not refused above.
+            let mut finished = finished.into_iter();
+            for item in items.iter_mut().filter(|i| i.message.is_none()) {
+                let Some(outcome) = finished.next() else { break };
+                let (status, message) = match outcome {
                     Ok(Finished::Applied { .. }) => (ItemStatus::Accepted, None),
                     Ok(Finished::AlreadyFinal(run)) => (
                         ItemStatus::Duplicate,
@@ -547,11 +583,8 @@ async fn results(
                     Err(StoreError::InvalidState(why)) => (ItemStatus::Rejected, Some(why)),
                     Err(e) => return Err(e.into()),
                 };
-                items.push(ItemAck {
-                    run_id,
-                    status,
-                    message,
-                });
+                item.status = status;
+                item.message = message;
             }
             Ok(ResultBatchResponse { items })
         },

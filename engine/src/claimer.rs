@@ -237,6 +237,7 @@ impl Claimer {
                                     log: None,
                                     started_at: None,
                                     finished_at: now,
+                                    reported_by: None,
                                 };
                                 if let Completion::Applied(prev) =
                                     tx.complete_run(prev.id, None, &completion).await?

@@ -44,6 +44,7 @@ impl Finish {
                 log: None,
                 started_at: None,
                 finished_at: now,
+                reported_by: None,
             },
             retryable,
         }

@@ -67,6 +67,12 @@ pub(crate) async fn deliver_results(inner: Arc<Inner>) {
             .values()
             .take(MAX_BATCH_ITEMS)
             .cloned()
+            .map(|mut r| {
+                if r.instance_id.as_deref() == Some(inner.settings.instance_id.as_str()) {
+                    r.instance_id = None;
+                }
+                r
+            })
             .collect();
         if batch.is_empty() {
             tokio::select! {

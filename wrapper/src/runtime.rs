@@ -517,6 +517,9 @@ impl Inner {
             started_at,
             finished_at: Utc::now(),
             log_tail: ctx.log_tail(),
+            // Spooled with it: after a restart under another id, engines still know where the
+            // run ran (delivery leaves it out while it is the sender's own).
+            instance_id: Some(self.settings.instance_id.clone()),
         };
         if let Err(e) = self.spool.write(&result) {
             // Delivery still goes ahead from memory; only a crash before it would lose the result.

@@ -368,6 +368,9 @@ pub trait Tx: Send {
         state: ExecutorState,
         now: i64,
     ) -> Result<Option<Executor>>;
+    /// An app's instance by the id it registered with (in any state); `None` when it never
+    /// registered.
+    async fn find_executor(&mut self, app: AppId, instance_id: &str) -> Result<Option<Executor>>;
     /// Instances of an app that are up and heartbeated at or after `heartbeat_since`.
     async fn list_live_executors(
         &mut self,
@@ -500,6 +503,15 @@ pub trait Tx: Send {
     /// arrived (a handler faster than this write) stays final, but gets its executor and
     /// dispatch time recorded and is returned too.
     async fn start_claimed_runs(&mut self, items: &[StartClaimed], now: i64) -> Result<Vec<RunId>>;
+    /// Records, for claimed runs this node still holds (fenced as by
+    /// [`Tx::transition_claimed`]), the executor instance they are about to be sent to, before
+    /// sending them; returns the runs recorded. The run keeps it when it goes back to pending:
+    /// a later dispatch asks that instance first, and results are accepted only from it.
+    async fn record_dispatch_intent(
+        &mut self,
+        items: &[(Fence, ExecutorId)],
+        now: i64,
+    ) -> Result<Vec<RunId>>;
     /// Many [`ClaimedTransition::Released`] at once; returns the runs that moved.
     async fn release_claimed_runs(&mut self, fences: &[Fence], now: i64) -> Result<Vec<RunId>>;
     /// Finishes a run (pending, claimed or running) with a final state. A run that is already

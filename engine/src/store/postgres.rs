@@ -191,6 +191,37 @@ tx_impl!(
             Ok(rows.into_iter().map(|(id,)| id).collect())
         }
 
+        async fn record_dispatch_intent(
+            &mut self,
+            items: &[(Fence, ExecutorId)],
+            now: i64,
+        ) -> Result<Vec<RunId>> {
+            if items.is_empty() {
+                return Ok(Vec::new());
+            }
+            let rows: Vec<(RunId,)> = sqlx::query_as(
+                "UPDATE runs r SET executor_id = u.executor_id
+                 FROM UNNEST($1::bigint[], $2::text[], $3::bigint[], $4::bigint[])
+                   AS u(id, owner, fence, executor_id)
+                 WHERE r.id = u.id AND r.state = 'claimed' AND r.claim_owner = u.owner
+                   AND r.fence = u.fence AND r.lease_until > $5
+                 RETURNING r.id",
+            )
+            .bind(items.iter().map(|(f, _)| f.run_id.0).collect::<Vec<_>>())
+            .bind(
+                items
+                    .iter()
+                    .map(|(f, _)| f.node.clone())
+                    .collect::<Vec<_>>(),
+            )
+            .bind(items.iter().map(|(f, _)| f.token).collect::<Vec<_>>())
+            .bind(items.iter().map(|(_, e)| e.0).collect::<Vec<_>>())
+            .bind(now)
+            .fetch_all(&mut *self.tx)
+            .await?;
+            Ok(rows.into_iter().map(|(id,)| id).collect())
+        }
+
         async fn release_claimed_runs(&mut self, fences: &[Fence], now: i64) -> Result<Vec<RunId>> {
             if fences.is_empty() {
                 return Ok(Vec::new());

@@ -201,6 +201,31 @@ tx_impl!(SqliteTx, for_update = "", skip_locked = "", {
         Ok(started)
     }
 
+    async fn record_dispatch_intent(
+        &mut self,
+        items: &[(Fence, ExecutorId)],
+        now: i64,
+    ) -> Result<Vec<RunId>> {
+        let mut recorded = Vec::with_capacity(items.len());
+        for (fence, executor) in items {
+            let row: Option<(RunId,)> = sqlx::query_as(
+                "UPDATE runs SET executor_id = $4
+                 WHERE id = $1 AND state = 'claimed' AND claim_owner = $2 AND fence = $3
+                   AND lease_until > $5
+                 RETURNING id",
+            )
+            .bind(fence.run_id)
+            .bind(&fence.node)
+            .bind(fence.token)
+            .bind(executor)
+            .bind(now)
+            .fetch_optional(&mut *self.tx)
+            .await?;
+            recorded.extend(row.map(|(id,)| id));
+        }
+        Ok(recorded)
+    }
+
     async fn release_claimed_runs(&mut self, fences: &[Fence], now: i64) -> Result<Vec<RunId>> {
         let mut released = Vec::with_capacity(fences.len());
         for fence in fences {

@@ -477,6 +477,10 @@ pub struct RunResult {
     /// The last log lines of the run, oldest first.
     #[serde(default)]
     pub log_tail: Vec<String>,
+    /// The instance the run ran on, when it is not the sending one (a result replayed from the
+    /// spool after a restart under a new instance id). Absent: the batch's `instance_id`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_id: Option<String>,
 }
 
 /// `POST /mthpt/v1/results`: results of finished runs. The engine answers one status per result;
