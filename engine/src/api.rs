@@ -27,7 +27,7 @@ use tokio::sync::oneshot;
 use crate::app::{App, AppId, ExecutorHeartbeat, ExecutorId, ExecutorRegistration, ExecutorState};
 use crate::clock::Clock;
 use crate::directory::Directory;
-use crate::outcome::{Finish, Finished, finish_run, finish_runs};
+use crate::outcome::{Finish, Finished, finish_runs};
 use crate::run::{ReportedBy, RunCompletion, RunId, RunProgress, RunState};
 use crate::store::{Store, StoreError};
 
@@ -166,6 +166,8 @@ pub struct CallbackApi {
     /// The engine's runtime, which owns the database connections (`None`: built outside one).
     runtime: Option<tokio::runtime::Handle>,
     results: ResultWriter,
+    /// One check of the runs an instance holds at a time (see the heartbeat).
+    reconciling: Arc<tokio::sync::Semaphore>,
 }
 
 impl CallbackApi {
@@ -185,6 +187,7 @@ impl CallbackApi {
             heartbeat_interval_ms,
             runtime: tokio::runtime::Handle::try_current().ok(),
             results: ResultWriter::default(),
+            reconciling: Arc::new(tokio::sync::Semaphore::new(1)),
         }
     }
 
@@ -401,11 +404,9 @@ async fn heartbeat(
         api,
         move |api, app, beat: HeartbeatRequest| async move {
             let now = api.clock.now_ms();
-            // A run sent to this instance a while ago that it does not hold any more is lost (the
-            // instance restarted and forgot it); the grace covers requests and acks in flight.
-            let grace = i64::try_from(api.heartbeat_interval_ms.saturating_mul(3))
-                .unwrap_or(i64::MAX)
-                .max(2_000);
+            // The heartbeat alone, in a transaction of its own that takes no run lock: it must
+            // never wait behind result writes, or a busy node gets healthy instances declared
+            // lost.
             let mut tx = api.store.begin().await?;
             let known = tx
                 .heartbeat_executor(
@@ -419,45 +420,76 @@ async fn heartbeat(
                 )
                 .await?;
             let mut changed = false;
-            if let Some(e) = &known {
-                if beat.draining && e.state == ExecutorState::Up {
-                    tx.set_executor_state(app.id, &beat.instance_id, ExecutorState::Draining, now)
-                        .await?;
-                    changed = true;
-                }
-                let held: std::collections::HashSet<i64> =
-                    beat.running_runs.iter().copied().collect();
-                for run in tx.running_runs_on_executors(&[e.id]).await? {
-                    let sent = run.dispatched_at.or(run.started_at).unwrap_or(now);
-                    if held.contains(&run.id.0) || now - sent < grace {
-                        continue;
-                    }
-                    tracing::warn!(
-                        run = %run.id, instance = %e.instance_id,
-                        "an executor no longer holds a run it was sent; declaring it lost"
-                    );
-                    let finish = Finish::decided(
-                        RunState::Lost,
-                        format!(
-                            "executor {} no longer holds this run (it restarted or dropped it)",
-                            e.instance_id
-                        ),
-                        true,
-                        now,
-                    );
-                    finish_run(tx.as_mut(), run.id, None, &finish, rand::random()).await?;
-                }
+            if let Some(e) = &known
+                && beat.draining
+                && e.state == ExecutorState::Up
+            {
+                tx.set_executor_state(app.id, &beat.instance_id, ExecutorState::Draining, now)
+                    .await?;
+                changed = true;
             }
             tx.commit().await?;
             if changed {
                 api.directory.invalidate(app.id);
             }
-            Ok(HeartbeatResponse {
-                known: known.is_some(),
-            })
+            let is_known = known.is_some();
+            if let Some(e) = known {
+                // Runs it no longer holds are settled after answering, one check at a time
+                // per node (a check skipped now happens at a later heartbeat).
+                if let Ok(permit) = api.reconciling.clone().try_acquire_owned() {
+                    let api = api.clone();
+                    tokio::spawn(async move {
+                        if let Err(err) = forgotten_runs_lost(&api, &e, &beat.running_runs).await {
+                            tracing::warn!(error = %err, instance = %e.instance_id, "could not check the runs an instance holds");
+                        }
+                        drop(permit);
+                    });
+                }
+            }
+            Ok(HeartbeatResponse { known: is_known })
         },
     )
     .await
+}
+
+/// Declares lost the runs `executor` was sent a while ago but no longer lists as held (it
+/// restarted and forgot them); the grace covers requests and acks in flight.
+async fn forgotten_runs_lost(
+    api: &CallbackApi,
+    executor: &crate::app::Executor,
+    held: &[i64],
+) -> Result<(), StoreError> {
+    let now = api.clock.now_ms();
+    let grace = i64::try_from(api.heartbeat_interval_ms.saturating_mul(3))
+        .unwrap_or(i64::MAX)
+        .max(2_000);
+    let held: std::collections::HashSet<i64> = held.iter().copied().collect();
+    let mut tx = api.store.begin().await?;
+    let mut items = Vec::new();
+    for run in tx.running_runs_on_executors(&[executor.id]).await? {
+        let sent = run.dispatched_at.or(run.started_at).unwrap_or(now);
+        if held.contains(&run.id.0) || now - sent < grace {
+            continue;
+        }
+        tracing::warn!(
+            run = %run.id, instance = %executor.instance_id,
+            "an executor no longer holds a run it was sent; declaring it lost"
+        );
+        let finish = Finish::decided(
+            RunState::Lost,
+            format!(
+                "executor {} no longer holds this run (it restarted or dropped it)",
+                executor.instance_id
+            ),
+            true,
+            now,
+        );
+        items.push((run.id, finish));
+    }
+    if !items.is_empty() {
+        finish_runs(tx.as_mut(), None, &items, &mut rand::random).await?;
+    }
+    tx.commit().await
 }
 
 async fn deregister(

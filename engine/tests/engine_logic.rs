@@ -32,6 +32,7 @@ on_both_backends!(
     outcomes::broadcast_children_start_once_after_every_shard,
     watching::run_past_its_deadline_is_timed_out_retried_and_cancelled,
     watching::silent_executor_is_lost_and_its_runs_recovered,
+    watching::silent_executor_that_answers_its_probe_is_not_lost,
     watching::silent_node_is_reported_once,
     watching::run_not_started_in_time_raises_one_alarm,
 );

@@ -518,6 +518,14 @@ async fn run_an_executor_no_longer_holds_is_lost_and_recovered(
         .post_json(&engine.url(), paths::HEARTBEAT, &beat)
         .await?;
     assert!(answer.known);
+    // The heartbeat is answered first; the runs it no longer lists are settled just after.
+    wait_until(WAIT, "the forgotten run is lost", || async {
+        let all = runs(&*store, &t, &task).await?;
+        Ok(all
+            .iter()
+            .any(|r| r.id == ids[1] && r.state == RunState::Lost))
+    })
+    .await?;
     let all = runs(&*store, &t, &task).await?;
     let state = |id| all.iter().find(|r| r.id == id).map(|r| r.state);
     assert_eq!(

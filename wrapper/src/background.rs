@@ -210,15 +210,27 @@ async fn register_once(inner: &Inner) -> Result<RegisterResponse, ClientError> {
     let base = engine_url(inner).to_owned();
     let resp = inner
         .client
-        .post_json(&base, paths::REGISTER, &body)
+        .post_json_within(&base, paths::REGISTER, &body, REGISTER_TIMEOUT)
         .await
         .inspect_err(|_| next_engine(inner))?;
     tracing::info!(engine = %base, instance = %inner.settings.instance_id, "registered");
     Ok(resp)
 }
 
-/// Sends one heartbeat to the current engine.
-pub(crate) async fn heartbeat_once(inner: &Inner) -> Result<HeartbeatResponse, ClientError> {
+/// How long a registration may take before the next engine is tried.
+const REGISTER_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// How long a heartbeat may take before the next engine is tried: well below the interval, so
+/// a paused or partitioned engine costs one short wait, never the instance's membership.
+pub(crate) fn heartbeat_timeout(interval: Duration) -> Duration {
+    (interval / 2).clamp(Duration::from_millis(250), Duration::from_secs(2))
+}
+
+/// Sends one heartbeat to the current engine, giving up after `timeout`.
+pub(crate) async fn heartbeat_once(
+    inner: &Inner,
+    timeout: Duration,
+) -> Result<HeartbeatResponse, ClientError> {
     let body = HeartbeatRequest {
         instance_id: inner.settings.instance_id.clone(),
         capacity: inner.settings.capacity,
@@ -230,9 +242,45 @@ pub(crate) async fn heartbeat_once(inner: &Inner) -> Result<HeartbeatResponse, C
     let base = engine_url(inner).to_owned();
     inner
         .client
-        .post_json(&base, paths::HEARTBEAT, &body)
+        .post_json_within(&base, paths::HEARTBEAT, &body, timeout)
         .await
         .inspect_err(|_| next_engine(inner))
+}
+
+/// One heartbeat (or registration while not registered), trying every engine URL in turn at
+/// once when one fails or is slow; `interval` takes the heartbeat interval an engine asks for.
+async fn membership_round(inner: &Inner, interval: &mut Duration) -> Result<(), ClientError> {
+    let mut failure = None;
+    for _ in 0..inner.settings.engine_urls.len().max(1) {
+        let outcome = if inner.registered.load(Ordering::SeqCst) {
+            heartbeat_once(inner, heartbeat_timeout(*interval))
+                .await
+                .map(|resp| {
+                    if !resp.known {
+                        tracing::info!("engine does not know this instance; registering again");
+                        inner.registered.store(false, Ordering::SeqCst);
+                    }
+                })
+        } else {
+            register_once(inner).await.map(|resp| {
+                inner.registered.store(true, Ordering::SeqCst);
+                if let Some(ms) = resp.heartbeat_interval_ms {
+                    *interval = Duration::from_millis(ms.clamp(100, 3_600_000));
+                }
+            })
+        };
+        match outcome {
+            Ok(()) => return Ok(()),
+            Err(e) => {
+                tracing::warn!(error = %e, "engine unreachable for registration/heartbeat; trying the next");
+                failure = Some(e);
+            }
+        }
+    }
+    match failure {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
 }
 
 /// Registers, then heartbeats, re-registering when an engine no longer knows the instance.
@@ -241,22 +289,7 @@ pub(crate) async fn keep_membership(inner: Arc<Inner>) {
     let mut interval = inner.settings.heartbeat_interval;
     let mut failures: u32 = 0;
     loop {
-        let outcome = if inner.registered.load(Ordering::SeqCst) {
-            heartbeat_once(&inner).await.map(|resp| {
-                if !resp.known {
-                    tracing::info!("engine does not know this instance; registering again");
-                    inner.registered.store(false, Ordering::SeqCst);
-                }
-            })
-        } else {
-            register_once(&inner).await.map(|resp| {
-                inner.registered.store(true, Ordering::SeqCst);
-                if let Some(ms) = resp.heartbeat_interval_ms {
-                    interval = Duration::from_millis(ms.clamp(100, 3_600_000));
-                }
-            })
-        };
-        let wait = match outcome {
+        let wait = match membership_round(&inner, &mut interval).await {
             Ok(()) => {
                 failures = 0;
                 if inner.registered.load(Ordering::SeqCst) {
@@ -265,9 +298,8 @@ pub(crate) async fn keep_membership(inner: Arc<Inner>) {
                     Duration::ZERO
                 }
             }
-            Err(e) => {
+            Err(_) => {
                 failures = failures.saturating_add(1);
-                tracing::warn!(error = %e, "engine unreachable for registration/heartbeat");
                 backoff(inner.settings.retry_initial, interval, failures - 1)
             }
         };

@@ -640,7 +640,9 @@ impl Inner {
         // Tell the engines at once, so they stop routing here; best effort.
         let announcer = self.clone();
         self.runtime.spawn(async move {
-            if let Err(e) = crate::background::heartbeat_once(&announcer).await {
+            let timeout =
+                crate::background::heartbeat_timeout(announcer.settings.heartbeat_interval);
+            if let Err(e) = crate::background::heartbeat_once(&announcer, timeout).await {
                 tracing::debug!(error = %e, "drain heartbeat failed");
             }
         });

@@ -210,6 +210,32 @@ async fn calls_fail_over_to_the_next_engine_url() -> anyhow::Result<()> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn heartbeats_move_to_the_next_engine_at_once_when_one_stops_answering() -> anyhow::Result<()>
+{
+    let paused = EngineStandIn::start()?;
+    let other = EngineStandIn::start()?;
+    let spool = tempfile::tempdir()?;
+    let _w = TestWrapper::start(&[&paused.url, &other.url], spool.path(), |b| {
+        b.blocking_handler("echo", |_| Ok(json!(1)))
+    })?;
+    assert!(eventually(WAIT, || paused.log().heartbeats.len() >= 2).await);
+    paused.hang_heartbeats(true);
+    // The stand-ins ask for a heartbeat every 200 ms: the engine that stopped answering costs
+    // one short timeout, not the client's 5 s request timeout, so heartbeats keep their pace.
+    assert!(
+        eventually(Duration::from_millis(1_500), || other
+            .log()
+            .heartbeats
+            .len()
+            >= 3)
+        .await,
+        "heartbeats reached the next engine within 1.5 s: {}",
+        other.log().heartbeats.len()
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_refuses_new_runs_and_lets_running_ones_finish() -> anyhow::Result<()> {
     let engine = EngineStandIn::start()?;
     let spool = tempfile::tempdir()?;

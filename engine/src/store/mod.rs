@@ -391,6 +391,25 @@ pub trait Tx: Send {
         limit: i64,
     ) -> Result<Vec<Executor>>;
 
+    /// Up to `limit` instances (up or draining) whose last heartbeat is before
+    /// `heartbeat_before`, oldest first, without locking them: candidates to probe before any
+    /// is declared lost.
+    async fn silent_executors(
+        &mut self,
+        heartbeat_before: i64,
+        limit: i64,
+    ) -> Result<Vec<Executor>>;
+    /// Marks those of `ids` that are still up or draining and still silent (last heartbeat
+    /// before `heartbeat_before`) as lost and returns them: a heartbeat that arrived meanwhile
+    /// saves an instance, and concurrent callers get disjoint sets.
+    async fn mark_silent_executors_lost(
+        &mut self,
+        ids: &[ExecutorId],
+        heartbeat_before: i64,
+    ) -> Result<Vec<Executor>>;
+    /// Counts an answered probe of instances that are up or draining as a heartbeat at `now`.
+    async fn record_executor_probes(&mut self, ids: &[ExecutorId], now: i64) -> Result<u64>;
+
     // ---- tasks and dependencies -------------------------------------------------------
 
     /// Inserts a task row (see [`ops`] `create_task` for the full operation).

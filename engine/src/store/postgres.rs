@@ -222,6 +222,34 @@ tx_impl!(
             Ok(rows.into_iter().map(|(id,)| id).collect())
         }
 
+        async fn mark_silent_executors_lost(
+            &mut self,
+            ids: &[ExecutorId],
+            heartbeat_before: i64,
+        ) -> Result<Vec<Executor>> {
+            Ok(sqlx::query_as(
+                "UPDATE executors SET state = 'lost'
+                 WHERE id = ANY($1) AND state IN ('up', 'draining') AND last_heartbeat_at < $2
+                 RETURNING *",
+            )
+            .bind(raw_ids(ids, |i| i.0))
+            .bind(heartbeat_before)
+            .fetch_all(&mut *self.tx)
+            .await?)
+        }
+
+        async fn record_executor_probes(&mut self, ids: &[ExecutorId], now: i64) -> Result<u64> {
+            let done = sqlx::query(
+                "UPDATE executors SET last_heartbeat_at = $2
+                 WHERE id = ANY($1) AND state IN ('up', 'draining') AND last_heartbeat_at < $2",
+            )
+            .bind(raw_ids(ids, |i| i.0))
+            .bind(now)
+            .execute(&mut *self.tx)
+            .await?;
+            Ok(done.rows_affected())
+        }
+
         async fn release_claimed_runs(&mut self, fences: &[Fence], now: i64) -> Result<Vec<RunId>> {
             if fences.is_empty() {
                 return Ok(Vec::new());

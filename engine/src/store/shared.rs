@@ -690,6 +690,17 @@ macro_rules! tx_impl {
                 .await?)
             }
 
+            async fn silent_executors(&mut self, heartbeat_before: i64, limit: i64) -> Result<Vec<Executor>> {
+                Ok(sqlx::query_as(
+                    "SELECT * FROM executors WHERE state IN ('up', 'draining') AND last_heartbeat_at < $1
+                     ORDER BY last_heartbeat_at, id LIMIT $2",
+                )
+                .bind(heartbeat_before)
+                .bind(limit)
+                .fetch_all(&mut *self.tx)
+                .await?)
+            }
+
             // ---- tasks and dependencies ------------------------------------------------
 
             async fn insert_task(

@@ -1,12 +1,13 @@
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use mthpt_engine::alarm::{AlarmFilter, AlarmKind};
-use mthpt_engine::app::ExecutorHeartbeat;
+use mthpt_engine::app::{Executor, ExecutorHeartbeat, ExecutorId};
 use mthpt_engine::claimer::{ClaimConfig, Claimer};
 use mthpt_engine::node::{NodeHeartbeat, NodeState};
 use mthpt_engine::run::{ClaimedTransition, Run, RunState, TriggerKind};
 use mthpt_engine::store::{Scope, Store};
-use mthpt_engine::watchdog::{WatchConfig, Watchdog};
+use mthpt_engine::watchdog::{Probe, WatchConfig, Watchdog};
 
 use crate::in_tx;
 use crate::support::fixtures::*;
@@ -231,5 +232,54 @@ pub async fn run_not_started_in_time_raises_one_alarm(store: Arc<dyn Store>) {
     assert_eq!(
         alarm_kinds(&*store, Scope::Tenant(w.tenant.id)).await,
         vec![AlarmKind::NotStarted]
+    );
+}
+
+/// A probe that reaches exactly the named instances.
+#[derive(Debug)]
+struct Reaches(Vec<&'static str>);
+
+#[async_trait::async_trait]
+impl Probe for Reaches {
+    async fn answering(&self, executors: &[Executor]) -> HashSet<ExecutorId> {
+        executors
+            .iter()
+            .filter(|e| self.0.contains(&e.instance_id.as_str()))
+            .map(|e| e.id)
+            .collect()
+    }
+}
+
+pub async fn silent_executor_that_answers_its_probe_is_not_lost(store: Arc<dyn Store>) {
+    let w = world(&*store, "acme").await;
+    // Both stopped reaching the nodes (say their heartbeats went to a paused node); only one
+    // still answers a node that asks it directly.
+    let on_reachable = running(&store, &w, "a", "host-reachable", None).await;
+    let on_gone = running(&store, &w, "b", "host-gone", None).await;
+    let wd = watchdog(&store).with_probe(Arc::new(Reaches(vec!["host-reachable"])));
+    let report = wd.run_once(T0 + 6 * SECOND, 0.0).await.unwrap();
+    assert_eq!(
+        report.lost.iter().map(|r| r.id).collect::<Vec<_>>(),
+        vec![on_gone.id],
+        "only the instance that does not answer is lost"
+    );
+    assert_eq!(report.executors_answered.len(), 1);
+    let kept = read(&*store)
+        .await
+        .find_run(on_reachable.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(kept.state, RunState::Running);
+    // The answer counts as a heartbeat: the instance is not asked again until it is silent
+    // for a whole timeout once more.
+    let calm = wd.run_once(T0 + 8 * SECOND, 0.0).await.unwrap();
+    assert!(calm.executors_answered.is_empty() && calm.lost.is_empty());
+    // Once it stops answering too, it is lost like any other.
+    let wd = watchdog(&store);
+    let report = wd.run_once(T0 + 12 * SECOND, 0.0).await.unwrap();
+    assert_eq!(
+        report.lost.iter().map(|r| r.id).collect::<Vec<_>>(),
+        vec![on_reachable.id]
     );
 }

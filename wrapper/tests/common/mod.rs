@@ -44,6 +44,8 @@ pub struct EngineLog {
 #[derive(Debug, Default)]
 struct Switches {
     refuse_results: bool,
+    /// Heartbeats are answered only after 10 s (a paused engine).
+    hang_heartbeats: bool,
 }
 
 #[derive(Debug, Default)]
@@ -106,6 +108,10 @@ async fn register(req: HttpRequest, body: web::Bytes, st: web::Data<EngineState>
 }
 
 async fn heartbeat(req: HttpRequest, body: web::Bytes, st: web::Data<EngineState>) -> HttpResponse {
+    let hang = lock(&st.switches).hang_heartbeats;
+    if hang {
+        tokio::time::sleep(Duration::from_secs(10)).await;
+    }
     match signed_json::<HeartbeatRequest>(&st, &req, &body).await {
         Ok(h) => {
             lock(&st.log).heartbeats.push(h);
@@ -208,6 +214,10 @@ impl EngineStandIn {
 
     pub fn refuse_results(&self, refuse: bool) {
         lock(&self.state.switches).refuse_results = refuse;
+    }
+
+    pub fn hang_heartbeats(&self, hang: bool) {
+        lock(&self.state.switches).hang_heartbeats = hang;
     }
 
     pub fn log(&self) -> MutexGuard<'_, EngineLog> {
