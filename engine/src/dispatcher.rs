@@ -25,7 +25,7 @@ use crate::app::{AppId, ExecutorId};
 use crate::claimer::{Cancellation, Fire};
 use crate::clock::{Clock, ms_to_datetime};
 use crate::directory::{AppEntry, Directory, lock};
-use crate::outcome::{Finish, finish_run};
+use crate::outcome::{Finish, finish_runs};
 use crate::routing::{self, RoutingState};
 use crate::run::{ClaimedTransition, Fence, NewRun, RunId, RunState, TriggerKind};
 use crate::store::{Result, StartClaimed, Store, StoreError};
@@ -445,17 +445,23 @@ impl Dispatcher {
             return Ok(());
         }
         let now = self.clock.now_ms();
+        let mut items: Vec<(RunId, Finish)> = malformed
+            .into_iter()
+            .map(|(fire, why)| {
+                let finish = Finish::decided(
+                    RunState::Failed,
+                    format!("the executor refused the run request: {why}"),
+                    false,
+                    now,
+                );
+                (fire.run.id, finish)
+            })
+            .collect();
+        items.sort_by_key(|(id, _)| *id);
         let mut tx = self.store.begin().await?;
-        for (fire, why) in malformed {
-            let finish = Finish::decided(
-                RunState::Failed,
-                format!("the executor refused the run request: {why}"),
-                false,
-                now,
-            );
-            finish_run(tx.as_mut(), fire.run.id, None, &finish, rand::random()).await?;
-            report.failed.push(fire.run.id);
-        }
+        // One batch: runs locked in id order, then their tasks.
+        finish_runs(tx.as_mut(), None, &items, &mut rand::random).await?;
+        report.failed.extend(items.iter().map(|(id, _)| *id));
         tx.commit().await
     }
 

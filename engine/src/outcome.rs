@@ -132,6 +132,13 @@ pub async fn finish_runs(
     let (tasks, parents): (HashMap<TaskId, Task>, HashSet<TaskId>) = if task_ids.is_empty() {
         Default::default()
     } else {
+        // The chain children's tasks are locked in the same pass, in id order: locking them
+        // later, after the parents', could close a cycle with a claim (which locks the tasks
+        // of its runs in id order).
+        let children = tx.child_task_ids(&task_ids).await?;
+        task_ids.extend(children);
+        task_ids.sort_unstable();
+        task_ids.dedup();
         let (tasks, parents) = tx.lock_tasks_with_children(&task_ids).await?;
         (
             tasks.into_iter().map(|t| (t.id, t)).collect(),

@@ -109,13 +109,14 @@ impl From<sqlx::Error> for StoreError {
 
 impl StoreError {
     /// Whether retrying the same transaction may succeed (serialisation failure, deadlock,
-    /// SQLite busy, lost connection).
+    /// a lock or statement timeout, a session ended for idling in its transaction, SQLite
+    /// busy, lost connection).
     pub fn is_transient(&self) -> bool {
         match self {
             StoreError::Database(sqlx::Error::Database(db)) => {
                 matches!(
                     db.code().as_deref(),
-                    Some("40001" | "40P01" | "5" | "6" | "517")
+                    Some("40001" | "40P01" | "55P03" | "57014" | "25P03" | "5" | "6" | "517")
                 )
             }
             StoreError::Database(
@@ -560,6 +561,10 @@ pub trait Tx: Send {
         progress: &RunProgress,
         now: i64,
     ) -> Result<bool>;
+    /// Locks those of `ids` no other transaction holds, without waiting; returns them. For a
+    /// caller that already holds task locks: waiting on a run there could close a cycle with a
+    /// transaction that holds the run and waits on the task (runs are locked before tasks).
+    async fn try_lock_runs(&mut self, ids: &[RunId]) -> Result<Vec<RunId>>;
     /// Deletes a task's not-yet-claimed runs of the given trigger kinds (skipping rows another
     /// transaction holds); returns how many.
     async fn delete_pending_runs(
@@ -580,6 +585,9 @@ pub trait Tx: Send {
     /// attempt, locking the occurrence's first run against concurrent decisions until the
     /// transaction ends.
     async fn lock_occurrence(&mut self, task: TaskId, scheduled_at: i64) -> Result<Vec<Run>>;
+    /// Engine internal: the tasks that depend on any of `parents` (their chain children), read
+    /// without locking, so a finishing run can lock them with its own task in one pass.
+    async fn child_task_ids(&mut self, parents: &[TaskId]) -> Result<Vec<TaskId>>;
     /// Runs of a chain (by root) of the given tasks, locking the chain root against concurrent
     /// joins until the transaction ends.
     async fn lock_chain_runs(&mut self, chain_root: RunId, tasks: &[TaskId]) -> Result<Vec<Run>>;

@@ -368,6 +368,28 @@ tx_impl!(SqliteTx, for_update = "", skip_locked = "", {
         Ok(runs)
     }
 
+    async fn child_task_ids(&mut self, parents: &[TaskId]) -> Result<Vec<TaskId>> {
+        let rows: Vec<(TaskId,)> = sqlx::query_as(
+            "SELECT DISTINCT child_task_id FROM task_dependencies
+             WHERE parent_task_id IN (SELECT value FROM json_each($1)) ORDER BY child_task_id",
+        )
+        .bind(json_ids(parents, |i| i.0))
+        .fetch_all(&mut *self.tx)
+        .await?;
+        Ok(rows.into_iter().map(|(t,)| t).collect())
+    }
+
+    async fn try_lock_runs(&mut self, ids: &[RunId]) -> Result<Vec<RunId>> {
+        // One writer at a time: every row is free to this transaction.
+        let rows: Vec<(RunId,)> = sqlx::query_as(
+            "SELECT id FROM runs WHERE id IN (SELECT value FROM json_each($1)) ORDER BY id",
+        )
+        .bind(json_ids(ids, |i| i.0))
+        .fetch_all(&mut *self.tx)
+        .await?;
+        Ok(rows.into_iter().map(|(id,)| id).collect())
+    }
+
     async fn delete_pending_runs(&mut self, task: TaskId, triggers: &[TriggerKind]) -> Result<u64> {
         let kinds =
             serde_json::Value::from(triggers.iter().map(|t| t.as_str()).collect::<Vec<_>>())
