@@ -119,7 +119,19 @@ pub async fn finish_runs(
         .iter()
         .map(|(id, f)| (*id, f.completion.clone()))
         .collect();
-    let completed = tx.complete_runs(app, &completions).await?;
+    let mut completed = tx.complete_runs(app, &completions).await?;
+    // A late success from the executor a lost run was dispatched to wins over a recovery run
+    // that has not started: the recovery is withdrawn and the occurrence ends in success.
+    for ((_, finish), completion) in items.iter().zip(completed.iter_mut()) {
+        if let Ok(Completion::AlreadyFinal(run)) = completion
+            && run.state == RunState::Lost
+            && finish.completion.reported_by.is_some()
+            && let Some(revived) = tx.revive_lost_run(run, &finish.completion).await?
+        {
+            tracing::info!(run = %revived.id, "a late success for a lost run withdrew its unstarted recovery");
+            *completion = Ok(Completion::Applied(revived));
+        }
+    }
     let mut task_ids: Vec<TaskId> = completed
         .iter()
         .filter_map(|c| match c {

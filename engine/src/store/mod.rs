@@ -561,6 +561,16 @@ pub trait Tx: Send {
         progress: &RunProgress,
         now: i64,
     ) -> Result<bool>;
+    /// A late success for `lost` (a run declared lost with its executor, whose handler in fact
+    /// succeeded): when its recovery run has not started — pending, or claimed but not yet
+    /// sent anywhere — and no other transaction holds it, the recovery is withdrawn (deleted)
+    /// and `lost` becomes `succeeded` with `completion`; returns it. `None`: the recovery has
+    /// started (or there is none), and the run stays lost.
+    async fn revive_lost_run(
+        &mut self,
+        lost: &Run,
+        completion: &RunCompletion,
+    ) -> Result<Option<Run>>;
     /// Locks those of `ids` no other transaction holds, without waiting; returns them. For a
     /// caller that already holds task locks: waiting on a run there could close a cycle with a
     /// transaction that holds the run and waits on the task (runs are locked before tasks).

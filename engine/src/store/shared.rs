@@ -1115,6 +1115,56 @@ macro_rules! tx_impl {
                 }
             }
 
+            async fn revive_lost_run(
+                &mut self,
+                lost: &Run,
+                completion: &RunCompletion,
+            ) -> Result<Option<Run>> {
+                if lost.state != $crate::run::RunState::Lost
+                    || completion.state != $crate::run::RunState::Succeeded
+                {
+                    return Ok(None);
+                }
+                let recovery: Option<(RunId,)> = sqlx::query_as(
+                    "SELECT id FROM runs
+                     WHERE task_id = $1 AND scheduled_at = $2 AND shard_index = $3 AND attempt = $4",
+                )
+                .bind(lost.task_id)
+                .bind(lost.scheduled_at)
+                .bind(lost.shard_index)
+                .bind(lost.attempt + 1)
+                .fetch_optional(&mut *self.tx)
+                .await?;
+                let Some((recovery,)) = recovery else { return Ok(None) };
+                // Never wait on it: runs are locked in id order, and this one comes later.
+                if self.try_lock_runs(&[recovery]).await?.is_empty() {
+                    return Ok(None);
+                }
+                let withdrawn = sqlx::query(
+                    "DELETE FROM runs WHERE id = $1
+                       AND (state = 'pending' OR (state = 'claimed' AND executor_id IS NULL))",
+                )
+                .bind(recovery)
+                .execute(&mut *self.tx)
+                .await?;
+                if withdrawn.rows_affected() == 0 {
+                    return Ok(None);
+                }
+                let tail = $crate::store::shared::completed_tail(lost, completion);
+                Ok(sqlx::query_as(
+                    "UPDATE runs SET state = 'succeeded', output = $2, error = NULL, log_tail = $3,
+                         started_at = COALESCE($4, started_at), finished_at = $5
+                     WHERE id = $1 AND state = 'lost' RETURNING *",
+                )
+                .bind(lost.id)
+                .bind(completion.output.as_ref().map(Json))
+                .bind(tail)
+                .bind(completion.started_at)
+                .bind(completion.finished_at)
+                .fetch_optional(&mut *self.tx)
+                .await?)
+            }
+
             async fn record_progress(
                 &mut self,
                 app: Option<AppId>,

@@ -5,8 +5,10 @@ use mthpt_engine::alarm::{AlarmFilter, AlarmKind};
 use mthpt_engine::app::{Executor, ExecutorHeartbeat, ExecutorId};
 use mthpt_engine::claimer::{ClaimConfig, Claimer};
 use mthpt_engine::node::{NodeHeartbeat, NodeState};
-use mthpt_engine::run::{ClaimedTransition, Run, RunState, TriggerKind};
+use mthpt_engine::outcome::{Finish, Finished, finish_run};
+use mthpt_engine::run::{ClaimedTransition, ReportedBy, Run, RunCompletion, RunState, TriggerKind};
 use mthpt_engine::store::{Scope, Store};
+use mthpt_engine::task::DependencyCondition;
 use mthpt_engine::watchdog::{Probe, WatchConfig, Watchdog};
 
 use crate::in_tx;
@@ -281,5 +283,135 @@ pub async fn silent_executor_that_answers_its_probe_is_not_lost(store: Arc<dyn S
     assert_eq!(
         report.lost.iter().map(|r| r.id).collect::<Vec<_>>(),
         vec![on_reachable.id]
+    );
+}
+
+fn late_success(executor: ExecutorId, at: i64) -> Finish {
+    Finish {
+        completion: RunCompletion {
+            state: RunState::Succeeded,
+            output: Some(serde_json::json!({"late": true})),
+            error: None,
+            log: None,
+            started_at: Some(T0),
+            finished_at: at,
+            reported_by: Some(ReportedBy {
+                executor_id: executor,
+                attempt: 1,
+            }),
+        },
+        retryable: false,
+    }
+}
+
+pub async fn late_success_for_a_lost_run_wins_over_its_unstarted_recovery(store: Arc<dyn Store>) {
+    let w = world(&*store, "acme").await;
+    let run = running(&store, &w, "parent", "host-slow", None).await;
+    let (child, _) = create_task(&*store, &w, &manual(w.app.id, "child")).await;
+    in_tx!(&*store, |tx| tx
+        .add_dependency(
+            w.tenant.id,
+            run.task_id,
+            child.id,
+            DependencyCondition::OnSuccess,
+            T0
+        )
+        .await
+        .unwrap());
+    let report = watchdog(&store)
+        .run_once(T0 + 6 * SECOND, 0.0)
+        .await
+        .unwrap();
+    assert_eq!(
+        report.lost.len(),
+        1,
+        "declared lost with its silent instance"
+    );
+    // Its handler did succeed; the result arrives before the recovery run was sent anywhere.
+    let executor = run.executor_id.unwrap();
+    let finished = in_tx!(&*store, |tx| finish_run(
+        tx.as_mut(),
+        run.id,
+        Some(w.app.id),
+        &late_success(executor, T0 + 7 * SECOND),
+        0.0
+    )
+    .await
+    .unwrap());
+    let Finished::Applied { run: done, effects } = finished else {
+        panic!("the late success was not recorded: {finished:?}");
+    };
+    assert_eq!(done.state, RunState::Succeeded);
+    assert_eq!(
+        effects
+            .children
+            .iter()
+            .map(|r| r.task_id)
+            .collect::<Vec<_>>(),
+        vec![child.id],
+        "the chain follows the success"
+    );
+    let left = read(&*store)
+        .await
+        .unfinished_runs_of_task(run.task_id)
+        .await
+        .unwrap();
+    assert!(left.is_empty(), "the recovery run is withdrawn: {left:?}");
+}
+
+pub async fn late_success_after_the_recovery_started_leaves_the_run_lost(store: Arc<dyn Store>) {
+    let w = world(&*store, "acme").await;
+    let run = running(&store, &w, "parent", "host-slow", None).await;
+    watchdog(&store)
+        .run_once(T0 + 6 * SECOND, 0.0)
+        .await
+        .unwrap();
+    // The recovery is claimed and on its way to another instance.
+    let other = executor(&*store, w.app.id, "host-other", T0 + 6 * SECOND).await;
+    let claimer = Claimer::new(
+        store.clone(),
+        ClaimConfig {
+            node: "node-b".into(),
+            groups: vec!["default".into()],
+            horizon_ms: 0,
+            lease_ms: 5 * SECOND,
+            batch: 10,
+        },
+    );
+    let recovery = claimer
+        .run_once(T0 + 6 * SECOND)
+        .await
+        .unwrap()
+        .fires
+        .remove(0);
+    assert_eq!(recovery.run.trigger_kind, TriggerKind::Recovery);
+    in_tx!(&*store, |tx| tx
+        .record_dispatch_intent(
+            &[(recovery.run.fence().unwrap(), other.id)],
+            T0 + 6 * SECOND
+        )
+        .await
+        .unwrap());
+    let finished = in_tx!(&*store, |tx| finish_run(
+        tx.as_mut(),
+        run.id,
+        Some(w.app.id),
+        &late_success(run.executor_id.unwrap(), T0 + 7 * SECOND),
+        0.0
+    )
+    .await
+    .unwrap());
+    assert!(
+        matches!(&finished, Finished::AlreadyFinal(r) if r.state == RunState::Lost),
+        "{finished:?}"
+    );
+    let left = read(&*store)
+        .await
+        .unfinished_runs_of_task(run.task_id)
+        .await
+        .unwrap();
+    assert_eq!(
+        left.iter().map(|r| r.id).collect::<Vec<_>>(),
+        vec![recovery.run.id]
     );
 }
