@@ -168,6 +168,8 @@ pub struct CallbackApi {
     results: ResultWriter,
     /// One check of the runs an instance holds at a time (see the heartbeat).
     reconciling: Arc<tokio::sync::Semaphore>,
+    /// Announced to wrappers at registration, so they stop their runs before that.
+    executor_timeout_ms: Option<u64>,
 }
 
 impl CallbackApi {
@@ -188,7 +190,14 @@ impl CallbackApi {
             runtime: tokio::runtime::Handle::try_current().ok(),
             results: ResultWriter::default(),
             reconciling: Arc::new(tokio::sync::Semaphore::new(1)),
+            executor_timeout_ms: None,
         }
+    }
+
+    /// Tells registering wrappers that an instance silent for `ms` may be declared lost.
+    pub fn with_executor_timeout(mut self, ms: i64) -> Self {
+        self.executor_timeout_ms = u64::try_from(ms).ok();
+        self
     }
 
     /// Registers the routes (paths under `/mthpt/v1`).
@@ -388,6 +397,7 @@ async fn register(
         Ok(RegisterResponse {
             instance_id: e.instance_id,
             heartbeat_interval_ms: Some(api.heartbeat_interval_ms),
+            executor_timeout_ms: api.executor_timeout_ms,
         })
     })
     .await

@@ -285,12 +285,10 @@ impl EngineNode {
         });
         shared.heartbeat(NodeState::Up).await?;
 
-        let api = web::Data::new(CallbackApi::new(
-            store,
-            clock,
-            directory,
-            shared.config.executor_heartbeat_ms,
-        ));
+        let api = web::Data::new(
+            CallbackApi::new(store, clock, directory, shared.config.executor_heartbeat_ms)
+                .with_executor_timeout(shared.config.executor_timeout_ms),
+        );
         let node_id = shared.config.node_id.clone();
         let server = HttpServer::new(move || {
             let node_id = node_id.clone();

@@ -90,6 +90,7 @@ pub(crate) async fn deliver_results(inner: Arc<Inner>) {
             inner.client.post_json(&base, paths::RESULTS, &body).await;
         let settled_any = match sent {
             Ok(resp) => {
+                inner.engine_contact();
                 let mut settled = Vec::new();
                 for item in &resp.items {
                     if item.status == ItemStatus::Rejected {
@@ -267,10 +268,18 @@ async fn membership_round(inner: &Inner, interval: &mut Duration) -> Result<(), 
                 if let Some(ms) = resp.heartbeat_interval_ms {
                     *interval = Duration::from_millis(ms.clamp(100, 3_600_000));
                 }
+                if let Some(timeout) = resp.executor_timeout_ms {
+                    inner
+                        .fence_after_ms
+                        .store(fence_after(timeout, *interval), Ordering::Relaxed);
+                }
             })
         };
         match outcome {
-            Ok(()) => return Ok(()),
+            Ok(()) => {
+                inner.engine_contact();
+                return Ok(());
+            }
             Err(e) => {
                 tracing::warn!(error = %e, "engine unreachable for registration/heartbeat; trying the next");
                 failure = Some(e);
@@ -306,6 +315,28 @@ pub(crate) async fn keep_membership(inner: Arc<Inner>) {
         if sleep_or_stop(wait, &mut stop).await {
             return;
         }
+    }
+}
+
+/// How long without engine contact the instance waits before stopping its runs, for engines
+/// that declare it lost after `executor_timeout_ms`: a margin of a heartbeat interval (at
+/// least a quarter of the timeout) before that, so the runs stop before any recovery starts.
+pub(crate) fn fence_after(executor_timeout_ms: u64, interval: Duration) -> i64 {
+    let timeout = i64::try_from(executor_timeout_ms).unwrap_or(i64::MAX);
+    let interval = i64::try_from(interval.as_millis()).unwrap_or(i64::MAX);
+    let margin = interval.max(timeout / 4);
+    (timeout - margin).max(1)
+}
+
+/// Checks now and then whether the instance is cut off from every engine, and stops its runs
+/// if so (see [`Inner::fence_if_cut_off`]).
+pub(crate) async fn fence_when_cut_off(inner: Arc<Inner>) {
+    let mut stop = inner.stop.subscribe();
+    loop {
+        if sleep_or_stop(Duration::from_millis(100), &mut stop).await {
+            return;
+        }
+        inner.fence_if_cut_off();
     }
 }
 

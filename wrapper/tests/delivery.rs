@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use common::{EngineStandIn, TestWrapper, engine_client, eventually, post, run_request};
+use mthpt_wrapper::CancelReason;
 use mthpt_wrapper::protocol::{AckStatus, InstanceState, Outcome, RunAck, paths};
 use serde_json::json;
 
@@ -295,5 +296,54 @@ async fn runs_still_going_after_the_grace_period_are_cancelled_and_reported() ->
     let results = engine.results_for(9);
     assert_eq!(results.len(), 1);
     assert_eq!(results[0].outcome, Outcome::Cancelled);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instance_cut_off_from_every_engine_stops_its_runs_before_it_can_be_declared_lost()
+-> anyhow::Result<()> {
+    let engine = EngineStandIn::start()?;
+    // Engines may declare the instance lost after 1 s of silence (heartbeats every 200 ms).
+    engine.announce_executor_timeout(1_000);
+    let spool = tempfile::tempdir()?;
+    let stopped: Arc<std::sync::Mutex<Option<(CancelReason, std::time::Instant)>>> = Arc::default();
+    let seen = stopped.clone();
+    let w = TestWrapper::start(&[&engine.url], spool.path(), move |b| {
+        b.blocking_handler("endless", move |ctx| {
+            let outcome = ctx.sleep(Duration::from_secs(60));
+            if let Some(reason) = ctx.cancel_reason() {
+                *seen.lock().unwrap_or_else(|e| e.into_inner()) =
+                    Some((reason, std::time::Instant::now()));
+            }
+            outcome.map(|()| json!(null))
+        })
+    })?;
+    assert!(eventually(WAIT, || w.wrapper.is_registered()).await);
+    let client = engine_client()?;
+    let resp = post(&client, &w.url, paths::RUNS, &run_request(11, "endless")).await?;
+    assert_eq!(resp.status.as_u16(), 202);
+    // Still in touch: the run goes on.
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    assert!(stopped.lock().unwrap_or_else(|e| e.into_inner()).is_none());
+    // Every engine gone (a partition): the run stops before the engines' 1 s timeout ends.
+    let cut = std::time::Instant::now();
+    engine.stop().await;
+    assert!(
+        eventually(Duration::from_secs(3), || stopped
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some())
+        .await
+    );
+    let (reason, at) = stopped
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .expect("stopped");
+    assert_eq!(reason, CancelReason::CutOff);
+    assert!(
+        at.duration_since(cut) < Duration::from_millis(1_000),
+        "stopped {:?} after the cut",
+        at.duration_since(cut)
+    );
     Ok(())
 }

@@ -382,6 +382,10 @@ pub struct RegisterResponse {
     /// How often the engine wants heartbeats; absent: the wrapper's own setting.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub heartbeat_interval_ms: Option<u64>,
+    /// After how long without a heartbeat engines may declare the instance lost and recover its
+    /// runs elsewhere; a wrapper cut off from every engine stops its runs before that.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub executor_timeout_ms: Option<u64>,
 }
 
 /// `POST /mthpt/v1/executors/heartbeat`: an instance is alive.

@@ -46,6 +46,8 @@ struct Switches {
     refuse_results: bool,
     /// Heartbeats are answered only after 10 s (a paused engine).
     hang_heartbeats: bool,
+    /// Announced at registration.
+    executor_timeout_ms: Option<u64>,
 }
 
 #[derive(Debug, Default)]
@@ -101,6 +103,7 @@ async fn register(req: HttpRequest, body: web::Bytes, st: web::Data<EngineState>
             HttpResponse::Ok().json(RegisterResponse {
                 instance_id: id,
                 heartbeat_interval_ms: Some(200),
+                executor_timeout_ms: lock(&st.switches).executor_timeout_ms,
             })
         }
         Err(resp) => resp,
@@ -214,6 +217,11 @@ impl EngineStandIn {
 
     pub fn refuse_results(&self, refuse: bool) {
         lock(&self.state.switches).refuse_results = refuse;
+    }
+
+    /// The executor timeout announced to wrappers that register from now on.
+    pub fn announce_executor_timeout(&self, ms: u64) {
+        lock(&self.state.switches).executor_timeout_ms = Some(ms);
     }
 
     pub fn hang_heartbeats(&self, hang: bool) {
