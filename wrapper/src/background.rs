@@ -20,14 +20,27 @@ use crate::protocol::{
 };
 use crate::runtime::Inner;
 
-fn engine_url(inner: &Inner) -> &str {
+/// The engine to call now: the position of the shared cursor and its URL.
+fn engine_url(inner: &Inner) -> (usize, String) {
     let urls = &inner.settings.engine_urls;
-    let i = inner.engine_cursor.load(Ordering::Relaxed) % urls.len().max(1);
-    urls.get(i).map(String::as_str).unwrap_or_default()
+    let at = inner.engine_cursor.load(Ordering::Relaxed);
+    let url = urls
+        .get(at % urls.len().max(1))
+        .cloned()
+        .unwrap_or_default();
+    (at, url)
 }
 
-fn next_engine(inner: &Inner) {
-    inner.engine_cursor.fetch_add(1, Ordering::Relaxed);
+/// Moves the shared cursor past the engine at `failed`, unless another loop already moved it
+/// (two loops failing on the same engine must not skip the next one, nor bring the cursor back
+/// to the failed engine).
+fn next_engine(inner: &Inner, failed: usize) {
+    let _ = inner.engine_cursor.compare_exchange(
+        failed,
+        failed.wrapping_add(1),
+        Ordering::Relaxed,
+        Ordering::Relaxed,
+    );
 }
 
 /// Exponential backoff with jitter: `initial * 2^round`, capped at `max`, then a random value
@@ -81,13 +94,15 @@ pub(crate) async fn deliver_results(inner: Arc<Inner>) {
             }
         }
         let count = batch.len();
-        let base = engine_url(&inner).to_owned();
+        let (at, base) = engine_url(&inner);
         let body = ResultBatch {
             instance_id: inner.settings.instance_id.clone(),
             results: batch,
         };
-        let sent: Result<ResultBatchResponse, ClientError> =
-            inner.client.post_json(&base, paths::RESULTS, &body).await;
+        let sent: Result<ResultBatchResponse, ClientError> = inner
+            .client
+            .post_json_within(&base, paths::RESULTS, &body, RESULT_TIMEOUT)
+            .await;
         let settled_any = match sent {
             Ok(resp) => {
                 inner.engine_contact();
@@ -112,7 +127,7 @@ pub(crate) async fn deliver_results(inner: Arc<Inner>) {
             }
             Err(e) => {
                 tracing::warn!(engine = %base, error = %e, pending = count, "result delivery failed");
-                next_engine(&inner);
+                next_engine(&inner, at);
                 false
             }
         };
@@ -136,6 +151,11 @@ pub(crate) async fn deliver_results(inner: Arc<Inner>) {
         }
     }
 }
+
+/// How long a result delivery may take before the next engine is tried: an engine writes a
+/// batch in one transaction, well within this; a paused engine must not hold results back until
+/// their runs' deadlines pass.
+const RESULT_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// When results are waiting but fewer than a full batch, gives runs finishing at about the same
 /// time the linger to join them, so that a steady stream of results travels in few requests.
@@ -187,12 +207,12 @@ pub(crate) async fn forward_progress(inner: Arc<Inner>, mut events: mpsc::Receiv
                 _ = tokio::time::sleep_until(until) => break,
             }
         }
-        let base = engine_url(&inner).to_owned();
+        let (at, base) = engine_url(&inner);
         let sent: Result<ProgressBatchResponse, ClientError> =
             inner.client.post_json(&base, paths::PROGRESS, &batch).await;
         if let Err(e) = sent {
             tracing::debug!(engine = %base, error = %e, items = size, "progress batch dropped");
-            next_engine(&inner);
+            next_engine(&inner, at);
         }
     }
 }
@@ -208,12 +228,12 @@ async fn register_once(inner: &Inner) -> Result<RegisterResponse, ClientError> {
         version: crate::VERSION.to_owned(),
         started_at: inner.started_at,
     };
-    let base = engine_url(inner).to_owned();
+    let (at, base) = engine_url(inner);
     let resp = inner
         .client
         .post_json_within(&base, paths::REGISTER, &body, REGISTER_TIMEOUT)
         .await
-        .inspect_err(|_| next_engine(inner))?;
+        .inspect_err(|_| next_engine(inner, at))?;
     tracing::info!(engine = %base, instance = %inner.settings.instance_id, "registered");
     Ok(resp)
 }
@@ -240,12 +260,12 @@ pub(crate) async fn heartbeat_once(
         running_runs: inner.unconfirmed_ids(),
         sent_at: Utc::now(),
     };
-    let base = engine_url(inner).to_owned();
+    let (at, base) = engine_url(inner);
     inner
         .client
         .post_json_within(&base, paths::HEARTBEAT, &body, timeout)
         .await
-        .inspect_err(|_| next_engine(inner))
+        .inspect_err(|_| next_engine(inner, at))
 }
 
 /// One heartbeat (or registration while not registered), trying every engine URL in turn at
@@ -347,7 +367,7 @@ pub(crate) async fn deregister(inner: &Inner) -> bool {
         reason: "shutdown".to_owned(),
     };
     for _ in 0..inner.settings.engine_urls.len() {
-        let base = engine_url(inner).to_owned();
+        let (at, base) = engine_url(inner);
         let sent: Result<DeregisterResponse, ClientError> = inner
             .client
             .post_json(&base, paths::DEREGISTER, &body)
@@ -360,7 +380,7 @@ pub(crate) async fn deregister(inner: &Inner) -> bool {
             }
             Err(e) => {
                 tracing::warn!(engine = %base, error = %e, "deregistration failed");
-                next_engine(inner);
+                next_engine(inner, at);
             }
         }
     }

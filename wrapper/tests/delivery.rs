@@ -347,3 +347,26 @@ async fn instance_cut_off_from_every_engine_stops_its_runs_before_it_can_be_decl
     );
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn results_move_to_the_next_engine_when_one_stops_answering() -> anyhow::Result<()> {
+    let paused = EngineStandIn::start()?;
+    let other = EngineStandIn::start()?;
+    let spool = tempfile::tempdir()?;
+    let w = TestWrapper::start(&[&paused.url, &other.url], spool.path(), |b| {
+        b.blocking_handler("echo", |_| Ok(json!(1)))
+    })?;
+    assert!(eventually(WAIT, || w.wrapper.is_registered()).await);
+    paused.hang_heartbeats(true);
+    let client = engine_client()?;
+    let resp = post(&client, &w.url, paths::RUNS, &run_request(12, "echo")).await?;
+    assert_eq!(resp.status.as_u16(), 202);
+    // The client's request timeout is 5 s; a delivery gives an engine 3 s before the next.
+    assert!(
+        eventually(Duration::from_millis(4_500), || other.results_for(12).len()
+            == 1)
+        .await,
+        "the result reached the other engine within 4.5 s"
+    );
+    Ok(())
+}

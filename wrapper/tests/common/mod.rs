@@ -44,7 +44,7 @@ pub struct EngineLog {
 #[derive(Debug, Default)]
 struct Switches {
     refuse_results: bool,
-    /// Heartbeats are answered only after 10 s (a paused engine).
+    /// Heartbeats and results are answered only after 10 s (a paused engine).
     hang_heartbeats: bool,
     /// Announced at registration.
     executor_timeout_ms: Option<u64>,
@@ -139,6 +139,10 @@ async fn deregister(
 }
 
 async fn results(req: HttpRequest, body: web::Bytes, st: web::Data<EngineState>) -> HttpResponse {
+    let hang = lock(&st.switches).hang_heartbeats;
+    if hang {
+        tokio::time::sleep(Duration::from_secs(10)).await;
+    }
     match signed_json::<ResultBatch>(&st, &req, &body).await {
         Ok(batch) => {
             if lock(&st.switches).refuse_results {
