@@ -449,7 +449,10 @@ async fn heartbeat(
                 if let Ok(permit) = api.reconciling.clone().try_acquire_owned() {
                     let api = api.clone();
                     tokio::spawn(async move {
-                        if let Err(err) = forgotten_runs_lost(&api, &e, &beat.running_runs).await {
+                        let built_at = beat.sent_at.timestamp_millis();
+                        if let Err(err) =
+                            forgotten_runs_lost(&api, &e, &beat.running_runs, built_at).await
+                        {
                             tracing::warn!(error = %err, instance = %e.instance_id, "could not check the runs an instance holds");
                         }
                         drop(permit);
@@ -463,13 +466,18 @@ async fn heartbeat(
 }
 
 /// Declares lost the runs `executor` was sent a while ago but no longer lists as held (it
-/// restarted and forgot them); the grace covers requests and acks in flight.
+/// restarted and forgot them); the grace covers requests and acks in flight. "A while ago"
+/// counts up to when the heartbeat was built (`built_at`, by the wrapper's clock), not when it
+/// arrived: a node resuming from a pause reads heartbeats that waited in its socket, and their
+/// lists predate runs sent since.
 async fn forgotten_runs_lost(
     api: &CallbackApi,
     executor: &crate::app::Executor,
     held: &[i64],
+    built_at: i64,
 ) -> Result<(), StoreError> {
     let now = api.clock.now_ms();
+    let judged_at = now.min(built_at);
     let grace = i64::try_from(api.heartbeat_interval_ms.saturating_mul(3))
         .unwrap_or(i64::MAX)
         .max(2_000);
@@ -477,8 +485,8 @@ async fn forgotten_runs_lost(
     let mut tx = api.store.begin().await?;
     let mut items = Vec::new();
     for run in tx.running_runs_on_executors(&[executor.id]).await? {
-        let sent = run.dispatched_at.or(run.started_at).unwrap_or(now);
-        if held.contains(&run.id.0) || now - sent < grace {
+        let sent = run.dispatched_at.or(run.started_at).unwrap_or(judged_at);
+        if held.contains(&run.id.0) || judged_at - sent < grace {
             continue;
         }
         tracing::warn!(

@@ -506,6 +506,28 @@ async fn run_an_executor_no_longer_holds_is_lost_and_recovered(
         Duration::from_secs(2),
         Duration::from_secs(5),
     )?;
+    // A heartbeat built 20 s ago (it waited in a paused node's socket) judges nothing: its
+    // list predates the runs sent since.
+    let stale = HeartbeatRequest {
+        instance_id: "fixed".into(),
+        capacity: 4,
+        running: 0,
+        draining: false,
+        running_runs: Vec::new(),
+        sent_at: chrono::Utc::now() - chrono::Duration::seconds(20),
+    };
+    let answer: HeartbeatResponse = client
+        .post_json(&engine.url(), paths::HEARTBEAT, &stale)
+        .await?;
+    assert!(answer.known);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        runs(&*store, &t, &task)
+            .await?
+            .iter()
+            .all(|r| r.state == RunState::Running),
+        "a stale heartbeat declared runs lost"
+    );
     let beat = HeartbeatRequest {
         instance_id: "fixed".into(),
         capacity: 4,
