@@ -28,11 +28,11 @@ use serde::de::DeserializeOwned;
 use tokio::sync::oneshot;
 use tracing::Instrument;
 
-use crate::app::{App, AppId, ExecutorHeartbeat, ExecutorRegistration, ExecutorState};
+use crate::app::{App, AppId, ExecutorHeartbeat, ExecutorId, ExecutorRegistration, ExecutorState};
 use crate::clock::Clock;
 use crate::directory::Directory;
-use crate::outcome::{Finish, Finished, finish_run, finish_runs};
-use crate::run::{RunCompletion, RunId, RunProgress, RunState};
+use crate::outcome::{Finish, Finished, finish_runs};
+use crate::run::{ReportedBy, RunCompletion, RunId, RunProgress, RunState};
 use crate::store::{Store, StoreError};
 
 /// The group commit of result batches: requests queue their results; whoever holds `writing`
@@ -172,6 +172,10 @@ pub struct CallbackApi {
     /// The engine's runtime, which owns the database connections (`None`: built outside one).
     runtime: Option<tokio::runtime::Handle>,
     results: ResultWriter,
+    /// One check of the runs an instance holds at a time (see the heartbeat).
+    reconciling: Arc<tokio::sync::Semaphore>,
+    /// Announced to wrappers at registration, so they stop their runs before that.
+    executor_timeout_ms: Option<u64>,
 }
 
 impl CallbackApi {
@@ -192,7 +196,15 @@ impl CallbackApi {
             heartbeat_interval_ms,
             runtime: tokio::runtime::Handle::try_current().ok(),
             results: ResultWriter::default(),
+            reconciling: Arc::new(tokio::sync::Semaphore::new(1)),
+            executor_timeout_ms: None,
         }
+    }
+
+    /// Tells registering wrappers that an instance silent for `ms` may be declared lost.
+    pub fn with_executor_timeout(mut self, ms: i64) -> Self {
+        self.executor_timeout_ms = u64::try_from(ms).ok();
+        self
     }
 
     /// Registers the routes (paths under `/mthpt/v1`); any other path gets a 404 error body.
@@ -411,6 +423,7 @@ async fn register(
             Ok(RegisterResponse {
                 instance_id: e.instance_id,
                 heartbeat_interval_ms: Some(api.heartbeat_interval_ms),
+                executor_timeout_ms: api.executor_timeout_ms,
             })
         },
     )
@@ -428,11 +441,9 @@ async fn heartbeat(
         api,
         move |api, app, beat: HeartbeatRequest| async move {
             let now = api.clock.now_ms();
-            // A run sent to this instance a while ago that it does not hold any more is lost (the
-            // instance restarted and forgot it); the grace covers requests and acks in flight.
-            let grace = i64::try_from(api.heartbeat_interval_ms.saturating_mul(3))
-                .unwrap_or(i64::MAX)
-                .max(2_000);
+            // The heartbeat alone, in a transaction of its own that takes no run lock: it must
+            // never wait behind result writes, or a busy node gets healthy instances declared
+            // lost.
             let mut tx = api.store.begin().await?;
             let known = tx
                 .heartbeat_executor(
@@ -446,45 +457,84 @@ async fn heartbeat(
                 )
                 .await?;
             let mut changed = false;
-            if let Some(e) = &known {
-                if beat.draining && e.state == ExecutorState::Up {
-                    tx.set_executor_state(app.id, &beat.instance_id, ExecutorState::Draining, now)
-                        .await?;
-                    changed = true;
-                }
-                let held: std::collections::HashSet<i64> =
-                    beat.running_runs.iter().copied().collect();
-                for run in tx.running_runs_on_executors(&[e.id]).await? {
-                    let sent = run.dispatched_at.or(run.started_at).unwrap_or(now);
-                    if held.contains(&run.id.0) || now - sent < grace {
-                        continue;
-                    }
-                    tracing::warn!(
-                        run = %run.id, instance = %e.instance_id,
-                        "an executor no longer holds a run it was sent; declaring it lost"
-                    );
-                    let finish = Finish::decided(
-                        RunState::Lost,
-                        format!(
-                            "executor {} no longer holds this run (it restarted or dropped it)",
-                            e.instance_id
-                        ),
-                        true,
-                        now,
-                    );
-                    finish_run(tx.as_mut(), run.id, None, &finish, rand::random()).await?;
-                }
+            if let Some(e) = &known
+                && beat.draining
+                && e.state == ExecutorState::Up
+            {
+                tx.set_executor_state(app.id, &beat.instance_id, ExecutorState::Draining, now)
+                    .await?;
+                changed = true;
             }
             tx.commit().await?;
             if changed {
                 api.directory.invalidate(app.id);
             }
-            Ok(HeartbeatResponse {
-                known: known.is_some(),
-            })
+            let is_known = known.is_some();
+            if let Some(e) = known {
+                // Runs it no longer holds are settled after answering, one check at a time
+                // per node (a check skipped now happens at a later heartbeat).
+                if let Ok(permit) = api.reconciling.clone().try_acquire_owned() {
+                    let api = api.clone();
+                    tokio::spawn(async move {
+                        let built_at = beat.sent_at.timestamp_millis();
+                        if let Err(err) =
+                            forgotten_runs_lost(&api, &e, &beat.running_runs, built_at).await
+                        {
+                            tracing::warn!(error = %err, instance = %e.instance_id, "could not check the runs an instance holds");
+                        }
+                        drop(permit);
+                    });
+                }
+            }
+            Ok(HeartbeatResponse { known: is_known })
         },
     )
     .await
+}
+
+/// Declares lost the runs `executor` was sent a while ago but no longer lists as held (it
+/// restarted and forgot them); the grace covers requests and acks in flight. "A while ago"
+/// counts up to when the heartbeat was built (`built_at`, by the wrapper's clock), not when it
+/// arrived: a node resuming from a pause reads heartbeats that waited in its socket, and their
+/// lists predate runs sent since.
+async fn forgotten_runs_lost(
+    api: &CallbackApi,
+    executor: &crate::app::Executor,
+    held: &[i64],
+    built_at: i64,
+) -> Result<(), StoreError> {
+    let now = api.clock.now_ms();
+    let judged_at = now.min(built_at);
+    let grace = i64::try_from(api.heartbeat_interval_ms.saturating_mul(3))
+        .unwrap_or(i64::MAX)
+        .max(2_000);
+    let held: std::collections::HashSet<i64> = held.iter().copied().collect();
+    let mut tx = api.store.begin().await?;
+    let mut items = Vec::new();
+    for run in tx.running_runs_on_executors(&[executor.id]).await? {
+        let sent = run.dispatched_at.or(run.started_at).unwrap_or(judged_at);
+        if held.contains(&run.id.0) || judged_at - sent < grace {
+            continue;
+        }
+        tracing::warn!(
+            run = %run.id, instance = %executor.instance_id,
+            "an executor no longer holds a run it was sent; declaring it lost"
+        );
+        let finish = Finish::decided(
+            RunState::Lost,
+            format!(
+                "executor {} no longer holds this run (it restarted or dropped it)",
+                executor.instance_id
+            ),
+            true,
+            now,
+        );
+        items.push((run.id, finish));
+    }
+    if !items.is_empty() {
+        finish_runs(tx.as_mut(), None, &items, &mut rand::random).await?;
+    }
+    tx.commit().await
 }
 
 async fn deregister(
@@ -514,8 +564,8 @@ async fn deregister(
     .await
 }
 
-/// How a reported outcome finishes a run.
-fn finish_of(r: protocol::RunResult) -> Finish {
+/// How a reported outcome finishes a run; `executor` is the reporting instance.
+fn finish_of(r: protocol::RunResult, executor: ExecutorId) -> Finish {
     let (state, retryable) = match r.outcome {
         Outcome::Succeeded => (RunState::Succeeded, false),
         Outcome::FailedRetryable => (RunState::Failed, true),
@@ -531,6 +581,10 @@ fn finish_of(r: protocol::RunResult) -> Finish {
             log: (!r.log_tail.is_empty()).then(|| r.log_tail.join("\n")),
             started_at: Some(r.started_at.timestamp_millis()),
             finished_at: r.finished_at.timestamp_millis(),
+            reported_by: Some(ReportedBy {
+                executor_id: executor,
+                attempt: i32::try_from(r.attempt).unwrap_or(i32::MAX),
+            }),
         },
         retryable,
     }
@@ -552,16 +606,48 @@ async fn results(
                     protocol::MAX_BATCH_ITEMS
                 )));
             }
-            let run_ids: Vec<i64> = batch.results.iter().map(|r| r.run_id).collect();
-            let finishes: Vec<(RunId, Finish)> = batch
-                .results
-                .into_iter()
-                .map(|r| (RunId(r.run_id), finish_of(r)))
-                .collect();
-            let finished = api.results.finish(&api.store, app.id, finishes).await?;
-            let mut items = Vec::with_capacity(finished.len());
-            for (run_id, finished) in run_ids.into_iter().zip(finished) {
-                let (status, message) = match finished {
+            // Results count only from the instance each run was dispatched to: the one a
+            // result names (a result replayed after a restart), or else the sender.
+            let mut instances: BTreeMap<String, Option<ExecutorId>> = BTreeMap::new();
+            for r in &batch.results {
+                let name = r.instance_id.as_deref().unwrap_or(&batch.instance_id);
+                if !instances.contains_key(name) {
+                    let id = api.directory.registered_instance(app.id, name).await?;
+                    instances.insert(name.to_owned(), id);
+                }
+            }
+            let mut items: Vec<ItemAck> = Vec::with_capacity(batch.results.len());
+            let mut finishes: Vec<(RunId, Finish)> = Vec::with_capacity(batch.results.len());
+            for r in batch.results {
+                let name = r.instance_id.clone().unwrap_or_else(|| batch.instance_id.clone());
+                items.push(ItemAck {
+                    run_id: r.run_id,
+                    status: ItemStatus::Rejected,
+                    message: None,
+                });
+                match instances.get(&name).copied().flatten() {
+                    Some(executor) => finishes.push((RunId(r.run_id), finish_of(r, executor))),
+                    None => {
+                        tracing::warn!(app = %app.name, instance = %name, run = r.run_id, "result from an unregistered instance refused");
+                        if let Some(item) = items.last_mut() {
+                            item.message = Some(format!(
+                                "executor instance {name:?} is not registered for app {}",
+                                app.name
+                            ));
+                        }
+                    }
+                }
+            }
+            let finished = if finishes.is_empty() {
+                Vec::new()
+            } else {
+                api.results.finish(&api.store, app.id, finishes).await?
+            };
+            // The written items, in order, are those not refused above.
+            let mut finished = finished.into_iter();
+            for item in items.iter_mut().filter(|i| i.message.is_none()) {
+                let Some(outcome) = finished.next() else { break };
+                let (status, message) = match outcome {
                     Ok(Finished::Applied { .. }) => (ItemStatus::Accepted, None),
                     Ok(Finished::AlreadyFinal(run)) => (
                         ItemStatus::Duplicate,
@@ -574,11 +660,8 @@ async fn results(
                     Err(StoreError::InvalidState(why)) => (ItemStatus::Rejected, Some(why)),
                     Err(e) => return Err(e.into()),
                 };
-                items.push(ItemAck {
-                    run_id,
-                    status,
-                    message,
-                });
+                item.status = status;
+                item.message = message;
             }
             Ok(ResultBatchResponse { items })
         },

@@ -240,6 +240,25 @@ impl Claimer {
                             continue;
                         }
                         OverlapPolicy::Replace => {
+                            let targets: Vec<_> = earlier
+                                .iter()
+                                .filter(|r| r.state != RunState::Pending)
+                                .map(|r| r.id)
+                                .collect();
+                            if tx.try_lock_runs(&targets).await?.len() < targets.len() {
+                                // An earlier run is being changed right now (its result is
+                                // being written): look again in a moment rather than wait on
+                                // it while holding the task.
+                                let due_at = now + SERIAL_RECHECK_MS;
+                                tx.transition_claimed(
+                                    &fence,
+                                    &ClaimedTransition::Deferred { due_at },
+                                    now,
+                                )
+                                .await?;
+                                report.deferred += 1;
+                                continue;
+                            }
                             for prev in earlier.into_iter().filter(|r| r.state != RunState::Pending)
                             {
                                 let completion = RunCompletion {
@@ -252,6 +271,7 @@ impl Claimer {
                                     log: None,
                                     started_at: None,
                                     finished_at: now,
+                                    reported_by: None,
                                 };
                                 if let Completion::Applied(prev) =
                                     tx.complete_run(prev.id, None, &completion).await?

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use mthpt_wrapper::client::SignedClient;
 use mthpt_wrapper::protocol::Signer;
 
-use crate::app::{App, AppId, Executor};
+use crate::app::{App, AppId, Executor, ExecutorId};
 use crate::store::{Result, Store};
 use crate::tenant::TenantId;
 
@@ -48,6 +48,8 @@ pub struct Directory {
     apps: Mutex<HashMap<AppId, Arc<AppEntry>>>,
     tenants: Mutex<HashMap<TenantId, String>>,
     keys: Mutex<HashMap<String, (i64, Option<App>)>>,
+    /// Registered instances by app and instance id (an instance keeps its id for good).
+    instances: Mutex<HashMap<(AppId, String), ExecutorId>>,
 }
 
 impl Directory {
@@ -67,6 +69,7 @@ impl Directory {
             apps: Mutex::default(),
             tenants: Mutex::default(),
             keys: Mutex::default(),
+            instances: Mutex::default(),
         }
     }
 
@@ -167,6 +170,30 @@ impl Directory {
         }
         keys.insert(key.to_owned(), (now, app.clone()));
         Ok(app)
+    }
+
+    /// The id of an app's instance that registered as `instance_id` (in any state since);
+    /// `None` when it never did. Found ids are cached for good, misses are not.
+    pub async fn registered_instance(
+        &self,
+        app: AppId,
+        instance_id: &str,
+    ) -> Result<Option<ExecutorId>> {
+        let key = (app, instance_id.to_owned());
+        if let Some(id) = lock(&self.instances).get(&key) {
+            return Ok(Some(*id));
+        }
+        let found = {
+            let mut tx = self.store.begin_read().await?;
+            tx.find_executor(app, instance_id).await?
+        };
+        let Some(e) = found else { return Ok(None) };
+        let mut instances = lock(&self.instances);
+        if instances.len() > 100_000 {
+            instances.clear();
+        }
+        instances.insert(key, e.id);
+        Ok(Some(e.id))
     }
 
     fn tenant_name(&self, id: TenantId) -> Option<String> {

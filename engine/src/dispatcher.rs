@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::join_all;
+use mthpt_wrapper::client::ClientError;
 use mthpt_wrapper::protocol::{
     self, AckStatus, CancelRequest, RunAck, RunBatchRequest, RunBatchResponse, RunRequest, Trigger,
 };
@@ -24,7 +25,7 @@ use crate::app::{AppId, ExecutorId};
 use crate::claimer::{Cancellation, Fire};
 use crate::clock::{Clock, ms_to_datetime};
 use crate::directory::{AppEntry, Directory, lock};
-use crate::outcome::{Finish, finish_run};
+use crate::outcome::{Finish, finish_runs};
 use crate::routing::{self, RoutingState};
 use crate::run::{ClaimedTransition, Fence, NewRun, RunId, RunState, TriggerKind};
 use crate::store::{Result, StartClaimed, Store, StoreError};
@@ -67,6 +68,9 @@ pub struct DispatchReport {
     pub failed: Vec<RunId>,
     /// Not sent: the lease was about to expire.
     pub expiring: Vec<RunId>,
+    /// Back to pending for the instance they were sent to, which may hold them but could not
+    /// be asked (unreachable, or no clear answer): only that instance gets them next.
+    pub held: Vec<RunId>,
     /// Extra shard runs created for broadcast tasks.
     pub shards_created: usize,
     /// Batch requests sent.
@@ -121,9 +125,30 @@ struct Delivered {
     acks: Vec<RunAck>,
 }
 
+/// Why a batch got no acks.
+struct Refusal {
+    why: String,
+    /// The request may have reached the instance (a timeout after sending, an answer that
+    /// could not be read): it may be running the runs.
+    maybe_delivered: bool,
+}
+
+impl Refusal {
+    fn not_sent(why: String) -> Self {
+        Self {
+            why,
+            maybe_delivered: false,
+        }
+    }
+}
+
 /// One run on its way: its candidates and how far down the list it got.
 struct Pending {
     fire: Fire,
+    /// The instance the run was last sent to (by any node), when it was claimed: that
+    /// instance may be running it, so it is asked first and never passed over while it may
+    /// hold the run.
+    intent: Option<ExecutorId>,
     candidates: Vec<ExecutorId>,
     next: usize,
     /// Why the last instance tried did not take it (`None`: no instance was tried).
@@ -178,7 +203,7 @@ impl Dispatcher {
         {
             let mut state = lock(&self.routing);
             for fire in fires {
-                let candidates = entries
+                let mut candidates: Vec<ExecutorId> = entries
                     .get(&fire.task.app_id)
                     .map(|e| {
                         routing::order(&fire.task, &fire.run, &e.live, &mut state, rand::random)
@@ -187,8 +212,16 @@ impl Dispatcher {
                             .collect()
                     })
                     .unwrap_or_default();
+                let intent = fire.run.executor_id;
+                if let Some(at) = intent.and_then(|x| candidates.iter().position(|&c| c == x)) {
+                    // Sent there before (this claim's predecessor may have paused before
+                    // recording the start): that instance answers 409 if it has the run.
+                    let x = candidates.remove(at);
+                    candidates.insert(0, x);
+                }
                 pending.push(Pending {
                     fire,
+                    intent,
                     candidates,
                     next: 0,
                     last_refusal: None,
@@ -198,6 +231,9 @@ impl Dispatcher {
 
         let mut started: Vec<StartClaimed> = Vec::new();
         let mut malformed: Vec<(Fire, String)> = Vec::new();
+        // Runs an instance may hold although this node could not find out: back to pending,
+        // keeping their intent, never sent elsewhere meanwhile.
+        let mut unsure: Vec<Fence> = Vec::new();
         while !pending.is_empty() {
             // Runs out of candidates go back in line.
             let (exhausted, rest): (Vec<Pending>, Vec<Pending>) = pending
@@ -232,6 +268,7 @@ impl Dispatcher {
                 }
                 requests.push((target, items));
             }
+            let requests = self.record_intent(requests, &mut report).await;
             let sends = requests.into_iter().map(|((app, executor), items)| {
                 let entry = entries.get(&app).cloned();
                 self.send_batch(entry, executor, items)
@@ -241,8 +278,15 @@ impl Dispatcher {
                 match outcome {
                     Err(refusal) => {
                         for mut p in items {
+                            let target = p.candidates[p.next];
+                            if refusal.maybe_delivered || p.intent == Some(target) {
+                                tracing::debug!(run = %p.fire.run.id, why = %refusal.why, "the instance may hold the run; holding it back for that instance");
+                                report.held.push(p.fire.run.id);
+                                unsure.extend(p.fire.run.fence());
+                                continue;
+                            }
                             p.next += 1;
-                            p.last_refusal = Some(refusal.clone());
+                            p.last_refusal = Some(refusal.why.clone());
                             pending.push(p);
                         }
                     }
@@ -280,6 +324,11 @@ impl Dispatcher {
                                         .unwrap_or_else(|| "malformed".to_owned());
                                     malformed.push((p.fire, why));
                                 }
+                                None => {
+                                    // The instance read the batch but said nothing of this run.
+                                    report.held.push(p.fire.run.id);
+                                    unsure.extend(p.fire.run.fence());
+                                }
                                 other => {
                                     p.next += 1;
                                     p.last_refusal =
@@ -299,9 +348,54 @@ impl Dispatcher {
             }
         }
 
+        released.extend(unsure);
         self.record(started, released, malformed, &mut report)
             .await?;
         Ok(report)
+    }
+
+    /// Records, before a round is sent, which instance each run goes to (the dispatch intent):
+    /// a node that takes the run over after this one paused asks that instance first, and a
+    /// result is accepted only from it. Runs this node no longer holds are not sent. When the
+    /// write fails, nothing of the round is sent (the runs move when their leases end).
+    async fn record_intent(
+        &self,
+        requests: Vec<((AppId, ExecutorId), Vec<Pending>)>,
+        report: &mut DispatchReport,
+    ) -> Vec<((AppId, ExecutorId), Vec<Pending>)> {
+        let items: Vec<(Fence, ExecutorId)> = requests
+            .iter()
+            .flat_map(|((_, executor), items)| {
+                items
+                    .iter()
+                    .filter_map(move |p| p.fire.run.fence().map(|f| (f, *executor)))
+            })
+            .collect();
+        let now = self.clock.now_ms();
+        let written = async {
+            let mut tx = self.store.begin().await?;
+            let held = tx.record_dispatch_intent(&items, now).await?;
+            tx.commit().await?;
+            Ok::<_, StoreError>(held)
+        }
+        .await;
+        let held: HashSet<RunId> = match written {
+            Ok(held) => held.into_iter().collect(),
+            Err(e) => {
+                tracing::warn!(error = %e, runs = items.len(), "could not record where runs go; not sending them");
+                HashSet::new()
+            }
+        };
+        requests
+            .into_iter()
+            .filter_map(|(target, items)| {
+                let (keep, lost): (Vec<Pending>, Vec<Pending>) = items
+                    .into_iter()
+                    .partition(|p| held.contains(&p.fire.run.id));
+                report.fenced.extend(lost.iter().map(|p| p.fire.run.id));
+                (!keep.is_empty()).then_some((target, keep))
+            })
+            .collect()
     }
 
     /// Writes the round's outcome: starts and releases go through the group commit
@@ -351,17 +445,23 @@ impl Dispatcher {
             return Ok(());
         }
         let now = self.clock.now_ms();
+        let mut items: Vec<(RunId, Finish)> = malformed
+            .into_iter()
+            .map(|(fire, why)| {
+                let finish = Finish::decided(
+                    RunState::Failed,
+                    format!("the executor refused the run request: {why}"),
+                    false,
+                    now,
+                );
+                (fire.run.id, finish)
+            })
+            .collect();
+        items.sort_by_key(|(id, _)| *id);
         let mut tx = self.store.begin().await?;
-        for (fire, why) in malformed {
-            let finish = Finish::decided(
-                RunState::Failed,
-                format!("the executor refused the run request: {why}"),
-                false,
-                now,
-            );
-            finish_run(tx.as_mut(), fire.run.id, None, &finish, rand::random()).await?;
-            report.failed.push(fire.run.id);
-        }
+        // One batch: runs locked in id order, then their tasks.
+        finish_runs(tx.as_mut(), None, &items, &mut rand::random).await?;
+        report.failed.extend(items.iter().map(|(id, _)| *id));
         tx.commit().await
     }
 
@@ -422,15 +522,26 @@ impl Dispatcher {
         entry: Option<Arc<AppEntry>>,
         executor: ExecutorId,
         items: Vec<Pending>,
-    ) -> (Vec<Pending>, std::result::Result<Delivered, String>) {
+    ) -> (Vec<Pending>, std::result::Result<Delivered, Refusal>) {
         let Some(entry) = entry else {
-            return (items, Err("the app is unknown".to_owned()));
+            return (
+                items,
+                Err(Refusal::not_sent("the app is unknown".to_owned())),
+            );
         };
         let Some(instance) = entry.executor(executor) else {
-            return (items, Err(format!("instance {executor} is gone")));
+            return (
+                items,
+                Err(Refusal::not_sent(format!("instance {executor} is gone"))),
+            );
         };
         let Ok(_permit) = self.permits.acquire().await else {
-            return (items, Err("the dispatcher is shutting down".to_owned()));
+            return (
+                items,
+                Err(Refusal::not_sent(
+                    "the dispatcher is shutting down".to_owned(),
+                )),
+            );
         };
         let sent_at = self.clock.now_ms();
         let body = RunBatchRequest {
@@ -444,7 +555,10 @@ impl Dispatcher {
             .post_json_raw(&instance.base_url, protocol::paths::RUNS_BATCH, &body)
             .await;
         let outcome = match answer {
-            Err(e) => Err(e.to_string()),
+            Err(e) => Err(Refusal {
+                maybe_delivered: matches!(&e, ClientError::Transport { source, .. } if !source.is_connect()),
+                why: e.to_string(),
+            }),
             Ok(raw) if raw.status.is_success() => match raw.json::<RunBatchResponse>() {
                 Ok(resp) => Ok(Delivered {
                     executor,
@@ -452,12 +566,12 @@ impl Dispatcher {
                     sent_at,
                     acks: resp.acks,
                 }),
-                Err(e) => Err(format!(
-                    "{} answered with unexpected JSON: {e}",
-                    instance.base_url
-                )),
+                Err(e) => Err(Refusal {
+                    maybe_delivered: true,
+                    why: format!("{} answered with unexpected JSON: {e}", instance.base_url),
+                }),
             },
-            Ok(raw) => Err(format!(
+            Ok(raw) => Err(Refusal::not_sent(format!(
                 "{} answered {}: {}",
                 instance.base_url,
                 raw.status,
@@ -465,10 +579,10 @@ impl Dispatcher {
                     .chars()
                     .take(200)
                     .collect::<String>()
-            )),
+            ))),
         };
-        if let Err(why) = &outcome {
-            tracing::debug!(instance = %instance.instance_id, %why, "batch not delivered");
+        if let Err(refusal) = &outcome {
+            tracing::debug!(instance = %instance.instance_id, why = %refusal.why, "batch not delivered");
             // Its heartbeat view is stale or it died: look again next time.
             self.directory.invalidate(entry.app.id);
         }

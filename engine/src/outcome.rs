@@ -44,6 +44,7 @@ impl Finish {
                 log: None,
                 started_at: None,
                 finished_at: now,
+                reported_by: None,
             },
             retryable,
         }
@@ -118,7 +119,19 @@ pub async fn finish_runs(
         .iter()
         .map(|(id, f)| (*id, f.completion.clone()))
         .collect();
-    let completed = tx.complete_runs(app, &completions).await?;
+    let mut completed = tx.complete_runs(app, &completions).await?;
+    // A late success from the executor a lost run was dispatched to wins over a recovery run
+    // that has not started: the recovery is withdrawn and the occurrence ends in success.
+    for ((_, finish), completion) in items.iter().zip(completed.iter_mut()) {
+        if let Ok(Completion::AlreadyFinal(run)) = completion
+            && run.state == RunState::Lost
+            && finish.completion.reported_by.is_some()
+            && let Some(revived) = tx.revive_lost_run(run, &finish.completion).await?
+        {
+            tracing::info!(run = %revived.id, "a late success for a lost run withdrew its unstarted recovery");
+            *completion = Ok(Completion::Applied(revived));
+        }
+    }
     let mut task_ids: Vec<TaskId> = completed
         .iter()
         .filter_map(|c| match c {
@@ -131,6 +144,13 @@ pub async fn finish_runs(
     let (tasks, parents): (HashMap<TaskId, Task>, HashSet<TaskId>) = if task_ids.is_empty() {
         Default::default()
     } else {
+        // The chain children's tasks are locked in the same pass, in id order: locking them
+        // later, after the parents', could close a cycle with a claim (which locks the tasks
+        // of its runs in id order).
+        let children = tx.child_task_ids(&task_ids).await?;
+        task_ids.extend(children);
+        task_ids.sort_unstable();
+        task_ids.dedup();
         let (tasks, parents) = tx.lock_tasks_with_children(&task_ids).await?;
         (
             tasks.into_iter().map(|t| (t.id, t)).collect(),

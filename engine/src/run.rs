@@ -248,6 +248,16 @@ pub struct RunCompletion {
     pub log: Option<String>,
     pub started_at: Option<i64>,
     pub finished_at: i64,
+    /// Who reports it, for results from a wrapper: the completion applies only to a run
+    /// dispatched to that executor instance in that attempt. `None`: the engine decided.
+    pub reported_by: Option<ReportedBy>,
+}
+
+/// The executor instance and attempt a wrapper's result names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReportedBy {
+    pub executor_id: ExecutorId,
+    pub attempt: i32,
 }
 
 /// Progress reported by a running handler.

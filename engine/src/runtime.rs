@@ -30,7 +30,7 @@ use crate::dispatcher::{ACK_TIMEOUT, DispatchConfig, Dispatcher};
 use crate::node::{NodeHeartbeat, NodeState};
 use crate::run::{Fence, RunId};
 use crate::store::{DueListener, Store, StoreError};
-use crate::watchdog::{WatchConfig, Watchdog};
+use crate::watchdog::{HealthProbe, WatchConfig, Watchdog};
 
 /// Everything a node needs to know. [`EngineConfig::default`] gives working values.
 #[derive(Debug, Clone, PartialEq)]
@@ -271,7 +271,8 @@ impl EngineNode {
                 node_timeout_ms: config.node_timeout_ms,
                 ..WatchConfig::default()
             },
-        );
+        )
+        .with_probe(Arc::new(HealthProbe::new(directory.clone(), clock.clone())));
         let shared = Arc::new(Shared {
             address: address.clone(),
             store: store.clone(),
@@ -284,12 +285,10 @@ impl EngineNode {
         });
         shared.heartbeat(NodeState::Up).await?;
 
-        let api = web::Data::new(CallbackApi::new(
-            store,
-            clock,
-            directory,
-            shared.config.executor_heartbeat_ms,
-        ));
+        let api = web::Data::new(
+            CallbackApi::new(store, clock, directory, shared.config.executor_heartbeat_ms)
+                .with_executor_timeout(shared.config.executor_timeout_ms),
+        );
         let node_id = shared.config.node_id.clone();
         let server = HttpServer::new(move || {
             let node_id = node_id.clone();

@@ -4,20 +4,24 @@
 //! One [`Watchdog::run_once`]:
 //! - times out running runs past their deadline (their executor is then told to cancel them,
 //!   see [`WatchReport::cancel`]) and applies the retry policy;
-//! - declares executor instances that stopped heartbeating lost, their running runs `lost`
-//!   (recovered when the task allows) and raises `executor_lost`;
+//! - declares executor instances lost that stopped heartbeating to every node and do not answer
+//!   a direct probe ([`Probe`]); their running runs become `lost` (recovered when the task
+//!   allows) and `executor_lost` is raised;
 //! - reports engine nodes that stopped heartbeating (`node_lost`);
 //! - raises `not_started` for runs still waiting past their task's start timeout.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
+use mthpt_wrapper::protocol::{HealthResponse, paths};
+
 use crate::alarm::{AlarmKind, NewAlarm, Severity};
-use crate::app::ExecutorId;
+use crate::app::{Executor, ExecutorId};
 use crate::claimer::Cancellation;
-use crate::clock::ms_to_datetime;
-use crate::outcome::{Finish, Finished, finish_run};
-use crate::run::{Run, RunState};
+use crate::clock::{Clock, ms_to_datetime};
+use crate::directory::Directory;
+use crate::outcome::{Finish, Finished, finish_runs};
+use crate::run::{Run, RunId, RunState};
 use crate::store::{Result, Store};
 use crate::task::{Task, TaskId};
 
@@ -52,9 +56,99 @@ pub struct WatchReport {
     /// Recovery and retry runs started.
     pub retried: usize,
     pub executors_lost: Vec<ExecutorId>,
+    /// Silent instances that answered a direct probe: alive, not lost.
+    pub executors_answered: Vec<ExecutorId>,
     pub nodes_lost: Vec<String>,
     /// Runs alarmed as not started in time.
     pub not_started: Vec<Run>,
+}
+
+/// Asks executor instances directly whether they are alive.
+#[async_trait::async_trait]
+pub trait Probe: Send + Sync + std::fmt::Debug {
+    /// Those of `executors` that answer a health check as themselves, now.
+    async fn answering(&self, executors: &[Executor]) -> HashSet<ExecutorId>;
+}
+
+/// A probe nobody answers: silence alone decides (for tests and tools without a network).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoProbe;
+
+#[async_trait::async_trait]
+impl Probe for NoProbe {
+    async fn answering(&self, _executors: &[Executor]) -> HashSet<ExecutorId> {
+        HashSet::new()
+    }
+}
+
+/// How long a probed instance may take to answer.
+pub const PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Probes instances with a signed `GET /mthpt/v1/health`; an instance answers as itself when
+/// the answer names its instance id (another process at the same address does not count).
+#[derive(Debug)]
+pub struct HealthProbe {
+    directory: Arc<Directory>,
+    clock: Arc<dyn Clock>,
+    timeout: std::time::Duration,
+}
+
+impl HealthProbe {
+    pub fn new(directory: Arc<Directory>, clock: Arc<dyn Clock>) -> Self {
+        Self {
+            directory,
+            clock,
+            timeout: PROBE_TIMEOUT,
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Probe for HealthProbe {
+    async fn answering(&self, executors: &[Executor]) -> HashSet<ExecutorId> {
+        let mut apps: Vec<_> = executors.iter().map(|e| e.app_id).collect();
+        apps.sort_unstable();
+        apps.dedup();
+        let entries = match self.directory.entries(&apps, self.clock.now_ms()).await {
+            Ok(entries) => entries,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot look up apps to probe their instances");
+                return HashSet::new();
+            }
+        };
+        let probes = executors.iter().filter_map(|e| {
+            let entry = entries.get(&e.app_id)?.clone();
+            Some(async move {
+                let answer = tokio::time::timeout(
+                    self.timeout,
+                    entry
+                        .client
+                        .get_json::<HealthResponse>(&e.base_url, paths::HEALTH),
+                )
+                .await;
+                match answer {
+                    Ok(Ok(health)) if health.instance_id == e.instance_id => Some(e.id),
+                    Ok(Ok(health)) => {
+                        tracing::info!(instance = %e.instance_id, answered = %health.instance_id, "another instance answers at a silent instance's address");
+                        None
+                    }
+                    Ok(Err(err)) => {
+                        tracing::info!(instance = %e.instance_id, error = %err, "silent instance does not answer its probe");
+                        None
+                    }
+                    Err(_) => {
+                        tracing::info!(instance = %e.instance_id, "silent instance's probe timed out");
+                        None
+                    }
+                }
+            })
+        });
+        futures::future::join_all(probes)
+            .await
+            .into_iter()
+            .flatten()
+            .collect()
+    }
 }
 
 /// Watches deadlines and heartbeats.
@@ -62,11 +156,23 @@ pub struct WatchReport {
 pub struct Watchdog {
     store: Arc<dyn Store>,
     config: WatchConfig,
+    probe: Arc<dyn Probe>,
 }
 
 impl Watchdog {
+    /// A watchdog that declares silent instances lost without asking them ([`NoProbe`]).
     pub fn new(store: Arc<dyn Store>, config: WatchConfig) -> Self {
-        Self { store, config }
+        Self {
+            store,
+            config,
+            probe: Arc::new(NoProbe),
+        }
+    }
+
+    /// Asks silent instances with `probe` before declaring them lost.
+    pub fn with_probe(mut self, probe: Arc<dyn Probe>) -> Self {
+        self.probe = probe;
+        self
     }
 
     /// One pass at `now`; `jitter` (0..=1) spreads retry delays.
@@ -87,49 +193,83 @@ impl Watchdog {
         if overdue.is_empty() {
             return tx.commit().await;
         }
-        let ids: Vec<TaskId> = overdue.iter().map(|r| r.task_id).collect();
+        let items: Vec<(RunId, Finish)> = overdue
+            .iter()
+            .map(|run| {
+                let deadline = run.deadline_at.unwrap_or(now);
+                let finish = Finish::decided(
+                    RunState::TimedOut,
+                    format!(
+                        "did not finish before its deadline ({}); {} ms over",
+                        ms_to_datetime(deadline).to_rfc3339(),
+                        now - deadline
+                    ),
+                    true,
+                    now,
+                );
+                (run.id, finish)
+            })
+            .collect();
+        // One batch: the runs are locked in id order, then their tasks, as every path does.
+        let finished = finish_runs(tx.as_mut(), None, &items, &mut || jitter).await?;
+        let mut timed_out = Vec::new();
+        for f in finished {
+            if let Ok(Finished::Applied { run, effects }) = f {
+                report.retried += usize::from(effects.next_attempt.is_some());
+                timed_out.push(run);
+            }
+        }
+        let ids: Vec<TaskId> = timed_out.iter().map(|r| r.task_id).collect();
         let tasks: HashMap<TaskId, Arc<Task>> = tx
             .lock_tasks(&ids)
             .await?
             .into_iter()
             .map(|t| (t.id, Arc::new(t)))
             .collect();
-        for run in overdue {
-            let late = now - run.deadline_at.unwrap_or(now);
-            let finish = Finish::decided(
-                RunState::TimedOut,
-                format!(
-                    "did not finish before its deadline ({}); {late} ms over",
-                    ms_to_datetime(run.deadline_at.unwrap_or(now)).to_rfc3339()
-                ),
-                true,
-                now,
-            );
-            if let Finished::Applied { run, effects } =
-                finish_run(tx.as_mut(), run.id, None, &finish, jitter).await?
-            {
-                report.retried += usize::from(effects.next_attempt.is_some());
-                if let Some(task) = tasks.get(&run.task_id) {
-                    report.cancel.push(Cancellation {
-                        task: task.clone(),
-                        run,
-                    });
-                }
+        for run in timed_out {
+            if let Some(task) = tasks.get(&run.task_id) {
+                report.cancel.push(Cancellation {
+                    task: task.clone(),
+                    run,
+                });
             }
         }
         tx.commit().await
     }
 
+    /// Instances silent for the executor timeout are probed directly first: one that answers
+    /// is alive (its heartbeats went astray, e.g. to a paused node) and the answer counts as
+    /// its heartbeat; only one silent to every node and not answering is lost.
     async fn executors(&self, now: i64, jitter: f64, report: &mut WatchReport) -> Result<()> {
+        let before = now - self.config.executor_timeout_ms;
+        let silent = {
+            let mut tx = self.store.begin_read().await?;
+            tx.silent_executors(before, self.config.batch).await?
+        };
+        if silent.is_empty() {
+            return Ok(());
+        }
+        let answering = self.probe.answering(&silent).await;
+        let (alive, dead): (Vec<ExecutorId>, Vec<ExecutorId>) = silent
+            .iter()
+            .map(|e| e.id)
+            .partition(|id| answering.contains(id));
         let mut tx = self.store.begin().await?;
-        let lost = tx
-            .mark_executors_lost(now - self.config.executor_timeout_ms, self.config.batch)
-            .await?;
+        if !alive.is_empty() {
+            tx.record_executor_probes(&alive, now).await?;
+            report.executors_answered.extend(alive);
+        }
+        let lost = if dead.is_empty() {
+            Vec::new()
+        } else {
+            tx.mark_silent_executors_lost(&dead, before).await?
+        };
         if lost.is_empty() {
             return tx.commit().await;
         }
         let ids: Vec<ExecutorId> = lost.iter().map(|e| e.id).collect();
         let runs = tx.running_runs_on_executors(&ids).await?;
+        let mut items: Vec<(RunId, Finish)> = Vec::with_capacity(runs.len());
         for executor in &lost {
             let theirs: Vec<&Run> = runs
                 .iter()
@@ -141,7 +281,7 @@ impl Watchdog {
                 AlarmKind::ExecutorLost,
                 Severity::Critical,
                 format!(
-                    "executor {} ({}) stopped heartbeating {silent} ms ago; {} running run(s) lost",
+                    "executor {} ({}) stopped heartbeating {silent} ms ago and does not answer; {} running run(s) lost",
                     executor.instance_id,
                     executor.base_url,
                     theirs.len()
@@ -162,16 +302,21 @@ impl Watchdog {
             for run in theirs {
                 let finish = Finish::decided(
                     RunState::Lost,
-                    format!("executor {} stopped heartbeating", executor.instance_id),
+                    format!(
+                        "executor {} stopped heartbeating and does not answer",
+                        executor.instance_id
+                    ),
                     true,
                     now,
                 );
-                if let Finished::Applied { run, effects } =
-                    finish_run(tx.as_mut(), run.id, None, &finish, jitter).await?
-                {
-                    report.retried += usize::from(effects.next_attempt.is_some());
-                    report.lost.push(run);
-                }
+                items.push((run.id, finish));
+            }
+        }
+        items.sort_by_key(|(id, _)| *id);
+        for f in finish_runs(tx.as_mut(), None, &items, &mut || jitter).await? {
+            if let Ok(Finished::Applied { run, effects }) = f {
+                report.retried += usize::from(effects.next_attempt.is_some());
+                report.lost.push(run);
             }
         }
         report.executors_lost.extend(ids);

@@ -42,6 +42,65 @@ on_both_backends!(
     outcomes::broadcast_children_start_once_after_every_shard,
     watching::run_past_its_deadline_is_timed_out_retried_and_cancelled,
     watching::silent_executor_is_lost_and_its_runs_recovered,
+    watching::silent_executor_that_answers_its_probe_is_not_lost,
+    watching::late_success_for_a_lost_run_wins_over_its_unstarted_recovery,
+    watching::late_success_after_the_recovery_started_leaves_the_run_lost,
     watching::silent_node_is_reported_once,
     watching::run_not_started_in_time_raises_one_alarm,
 );
+
+/// A node frozen in the middle of a transaction (a paused process, a partition) holds its row
+/// locks for at most about one lease: the database ends its idle session, and a node waiting
+/// for the same run goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn frozen_transaction_stalls_others_for_at_most_about_a_lease() {
+    use mthpt_engine::run::{RunCompletion, RunState};
+    use mthpt_engine::store::ClaimRequest;
+    use support::fixtures::*;
+
+    let db = mthpt_engine::testing::postgres().await;
+    let store = db.shared();
+    let w = world(&*store, "acme").await;
+    let (task, _) = create_task(&*store, &w, &manual(w.app.id, "held")).await;
+    let run = in_tx!(&*store, |tx| tx
+        .trigger_task(w.tenant.id, task.id, None, "alice", T0)
+        .await
+        .unwrap());
+    let mut frozen = store.begin().await.unwrap();
+    let claimed = frozen
+        .claim_due_runs(&ClaimRequest {
+            node: "frozen".into(),
+            groups: vec!["default".into()],
+            now: T0,
+            horizon_ms: 0,
+            lease_ms: 2 * SECOND,
+            limit: 10,
+        })
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 1);
+    let started = std::time::Instant::now();
+    let mut tx = store.begin().await.unwrap();
+    let cancelled = RunCompletion {
+        state: RunState::Cancelled,
+        output: None,
+        error: Some("cancelled by bob".into()),
+        log: None,
+        started_at: None,
+        finished_at: T0 + SECOND,
+        reported_by: None,
+    };
+    tx.complete_run(run.id, None, &cancelled).await.unwrap();
+    tx.commit().await.unwrap();
+    let waited = started.elapsed();
+    assert!(
+        waited >= std::time::Duration::from_millis(1_000)
+            && waited < std::time::Duration::from_millis(3_000),
+        "waited {waited:?} for the frozen transaction"
+    );
+    assert!(
+        frozen.commit().await.is_err(),
+        "the frozen node's transaction was ended"
+    );
+    db.cleanup().await;
+}

@@ -56,6 +56,7 @@ on_both_backends!(
     shutdown_hands_claimed_runs_back,
     run_an_executor_no_longer_holds_is_lost_and_recovered,
     more_runs_due_at_once_than_one_request_carries_all_reach_the_wrapper,
+    results_count_only_from_the_instance_and_attempt_a_run_was_sent_to,
 );
 
 const WAIT: Duration = Duration::from_secs(15);
@@ -505,6 +506,28 @@ async fn run_an_executor_no_longer_holds_is_lost_and_recovered(
         Duration::from_secs(2),
         Duration::from_secs(5),
     )?;
+    // A heartbeat built 20 s ago (it waited in a paused node's socket) judges nothing: its
+    // list predates the runs sent since.
+    let stale = HeartbeatRequest {
+        instance_id: "fixed".into(),
+        capacity: 4,
+        running: 0,
+        draining: false,
+        running_runs: Vec::new(),
+        sent_at: chrono::Utc::now() - chrono::Duration::seconds(20),
+    };
+    let answer: HeartbeatResponse = client
+        .post_json(&engine.url(), paths::HEARTBEAT, &stale)
+        .await?;
+    assert!(answer.known);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        runs(&*store, &t, &task)
+            .await?
+            .iter()
+            .all(|r| r.state == RunState::Running),
+        "a stale heartbeat declared runs lost"
+    );
     let beat = HeartbeatRequest {
         instance_id: "fixed".into(),
         capacity: 4,
@@ -517,6 +540,14 @@ async fn run_an_executor_no_longer_holds_is_lost_and_recovered(
         .post_json(&engine.url(), paths::HEARTBEAT, &beat)
         .await?;
     assert!(answer.known);
+    // The heartbeat is answered first; the runs it no longer lists are settled just after.
+    wait_until(WAIT, "the forgotten run is lost", || async {
+        let all = runs(&*store, &t, &task).await?;
+        Ok(all
+            .iter()
+            .any(|r| r.id == ids[1] && r.state == RunState::Lost))
+    })
+    .await?;
     let all = runs(&*store, &t, &task).await?;
     let state = |id| all.iter().find(|r| r.id == id).map(|r| r.state);
     assert_eq!(
@@ -601,6 +632,156 @@ async fn more_runs_due_at_once_than_one_request_carries_all_reach_the_wrapper(
         "a full page of successes"
     );
     w.stop().await;
+    engine.shutdown().await;
+    Ok(())
+}
+
+/// A signed result is recorded only for a run dispatched to the reporting instance in the
+/// attempt it names; anything else is refused per item with the reason, so the wrapper drops
+/// it; a repeat of a recorded result stays a harmless duplicate.
+async fn results_count_only_from_the_instance_and_attempt_a_run_was_sent_to(
+    store: Arc<dyn Store>,
+) -> Result<()> {
+    use mthpt_engine::app::ExecutorRegistration;
+    use mthpt_engine::claimer::{ClaimConfig, Claimer};
+    use mthpt_wrapper::client::SignedClient;
+    use mthpt_wrapper::protocol::{
+        ItemStatus, Outcome, ResultBatch, ResultBatchResponse, RunResult, Signer, paths,
+    };
+
+    let t = tenancy(&*store, "acme", "billing").await?;
+    let mut config = quick_engine_config("node-1");
+    config.groups = vec!["elsewhere".into()];
+    let engine = start_engine(store.clone(), config).await?;
+    let mut instances = Vec::new();
+    for name in ["right", "other"] {
+        let mut tx = store.begin().await?;
+        let reg = ExecutorRegistration {
+            app_id: t.app.id,
+            instance_id: name.into(),
+            base_url: "http://127.0.0.1:9".into(),
+            capacity: 4,
+            handlers: vec!["work".into()],
+            labels: Default::default(),
+        };
+        instances.push(tx.register_executor(&reg, now()).await?);
+        tx.commit().await?;
+    }
+    let task = create(
+        &*store,
+        &t,
+        &TaskDefinition::new(t.app.id, "work", "work", ScheduleSpec::Manual),
+    )
+    .await?;
+    // One run sent to "right"; one never dispatched (due in an hour).
+    let sent = trigger(&*store, &t, &task).await?;
+    let claimer = Claimer::new(
+        store.clone(),
+        ClaimConfig {
+            node: "test".into(),
+            groups: vec!["default".into()],
+            horizon_ms: 0,
+            lease_ms: 60_000,
+            batch: 10,
+        },
+    );
+    let fire = claimer
+        .run_once(now())
+        .await?
+        .fires
+        .into_iter()
+        .find(|f| f.run.id == sent.id)
+        .expect("claimed");
+    {
+        let mut tx = store.begin().await?;
+        let recorded = tx
+            .record_dispatch_intent(
+                &[(fire.run.fence().expect("fence"), instances[0].id)],
+                now(),
+            )
+            .await?;
+        assert_eq!(recorded, vec![sent.id]);
+        tx.commit().await?;
+    }
+    let never = {
+        let mut tx = store.begin().await?;
+        let mut new = NewRun::occurrence(&task, "default", now() + 3_600_000, TriggerKind::Manual);
+        new.triggered_by = Some("test".into());
+        let run = tx.insert_run(&new, now()).await?.expect("inserted");
+        tx.commit().await?;
+        run
+    };
+    let client = SignedClient::new(
+        Signer::new(t.key.clone(), t.secret.clone().into_bytes()),
+        Duration::from_secs(2),
+        Duration::from_secs(5),
+    )?;
+    let result = |run_id: i64, attempt: u32| RunResult {
+        run_id,
+        attempt,
+        handler: "work".into(),
+        outcome: Outcome::Succeeded,
+        output: json!({"forged": run_id == never.id.0}),
+        error: None,
+        started_at: chrono::Utc::now(),
+        finished_at: chrono::Utc::now(),
+        log_tail: Vec::new(),
+        instance_id: None,
+    };
+    let send = |instance: &str, results: Vec<RunResult>| {
+        let body = ResultBatch {
+            instance_id: instance.into(),
+            results,
+        };
+        let client = client.clone();
+        let url = engine.url();
+        async move {
+            client
+                .post_json::<_, ResultBatchResponse>(&url, paths::RESULTS, &body)
+                .await
+        }
+    };
+    let verdict = |r: &ResultBatchResponse| {
+        r.items
+            .iter()
+            .map(|i| (i.status, i.message.clone().unwrap_or_default()))
+            .collect::<Vec<_>>()
+    };
+
+    let refused = send("right", vec![result(never.id.0, 1), result(sent.id.0, 2)]).await?;
+    let v = verdict(&refused);
+    assert_eq!(v[0].0, ItemStatus::Rejected);
+    assert!(v[0].1.contains("never dispatched"), "{v:?}");
+    assert_eq!(v[1].0, ItemStatus::Rejected);
+    assert!(
+        v[1].1.contains("attempt 1; the result is for attempt 2"),
+        "{v:?}"
+    );
+    let v = verdict(&send("other", vec![result(sent.id.0, 1)]).await?);
+    assert_eq!(v[0].0, ItemStatus::Rejected);
+    assert!(v[0].1.contains("another executor instance"), "{v:?}");
+    let v = verdict(&send("ghost", vec![result(sent.id.0, 1)]).await?);
+    assert_eq!(v[0].0, ItemStatus::Rejected);
+    assert!(v[0].1.contains("not registered"), "{v:?}");
+    let all = runs(&*store, &t, &task).await?;
+    let state = |id| all.iter().find(|r| r.id == id).map(|r| r.state);
+    assert_eq!(state(never.id), Some(RunState::Pending), "nothing forged");
+    assert_eq!(state(sent.id), Some(RunState::Claimed));
+
+    let v = verdict(&send("right", vec![result(sent.id.0, 1)]).await?);
+    assert_eq!(v[0].0, ItemStatus::Accepted, "{v:?}");
+    let v = verdict(&send("right", vec![result(sent.id.0, 1)]).await?);
+    assert_eq!(v[0].0, ItemStatus::Duplicate, "{v:?}");
+    // A result replayed after a restart names the instance it ran on.
+    let mut replayed = result(sent.id.0, 1);
+    replayed.instance_id = Some("right".into());
+    let v = verdict(&send("right-after-restart", vec![replayed]).await?);
+    assert_eq!(v[0].0, ItemStatus::Duplicate, "{v:?}");
+    let all = runs(&*store, &t, &task).await?;
+    assert_eq!(
+        all.iter().find(|r| r.id == sent.id).map(|r| r.state),
+        Some(RunState::Succeeded)
+    );
     engine.shutdown().await;
     Ok(())
 }

@@ -20,14 +20,27 @@ use crate::protocol::{
 };
 use crate::runtime::Inner;
 
-fn engine_url(inner: &Inner) -> &str {
+/// The engine to call now: the position of the shared cursor and its URL.
+fn engine_url(inner: &Inner) -> (usize, String) {
     let urls = &inner.settings.engine_urls;
-    let i = inner.engine_cursor.load(Ordering::Relaxed) % urls.len().max(1);
-    urls.get(i).map(String::as_str).unwrap_or_default()
+    let at = inner.engine_cursor.load(Ordering::Relaxed);
+    let url = urls
+        .get(at % urls.len().max(1))
+        .cloned()
+        .unwrap_or_default();
+    (at, url)
 }
 
-fn next_engine(inner: &Inner) {
-    inner.engine_cursor.fetch_add(1, Ordering::Relaxed);
+/// Moves the shared cursor past the engine at `failed`, unless another loop already moved it
+/// (two loops failing on the same engine must not skip the next one, nor bring the cursor back
+/// to the failed engine).
+fn next_engine(inner: &Inner, failed: usize) {
+    let _ = inner.engine_cursor.compare_exchange(
+        failed,
+        failed.wrapping_add(1),
+        Ordering::Relaxed,
+        Ordering::Relaxed,
+    );
 }
 
 /// Exponential backoff with jitter: `initial * 2^round`, capped at `max`, then a random value
@@ -67,6 +80,12 @@ pub(crate) async fn deliver_results(inner: Arc<Inner>) {
             .values()
             .take(MAX_BATCH_ITEMS)
             .cloned()
+            .map(|mut r| {
+                if r.instance_id.as_deref() == Some(inner.settings.instance_id.as_str()) {
+                    r.instance_id = None;
+                }
+                r
+            })
             .collect();
         if batch.is_empty() {
             tokio::select! {
@@ -75,15 +94,18 @@ pub(crate) async fn deliver_results(inner: Arc<Inner>) {
             }
         }
         let count = batch.len();
-        let base = engine_url(&inner).to_owned();
+        let (at, base) = engine_url(&inner);
         let body = ResultBatch {
             instance_id: inner.settings.instance_id.clone(),
             results: batch,
         };
-        let sent: Result<ResultBatchResponse, ClientError> =
-            inner.client.post_json(&base, paths::RESULTS, &body).await;
+        let sent: Result<ResultBatchResponse, ClientError> = inner
+            .client
+            .post_json_within(&base, paths::RESULTS, &body, RESULT_TIMEOUT)
+            .await;
         let settled_any = match sent {
             Ok(resp) => {
+                inner.engine_contact();
                 let mut settled = Vec::new();
                 for item in &resp.items {
                     if item.status == ItemStatus::Rejected {
@@ -105,7 +127,7 @@ pub(crate) async fn deliver_results(inner: Arc<Inner>) {
             }
             Err(e) => {
                 tracing::warn!(engine = %base, error = %e, pending = count, "result delivery failed");
-                next_engine(&inner);
+                next_engine(&inner, at);
                 false
             }
         };
@@ -129,6 +151,11 @@ pub(crate) async fn deliver_results(inner: Arc<Inner>) {
         }
     }
 }
+
+/// How long a result delivery may take before the next engine is tried: an engine writes a
+/// batch in one transaction, well within this; a paused engine must not hold results back until
+/// their runs' deadlines pass.
+const RESULT_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// When results are waiting but fewer than a full batch, gives runs finishing at about the same
 /// time the linger to join them, so that a steady stream of results travels in few requests.
@@ -180,12 +207,12 @@ pub(crate) async fn forward_progress(inner: Arc<Inner>, mut events: mpsc::Receiv
                 _ = tokio::time::sleep_until(until) => break,
             }
         }
-        let base = engine_url(&inner).to_owned();
+        let (at, base) = engine_url(&inner);
         let sent: Result<ProgressBatchResponse, ClientError> =
             inner.client.post_json(&base, paths::PROGRESS, &batch).await;
         if let Err(e) = sent {
             tracing::debug!(engine = %base, error = %e, items = size, "progress batch dropped");
-            next_engine(&inner);
+            next_engine(&inner, at);
         }
     }
 }
@@ -201,18 +228,30 @@ async fn register_once(inner: &Inner) -> Result<RegisterResponse, ClientError> {
         version: crate::VERSION.to_owned(),
         started_at: inner.started_at,
     };
-    let base = engine_url(inner).to_owned();
+    let (at, base) = engine_url(inner);
     let resp = inner
         .client
-        .post_json(&base, paths::REGISTER, &body)
+        .post_json_within(&base, paths::REGISTER, &body, REGISTER_TIMEOUT)
         .await
-        .inspect_err(|_| next_engine(inner))?;
+        .inspect_err(|_| next_engine(inner, at))?;
     tracing::info!(engine = %base, instance = %inner.settings.instance_id, "registered");
     Ok(resp)
 }
 
-/// Sends one heartbeat to the current engine.
-pub(crate) async fn heartbeat_once(inner: &Inner) -> Result<HeartbeatResponse, ClientError> {
+/// How long a registration may take before the next engine is tried.
+const REGISTER_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// How long a heartbeat may take before the next engine is tried: well below the interval, so
+/// a paused or partitioned engine costs one short wait, never the instance's membership.
+pub(crate) fn heartbeat_timeout(interval: Duration) -> Duration {
+    (interval / 2).clamp(Duration::from_millis(250), Duration::from_secs(2))
+}
+
+/// Sends one heartbeat to the current engine, giving up after `timeout`.
+pub(crate) async fn heartbeat_once(
+    inner: &Inner,
+    timeout: Duration,
+) -> Result<HeartbeatResponse, ClientError> {
     let body = HeartbeatRequest {
         instance_id: inner.settings.instance_id.clone(),
         capacity: inner.settings.capacity,
@@ -221,12 +260,56 @@ pub(crate) async fn heartbeat_once(inner: &Inner) -> Result<HeartbeatResponse, C
         running_runs: inner.unconfirmed_ids(),
         sent_at: Utc::now(),
     };
-    let base = engine_url(inner).to_owned();
+    let (at, base) = engine_url(inner);
     inner
         .client
-        .post_json(&base, paths::HEARTBEAT, &body)
+        .post_json_within(&base, paths::HEARTBEAT, &body, timeout)
         .await
-        .inspect_err(|_| next_engine(inner))
+        .inspect_err(|_| next_engine(inner, at))
+}
+
+/// One heartbeat (or registration while not registered), trying every engine URL in turn at
+/// once when one fails or is slow; `interval` takes the heartbeat interval an engine asks for.
+async fn membership_round(inner: &Inner, interval: &mut Duration) -> Result<(), ClientError> {
+    let mut failure = None;
+    for _ in 0..inner.settings.engine_urls.len().max(1) {
+        let outcome = if inner.registered.load(Ordering::SeqCst) {
+            heartbeat_once(inner, heartbeat_timeout(*interval))
+                .await
+                .map(|resp| {
+                    if !resp.known {
+                        tracing::info!("engine does not know this instance; registering again");
+                        inner.registered.store(false, Ordering::SeqCst);
+                    }
+                })
+        } else {
+            register_once(inner).await.map(|resp| {
+                inner.registered.store(true, Ordering::SeqCst);
+                if let Some(ms) = resp.heartbeat_interval_ms {
+                    *interval = Duration::from_millis(ms.clamp(100, 3_600_000));
+                }
+                if let Some(timeout) = resp.executor_timeout_ms {
+                    inner
+                        .fence_after_ms
+                        .store(fence_after(timeout, *interval), Ordering::Relaxed);
+                }
+            })
+        };
+        match outcome {
+            Ok(()) => {
+                inner.engine_contact();
+                return Ok(());
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "engine unreachable for registration/heartbeat; trying the next");
+                failure = Some(e);
+            }
+        }
+    }
+    match failure {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
 }
 
 /// Registers, then heartbeats, re-registering when an engine no longer knows the instance.
@@ -235,22 +318,7 @@ pub(crate) async fn keep_membership(inner: Arc<Inner>) {
     let mut interval = inner.settings.heartbeat_interval;
     let mut failures: u32 = 0;
     loop {
-        let outcome = if inner.registered.load(Ordering::SeqCst) {
-            heartbeat_once(&inner).await.map(|resp| {
-                if !resp.known {
-                    tracing::info!("engine does not know this instance; registering again");
-                    inner.registered.store(false, Ordering::SeqCst);
-                }
-            })
-        } else {
-            register_once(&inner).await.map(|resp| {
-                inner.registered.store(true, Ordering::SeqCst);
-                if let Some(ms) = resp.heartbeat_interval_ms {
-                    interval = Duration::from_millis(ms.clamp(100, 3_600_000));
-                }
-            })
-        };
-        let wait = match outcome {
+        let wait = match membership_round(&inner, &mut interval).await {
             Ok(()) => {
                 failures = 0;
                 if inner.registered.load(Ordering::SeqCst) {
@@ -259,15 +327,36 @@ pub(crate) async fn keep_membership(inner: Arc<Inner>) {
                     Duration::ZERO
                 }
             }
-            Err(e) => {
+            Err(_) => {
                 failures = failures.saturating_add(1);
-                tracing::warn!(error = %e, "engine unreachable for registration/heartbeat");
                 backoff(inner.settings.retry_initial, interval, failures - 1)
             }
         };
         if sleep_or_stop(wait, &mut stop).await {
             return;
         }
+    }
+}
+
+/// How long without engine contact the instance waits before stopping its runs, for engines
+/// that declare it lost after `executor_timeout_ms`: a margin of a heartbeat interval (at
+/// least a quarter of the timeout) before that, so the runs stop before any recovery starts.
+pub(crate) fn fence_after(executor_timeout_ms: u64, interval: Duration) -> i64 {
+    let timeout = i64::try_from(executor_timeout_ms).unwrap_or(i64::MAX);
+    let interval = i64::try_from(interval.as_millis()).unwrap_or(i64::MAX);
+    let margin = interval.max(timeout / 4);
+    (timeout - margin).max(1)
+}
+
+/// Checks now and then whether the instance is cut off from every engine, and stops its runs
+/// if so (see [`Inner::fence_if_cut_off`]).
+pub(crate) async fn fence_when_cut_off(inner: Arc<Inner>) {
+    let mut stop = inner.stop.subscribe();
+    loop {
+        if sleep_or_stop(Duration::from_millis(100), &mut stop).await {
+            return;
+        }
+        inner.fence_if_cut_off();
     }
 }
 
@@ -278,7 +367,7 @@ pub(crate) async fn deregister(inner: &Inner) -> bool {
         reason: "shutdown".to_owned(),
     };
     for _ in 0..inner.settings.engine_urls.len() {
-        let base = engine_url(inner).to_owned();
+        let (at, base) = engine_url(inner);
         let sent: Result<DeregisterResponse, ClientError> = inner
             .client
             .post_json(&base, paths::DEREGISTER, &body)
@@ -291,7 +380,7 @@ pub(crate) async fn deregister(inner: &Inner) -> bool {
             }
             Err(e) => {
                 tracing::warn!(engine = %base, error = %e, "deregistration failed");
-                next_engine(inner);
+                next_engine(inner, at);
             }
         }
     }

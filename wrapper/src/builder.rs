@@ -418,6 +418,7 @@ impl WrapperBuilder {
         ));
         inner.add_task(runtime.spawn(crate::background::keep_membership(inner.clone())));
         inner.add_task(runtime.spawn(crate::background::deliver_results(inner.clone())));
+        inner.add_task(runtime.spawn(crate::background::fence_when_cut_off(inner.clone())));
         inner.add_task(runtime.spawn(crate::background::forward_progress(
             inner.clone(),
             events_rx,

@@ -138,9 +138,26 @@ impl SignedClient {
         path: &str,
         body: Vec<u8>,
     ) -> Result<RawResponse, ClientError> {
+        self.send_raw_within(method, base_url, path, body, None)
+            .await
+    }
+
+    /// [`SignedClient::send_raw`] with a whole-request timeout of its own instead of the
+    /// client's.
+    pub async fn send_raw_within(
+        &self,
+        method: Method,
+        base_url: &str,
+        path: &str,
+        body: Vec<u8>,
+        timeout: Option<Duration>,
+    ) -> Result<RawResponse, ClientError> {
         let url = join_url(base_url, path)?;
         let headers = self.signer.sign(method.as_str(), &signed_path(&url), &body);
         let mut req = self.http.request(method, url.clone());
+        if let Some(timeout) = timeout {
+            req = req.timeout(timeout);
+        }
         for (name, value) in headers.pairs() {
             req = req.header(name, value);
         }
@@ -176,6 +193,22 @@ impl SignedClient {
         body: &B,
     ) -> Result<R, ClientError> {
         let raw = self.post_json_raw(base_url, path, body).await?;
+        Self::expect_json(base_url, path, raw)
+    }
+
+    /// [`SignedClient::post_json`] that gives up after `timeout` (e.g. a heartbeat, which is
+    /// worth more sent to another engine at once than late).
+    pub async fn post_json_within<B: Serialize, R: DeserializeOwned>(
+        &self,
+        base_url: &str,
+        path: &str,
+        body: &B,
+        timeout: Duration,
+    ) -> Result<R, ClientError> {
+        let bytes = serde_json::to_vec(body).map_err(ClientError::Encode)?;
+        let raw = self
+            .send_raw_within(Method::POST, base_url, path, bytes, Some(timeout))
+            .await?;
         Self::expect_json(base_url, path, raw)
     }
 

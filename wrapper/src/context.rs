@@ -25,6 +25,9 @@ pub enum CancelReason {
     Deadline,
     /// The wrapper is shutting down and its drain grace period ran out.
     Shutdown,
+    /// No engine was reachable for so long that engines may declare this instance lost and
+    /// start its runs elsewhere: the run stops here first.
+    CutOff,
 }
 
 /// A one-way cancellation flag that blocking code and async code can both wait on.

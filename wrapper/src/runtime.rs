@@ -16,7 +16,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -155,6 +155,12 @@ pub(crate) struct Inner {
     pub(crate) stop: watch::Sender<bool>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
     pub(crate) started_at: DateTime<Utc>,
+    /// When an engine was last heard from (epoch ms): an answered heartbeat, registration or
+    /// result delivery, or a run request.
+    pub(crate) last_contact_ms: AtomicI64,
+    /// After this long without engine contact the instance stops its runs (0: never; set from
+    /// the executor timeout an engine announces at registration).
+    pub(crate) fence_after_ms: AtomicI64,
 }
 
 impl std::fmt::Debug for Inner {
@@ -191,6 +197,10 @@ fn classify(
             let (outcome, why) = match (reason, err.kind()) {
                 (Some(CancelReason::Deadline), _) => (Outcome::TimedOut, "deadline passed"),
                 (Some(CancelReason::Requested), _) => (Outcome::Cancelled, "cancel requested"),
+                (Some(CancelReason::CutOff), _) => (
+                    Outcome::Cancelled,
+                    "no engine reachable for too long; stopped before engines recover it elsewhere",
+                ),
                 (Some(CancelReason::Shutdown), _) => (
                     Outcome::Cancelled,
                     "wrapper shut down before the run finished",
@@ -260,7 +270,38 @@ impl Inner {
             stop,
             tasks: Mutex::new(Vec::new()),
             started_at: Utc::now(),
+            last_contact_ms: AtomicI64::new(Utc::now().timestamp_millis()),
+            fence_after_ms: AtomicI64::new(0),
         }
+    }
+
+    /// Notes that an engine was heard from now.
+    pub(crate) fn engine_contact(&self) {
+        self.last_contact_ms
+            .fetch_max(Utc::now().timestamp_millis(), Ordering::Relaxed);
+    }
+
+    /// Stops the running runs when no engine has been heard from for longer than the fence
+    /// time: engines are about to declare this instance lost and recover its runs elsewhere,
+    /// and a run must never go on here alongside its recovery. Returns how many were stopped.
+    pub(crate) fn fence_if_cut_off(&self) -> u32 {
+        let after = self.fence_after_ms.load(Ordering::Relaxed);
+        if after <= 0 {
+            return 0;
+        }
+        let silent = Utc::now().timestamp_millis() - self.last_contact_ms.load(Ordering::Relaxed);
+        if silent <= after {
+            return 0;
+        }
+        let stopped = self.cancel_all(CancelReason::CutOff);
+        if stopped > 0 {
+            tracing::error!(
+                silent_ms = silent,
+                stopped,
+                "no engine reachable for too long; stopping the running runs before engines recover them elsewhere"
+            );
+        }
+        stopped
     }
 
     pub(crate) fn add_task(&self, task: JoinHandle<()>) {
@@ -338,6 +379,8 @@ impl Inner {
 
     /// Decides on a run request and, when accepted, starts its thread or task before returning.
     pub(crate) fn accept(self: &Arc<Self>, request: RunRequest) -> RunAck {
+        // Only a verified engine request gets here.
+        self.engine_contact();
         let run_id = request.run_id;
         let refuse = |status, message: String| RunAck {
             run_id: Some(run_id),
@@ -517,6 +560,9 @@ impl Inner {
             started_at,
             finished_at: Utc::now(),
             log_tail: ctx.log_tail(),
+            // Spooled with it: after a restart under another id, engines still know where the
+            // run ran (delivery leaves it out while it is the sender's own).
+            instance_id: Some(self.settings.instance_id.clone()),
         };
         if let Err(e) = self.spool.write(&result) {
             // Delivery still goes ahead from memory; only a crash before it would lose the result.
@@ -637,7 +683,9 @@ impl Inner {
         // Tell the engines at once, so they stop routing here; best effort.
         let announcer = self.clone();
         self.runtime.spawn(async move {
-            if let Err(e) = crate::background::heartbeat_once(&announcer).await {
+            let timeout =
+                crate::background::heartbeat_timeout(announcer.settings.heartbeat_interval);
+            if let Err(e) = crate::background::heartbeat_once(&announcer, timeout).await {
                 tracing::debug!(error = %e, "drain heartbeat failed");
             }
         });

@@ -208,6 +208,7 @@ mod tests {
             started_at: Utc::now(),
             finished_at: Utc::now(),
             log_tail: vec!["done".into()],
+            instance_id: None,
         }
     }
 

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use common::{EngineStandIn, TestWrapper, engine_client, eventually, post, run_request};
+use mthpt_wrapper::CancelReason;
 use mthpt_wrapper::protocol::{AckStatus, InstanceState, Outcome, RunAck, paths};
 use serde_json::json;
 
@@ -210,6 +211,32 @@ async fn calls_fail_over_to_the_next_engine_url() -> anyhow::Result<()> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn heartbeats_move_to_the_next_engine_at_once_when_one_stops_answering() -> anyhow::Result<()>
+{
+    let paused = EngineStandIn::start()?;
+    let other = EngineStandIn::start()?;
+    let spool = tempfile::tempdir()?;
+    let _w = TestWrapper::start(&[&paused.url, &other.url], spool.path(), |b| {
+        b.blocking_handler("echo", |_| Ok(json!(1)))
+    })?;
+    assert!(eventually(WAIT, || paused.log().heartbeats.len() >= 2).await);
+    paused.hang_heartbeats(true);
+    // The stand-ins ask for a heartbeat every 200 ms: the engine that stopped answering costs
+    // one short timeout, not the client's 5 s request timeout, so heartbeats keep their pace.
+    assert!(
+        eventually(Duration::from_millis(1_500), || other
+            .log()
+            .heartbeats
+            .len()
+            >= 3)
+        .await,
+        "heartbeats reached the next engine within 1.5 s: {}",
+        other.log().heartbeats.len()
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_refuses_new_runs_and_lets_running_ones_finish() -> anyhow::Result<()> {
     let engine = EngineStandIn::start()?;
     let spool = tempfile::tempdir()?;
@@ -269,5 +296,77 @@ async fn runs_still_going_after_the_grace_period_are_cancelled_and_reported() ->
     let results = engine.results_for(9);
     assert_eq!(results.len(), 1);
     assert_eq!(results[0].outcome, Outcome::Cancelled);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instance_cut_off_from_every_engine_stops_its_runs_before_it_can_be_declared_lost()
+-> anyhow::Result<()> {
+    let engine = EngineStandIn::start()?;
+    // Engines may declare the instance lost after 1 s of silence (heartbeats every 200 ms).
+    engine.announce_executor_timeout(1_000);
+    let spool = tempfile::tempdir()?;
+    let stopped: Arc<std::sync::Mutex<Option<(CancelReason, std::time::Instant)>>> = Arc::default();
+    let seen = stopped.clone();
+    let w = TestWrapper::start(&[&engine.url], spool.path(), move |b| {
+        b.blocking_handler("endless", move |ctx| {
+            let outcome = ctx.sleep(Duration::from_secs(60));
+            if let Some(reason) = ctx.cancel_reason() {
+                *seen.lock().unwrap_or_else(|e| e.into_inner()) =
+                    Some((reason, std::time::Instant::now()));
+            }
+            outcome.map(|()| json!(null))
+        })
+    })?;
+    assert!(eventually(WAIT, || w.wrapper.is_registered()).await);
+    let client = engine_client()?;
+    let resp = post(&client, &w.url, paths::RUNS, &run_request(11, "endless")).await?;
+    assert_eq!(resp.status.as_u16(), 202);
+    // Still in touch: the run goes on.
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    assert!(stopped.lock().unwrap_or_else(|e| e.into_inner()).is_none());
+    // Every engine gone (a partition): the run stops before the engines' 1 s timeout ends.
+    let cut = std::time::Instant::now();
+    engine.stop().await;
+    assert!(
+        eventually(Duration::from_secs(3), || stopped
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some())
+        .await
+    );
+    let (reason, at) = stopped
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .expect("stopped");
+    assert_eq!(reason, CancelReason::CutOff);
+    assert!(
+        at.duration_since(cut) < Duration::from_millis(1_000),
+        "stopped {:?} after the cut",
+        at.duration_since(cut)
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn results_move_to_the_next_engine_when_one_stops_answering() -> anyhow::Result<()> {
+    let paused = EngineStandIn::start()?;
+    let other = EngineStandIn::start()?;
+    let spool = tempfile::tempdir()?;
+    let w = TestWrapper::start(&[&paused.url, &other.url], spool.path(), |b| {
+        b.blocking_handler("echo", |_| Ok(json!(1)))
+    })?;
+    assert!(eventually(WAIT, || w.wrapper.is_registered()).await);
+    paused.hang_heartbeats(true);
+    let client = engine_client()?;
+    let resp = post(&client, &w.url, paths::RUNS, &run_request(12, "echo")).await?;
+    assert_eq!(resp.status.as_u16(), 202);
+    // The client's request timeout is 5 s; a delivery gives an engine 3 s before the next.
+    assert!(
+        eventually(Duration::from_millis(4_500), || other.results_for(12).len()
+            == 1)
+        .await,
+        "the result reached the other engine within 4.5 s"
+    );
     Ok(())
 }

@@ -111,13 +111,14 @@ impl From<sqlx::Error> for StoreError {
 
 impl StoreError {
     /// Whether retrying the same transaction may succeed (serialisation failure, deadlock,
-    /// SQLite busy, lost connection).
+    /// a lock or statement timeout, a session ended for idling in its transaction, SQLite
+    /// busy, lost connection).
     pub fn is_transient(&self) -> bool {
         match self {
             StoreError::Database(sqlx::Error::Database(db)) => {
                 matches!(
                     db.code().as_deref(),
-                    Some("40001" | "40P01" | "5" | "6" | "517")
+                    Some("40001" | "40P01" | "55P03" | "57014" | "25P03" | "5" | "6" | "517")
                 )
             }
             StoreError::Database(
@@ -370,6 +371,9 @@ pub trait Tx: Send {
         state: ExecutorState,
         now: i64,
     ) -> Result<Option<Executor>>;
+    /// An app's instance by the id it registered with (in any state); `None` when it never
+    /// registered.
+    async fn find_executor(&mut self, app: AppId, instance_id: &str) -> Result<Option<Executor>>;
     /// Instances of an app that are up and heartbeated at or after `heartbeat_since`.
     async fn list_live_executors(
         &mut self,
@@ -389,6 +393,25 @@ pub trait Tx: Send {
         heartbeat_before: i64,
         limit: i64,
     ) -> Result<Vec<Executor>>;
+
+    /// Up to `limit` instances (up or draining) whose last heartbeat is before
+    /// `heartbeat_before`, oldest first, without locking them: candidates to probe before any
+    /// is declared lost.
+    async fn silent_executors(
+        &mut self,
+        heartbeat_before: i64,
+        limit: i64,
+    ) -> Result<Vec<Executor>>;
+    /// Marks those of `ids` that are still up or draining and still silent (last heartbeat
+    /// before `heartbeat_before`) as lost and returns them: a heartbeat that arrived meanwhile
+    /// saves an instance, and concurrent callers get disjoint sets.
+    async fn mark_silent_executors_lost(
+        &mut self,
+        ids: &[ExecutorId],
+        heartbeat_before: i64,
+    ) -> Result<Vec<Executor>>;
+    /// Counts an answered probe of instances that are up or draining as a heartbeat at `now`.
+    async fn record_executor_probes(&mut self, ids: &[ExecutorId], now: i64) -> Result<u64>;
 
     // ---- tasks and dependencies -------------------------------------------------------
 
@@ -502,6 +525,15 @@ pub trait Tx: Send {
     /// arrived (a handler faster than this write) stays final, but gets its executor and
     /// dispatch time recorded and is returned too.
     async fn start_claimed_runs(&mut self, items: &[StartClaimed], now: i64) -> Result<Vec<RunId>>;
+    /// Records, for claimed runs this node still holds (fenced as by
+    /// [`Tx::transition_claimed`]), the executor instance they are about to be sent to, before
+    /// sending them; returns the runs recorded. The run keeps it when it goes back to pending:
+    /// a later dispatch asks that instance first, and results are accepted only from it.
+    async fn record_dispatch_intent(
+        &mut self,
+        items: &[(Fence, ExecutorId)],
+        now: i64,
+    ) -> Result<Vec<RunId>>;
     /// Many [`ClaimedTransition::Released`] at once; returns the runs that moved.
     async fn release_claimed_runs(&mut self, fences: &[Fence], now: i64) -> Result<Vec<RunId>>;
     /// Finishes a run (pending, claimed or running) with a final state. A run that is already
@@ -531,6 +563,20 @@ pub trait Tx: Send {
         progress: &RunProgress,
         now: i64,
     ) -> Result<bool>;
+    /// A late success for `lost` (a run declared lost with its executor, whose handler in fact
+    /// succeeded): when its recovery run has not started — pending, or claimed but not yet
+    /// sent anywhere — and no other transaction holds it, the recovery is withdrawn (deleted)
+    /// and `lost` becomes `succeeded` with `completion`; returns it. `None`: the recovery has
+    /// started (or there is none), and the run stays lost.
+    async fn revive_lost_run(
+        &mut self,
+        lost: &Run,
+        completion: &RunCompletion,
+    ) -> Result<Option<Run>>;
+    /// Locks those of `ids` no other transaction holds, without waiting; returns them. For a
+    /// caller that already holds task locks: waiting on a run there could close a cycle with a
+    /// transaction that holds the run and waits on the task (runs are locked before tasks).
+    async fn try_lock_runs(&mut self, ids: &[RunId]) -> Result<Vec<RunId>>;
     /// Deletes a task's not-yet-claimed runs of the given trigger kinds (skipping rows another
     /// transaction holds); returns how many.
     async fn delete_pending_runs(
@@ -551,6 +597,9 @@ pub trait Tx: Send {
     /// attempt, locking the occurrence's first run against concurrent decisions until the
     /// transaction ends.
     async fn lock_occurrence(&mut self, task: TaskId, scheduled_at: i64) -> Result<Vec<Run>>;
+    /// Engine internal: the tasks that depend on any of `parents` (their chain children), read
+    /// without locking, so a finishing run can lock them with its own task in one pass.
+    async fn child_task_ids(&mut self, parents: &[TaskId]) -> Result<Vec<TaskId>>;
     /// Runs of a chain (by root) of the given tasks, locking the chain root against concurrent
     /// joins until the transaction ends.
     async fn lock_chain_runs(&mut self, chain_root: RunId, tasks: &[TaskId]) -> Result<Vec<Run>>;

@@ -41,7 +41,24 @@ static MIGRATOR: Migrator = sqlx::migrate!("../migrations/postgres");
 #[derive(Debug, Clone)]
 pub struct PgStore {
     pool: PgPool,
+    /// Without the session timeouts: migrations may legitimately run long.
+    migrate_options: PgConnectOptions,
 }
+
+/// Server-side limits on every pooled session, all below the default lease (2 s), so that a
+/// node frozen mid-transaction (a paused process, a partition) holds its row locks for at most
+/// about one lease, and nobody waits on a lock longer than that: the waiting transaction fails
+/// instead and is tried again (a result batch is answered 503 and re-sent by its wrapper; a
+/// claim or dispatch moves on at the next poll).
+/// - `idle_in_transaction_session_timeout`: the server ends a session whose transaction has
+///   been idle this long, releasing its locks;
+/// - `lock_timeout`: a statement waits at most this long for a row lock;
+/// - `statement_timeout`: no statement runs longer than this.
+pub const SESSION_TIMEOUTS: [(&str, &str); 3] = [
+    ("idle_in_transaction_session_timeout", "1500"),
+    ("lock_timeout", "1700"),
+    ("statement_timeout", "1900"),
+];
 
 impl PgStore {
     /// Connects to `url` (`postgres://user[:password]@host[:port]/database[?options]`) with a
@@ -59,17 +76,22 @@ impl PgStore {
         })
     }
 
-    /// Connects with explicit options and pool size.
+    /// Connects with explicit options and pool size. Every session gets the timeouts of
+    /// [`SESSION_TIMEOUTS`].
     pub async fn connect_with(options: PgConnectOptions, max_connections: u32) -> Result<Self> {
         // One direct connection first: a pool would only report "timed out" for a server that
         // refuses connections, hiding the reason.
         PgConnection::connect_with(&options).await?.close().await?;
+        let migrate_options = options.clone();
         let pool = PgPoolOptions::new()
             .max_connections(max_connections)
             .acquire_timeout(Duration::from_secs(10))
-            .connect_with(options)
+            .connect_with(options.options(SESSION_TIMEOUTS))
             .await?;
-        Ok(Self { pool })
+        Ok(Self {
+            pool,
+            migrate_options,
+        })
     }
 
     /// The connection pool (for LISTEN/NOTIFY and tests).
@@ -85,7 +107,13 @@ impl Store for PgStore {
     }
 
     async fn migrate(&self) -> Result<MigrationReport> {
-        apply_migrations(&MIGRATOR, &self.pool).await
+        let pool = PgPoolOptions::new()
+            .max_connections(1)
+            .connect_with(self.migrate_options.clone())
+            .await?;
+        let report = apply_migrations(&MIGRATOR, &pool).await;
+        pool.close().await;
+        report
     }
 
     async fn begin(&self) -> Result<Box<dyn Tx>> {
@@ -189,6 +217,65 @@ tx_impl!(
             .fetch_all(&mut *self.tx)
             .await?;
             Ok(rows.into_iter().map(|(id,)| id).collect())
+        }
+
+        async fn record_dispatch_intent(
+            &mut self,
+            items: &[(Fence, ExecutorId)],
+            now: i64,
+        ) -> Result<Vec<RunId>> {
+            if items.is_empty() {
+                return Ok(Vec::new());
+            }
+            let rows: Vec<(RunId,)> = sqlx::query_as(
+                "UPDATE runs r SET executor_id = u.executor_id
+                 FROM UNNEST($1::bigint[], $2::text[], $3::bigint[], $4::bigint[])
+                   AS u(id, owner, fence, executor_id)
+                 WHERE r.id = u.id AND r.state = 'claimed' AND r.claim_owner = u.owner
+                   AND r.fence = u.fence AND r.lease_until > $5
+                 RETURNING r.id",
+            )
+            .bind(items.iter().map(|(f, _)| f.run_id.0).collect::<Vec<_>>())
+            .bind(
+                items
+                    .iter()
+                    .map(|(f, _)| f.node.clone())
+                    .collect::<Vec<_>>(),
+            )
+            .bind(items.iter().map(|(f, _)| f.token).collect::<Vec<_>>())
+            .bind(items.iter().map(|(_, e)| e.0).collect::<Vec<_>>())
+            .bind(now)
+            .fetch_all(&mut *self.tx)
+            .await?;
+            Ok(rows.into_iter().map(|(id,)| id).collect())
+        }
+
+        async fn mark_silent_executors_lost(
+            &mut self,
+            ids: &[ExecutorId],
+            heartbeat_before: i64,
+        ) -> Result<Vec<Executor>> {
+            Ok(sqlx::query_as(
+                "UPDATE executors SET state = 'lost'
+                 WHERE id = ANY($1) AND state IN ('up', 'draining') AND last_heartbeat_at < $2
+                 RETURNING *",
+            )
+            .bind(raw_ids(ids, |i| i.0))
+            .bind(heartbeat_before)
+            .fetch_all(&mut *self.tx)
+            .await?)
+        }
+
+        async fn record_executor_probes(&mut self, ids: &[ExecutorId], now: i64) -> Result<u64> {
+            let done = sqlx::query(
+                "UPDATE executors SET last_heartbeat_at = $2
+                 WHERE id = ANY($1) AND state IN ('up', 'draining') AND last_heartbeat_at < $2",
+            )
+            .bind(raw_ids(ids, |i| i.0))
+            .bind(now)
+            .execute(&mut *self.tx)
+            .await?;
+            Ok(done.rows_affected())
         }
 
         async fn release_claimed_runs(&mut self, fences: &[Fence], now: i64) -> Result<Vec<RunId>> {
@@ -420,6 +507,30 @@ tx_impl!(
             .await?;
             runs.sort_by_key(|r| (r.due_at, -r.priority, r.id));
             Ok(runs)
+        }
+
+        async fn child_task_ids(&mut self, parents: &[TaskId]) -> Result<Vec<TaskId>> {
+            let rows: Vec<(TaskId,)> = sqlx::query_as(
+                "SELECT DISTINCT child_task_id FROM task_dependencies
+                 WHERE parent_task_id = ANY($1) ORDER BY child_task_id",
+            )
+            .bind(raw_ids(parents, |i| i.0))
+            .fetch_all(&mut *self.tx)
+            .await?;
+            Ok(rows.into_iter().map(|(t,)| t).collect())
+        }
+
+        async fn try_lock_runs(&mut self, ids: &[RunId]) -> Result<Vec<RunId>> {
+            if ids.is_empty() {
+                return Ok(Vec::new());
+            }
+            let rows: Vec<(RunId,)> = sqlx::query_as(
+                "SELECT id FROM runs WHERE id = ANY($1) ORDER BY id FOR UPDATE SKIP LOCKED",
+            )
+            .bind(raw_ids(ids, |i| i.0))
+            .fetch_all(&mut *self.tx)
+            .await?;
+            Ok(rows.into_iter().map(|(id,)| id).collect())
         }
 
         async fn delete_pending_runs(

@@ -80,6 +80,32 @@ pub(super) fn completed_tail(
     }
 }
 
+/// Why a wrapper's result may not complete `run`: results are accepted only for runs that were
+/// dispatched to the reporting executor instance, in the attempt the result names. `None`: it
+/// may (or the engine decided the end itself).
+pub(super) fn report_refused(
+    run: &crate::run::Run,
+    completion: &crate::run::RunCompletion,
+) -> Option<StoreError> {
+    let by = completion.reported_by?;
+    let why = match run.executor_id {
+        None => format!(
+            "run {} was never dispatched to an executor instance",
+            run.id
+        ),
+        Some(e) if e != by.executor_id => format!(
+            "run {} was dispatched to another executor instance, not this one",
+            run.id
+        ),
+        Some(_) if run.attempt != by.attempt => format!(
+            "run {} is attempt {}; the result is for attempt {}",
+            run.id, run.attempt, by.attempt
+        ),
+        Some(_) => return None,
+    };
+    Some(StoreError::InvalidState(why))
+}
+
 /// Plans `items` against the `locked` runs with the rules of `complete_run`.
 pub(super) fn plan_completions(
     locked: Vec<crate::run::Run>,
@@ -98,14 +124,17 @@ pub(super) fn plan_completions(
         } else {
             match before.get(id) {
                 None => PlannedItem::Refused(StoreError::NotFound(format!("run {id}"))),
-                Some(_) if written.contains(id) => PlannedItem::Repeat(*id),
-                Some(run) if run.state.is_final() => PlannedItem::Final(*id),
-                Some(run) => {
-                    let tail = completed_tail(run, completion);
-                    written.insert(*id);
-                    plan.writes.push((*id, completion.clone(), tail));
-                    PlannedItem::Write(*id)
-                }
+                Some(run) => match report_refused(run, completion) {
+                    Some(refused) => PlannedItem::Refused(refused),
+                    None if written.contains(id) => PlannedItem::Repeat(*id),
+                    None if run.state.is_final() => PlannedItem::Final(*id),
+                    None => {
+                        let tail = completed_tail(run, completion);
+                        written.insert(*id);
+                        plan.writes.push((*id, completion.clone(), tail));
+                        PlannedItem::Write(*id)
+                    }
+                },
             }
         };
         plan.items.push(item);
@@ -619,6 +648,14 @@ macro_rules! tx_impl {
                 .await?)
             }
 
+            async fn find_executor(&mut self, app: AppId, instance_id: &str) -> Result<Option<Executor>> {
+                Ok(sqlx::query_as("SELECT * FROM executors WHERE app_id = $1 AND instance_id = $2")
+                    .bind(app)
+                    .bind(instance_id)
+                    .fetch_optional(&mut *self.tx)
+                    .await?)
+            }
+
             async fn list_live_executors(&mut self, app: AppId, heartbeat_since: i64) -> Result<Vec<Executor>> {
                 Ok(sqlx::query_as(
                     "SELECT * FROM executors WHERE app_id = $1 AND state = 'up' AND last_heartbeat_at >= $2
@@ -647,6 +684,17 @@ macro_rules! tx_impl {
                          ORDER BY id LIMIT $2", $skip_locked, ")
                      RETURNING *"
                 ))
+                .bind(heartbeat_before)
+                .bind(limit)
+                .fetch_all(&mut *self.tx)
+                .await?)
+            }
+
+            async fn silent_executors(&mut self, heartbeat_before: i64, limit: i64) -> Result<Vec<Executor>> {
+                Ok(sqlx::query_as(
+                    "SELECT * FROM executors WHERE state IN ('up', 'draining') AND last_heartbeat_at < $1
+                     ORDER BY last_heartbeat_at, id LIMIT $2",
+                )
                 .bind(heartbeat_before)
                 .bind(limit)
                 .fetch_all(&mut *self.tx)
@@ -1046,6 +1094,9 @@ macro_rules! tx_impl {
                 .fetch_optional(&mut *self.tx)
                 .await?;
                 let run = found(row, || format!("run {id}"))?;
+                if let Some(refused) = $crate::store::shared::report_refused(&run, completion) {
+                    return Err(refused);
+                }
                 if run.state.is_final() {
                     return Ok(Completion::AlreadyFinal(run));
                 }
@@ -1068,6 +1119,56 @@ macro_rules! tx_impl {
                     Some(run) => Ok(Completion::Applied(run)),
                     None => Ok(Completion::AlreadyFinal(run)),
                 }
+            }
+
+            async fn revive_lost_run(
+                &mut self,
+                lost: &Run,
+                completion: &RunCompletion,
+            ) -> Result<Option<Run>> {
+                if lost.state != $crate::run::RunState::Lost
+                    || completion.state != $crate::run::RunState::Succeeded
+                {
+                    return Ok(None);
+                }
+                let recovery: Option<(RunId,)> = sqlx::query_as(
+                    "SELECT id FROM runs
+                     WHERE task_id = $1 AND scheduled_at = $2 AND shard_index = $3 AND attempt = $4",
+                )
+                .bind(lost.task_id)
+                .bind(lost.scheduled_at)
+                .bind(lost.shard_index)
+                .bind(lost.attempt + 1)
+                .fetch_optional(&mut *self.tx)
+                .await?;
+                let Some((recovery,)) = recovery else { return Ok(None) };
+                // Never wait on it: runs are locked in id order, and this one comes later.
+                if self.try_lock_runs(&[recovery]).await?.is_empty() {
+                    return Ok(None);
+                }
+                let withdrawn = sqlx::query(
+                    "DELETE FROM runs WHERE id = $1
+                       AND (state = 'pending' OR (state = 'claimed' AND executor_id IS NULL))",
+                )
+                .bind(recovery)
+                .execute(&mut *self.tx)
+                .await?;
+                if withdrawn.rows_affected() == 0 {
+                    return Ok(None);
+                }
+                let tail = $crate::store::shared::completed_tail(lost, completion);
+                Ok(sqlx::query_as(
+                    "UPDATE runs SET state = 'succeeded', output = $2, error = NULL, log_tail = $3,
+                         started_at = COALESCE($4, started_at), finished_at = $5
+                     WHERE id = $1 AND state = 'lost' RETURNING *",
+                )
+                .bind(lost.id)
+                .bind(completion.output.as_ref().map(Json))
+                .bind(tail)
+                .bind(completion.started_at)
+                .bind(completion.finished_at)
+                .fetch_optional(&mut *self.tx)
+                .await?)
             }
 
             async fn record_progress(

@@ -201,6 +201,61 @@ tx_impl!(SqliteTx, for_update = "", skip_locked = "", {
         Ok(started)
     }
 
+    async fn record_dispatch_intent(
+        &mut self,
+        items: &[(Fence, ExecutorId)],
+        now: i64,
+    ) -> Result<Vec<RunId>> {
+        let mut recorded = Vec::with_capacity(items.len());
+        for (fence, executor) in items {
+            let row: Option<(RunId,)> = sqlx::query_as(
+                "UPDATE runs SET executor_id = $4
+                 WHERE id = $1 AND state = 'claimed' AND claim_owner = $2 AND fence = $3
+                   AND lease_until > $5
+                 RETURNING id",
+            )
+            .bind(fence.run_id)
+            .bind(&fence.node)
+            .bind(fence.token)
+            .bind(executor)
+            .bind(now)
+            .fetch_optional(&mut *self.tx)
+            .await?;
+            recorded.extend(row.map(|(id,)| id));
+        }
+        Ok(recorded)
+    }
+
+    async fn mark_silent_executors_lost(
+        &mut self,
+        ids: &[ExecutorId],
+        heartbeat_before: i64,
+    ) -> Result<Vec<Executor>> {
+        Ok(sqlx::query_as(
+            "UPDATE executors SET state = 'lost'
+             WHERE id IN (SELECT value FROM json_each($1)) AND state IN ('up', 'draining')
+               AND last_heartbeat_at < $2
+             RETURNING *",
+        )
+        .bind(json_ids(ids, |i| i.0))
+        .bind(heartbeat_before)
+        .fetch_all(&mut *self.tx)
+        .await?)
+    }
+
+    async fn record_executor_probes(&mut self, ids: &[ExecutorId], now: i64) -> Result<u64> {
+        let done = sqlx::query(
+            "UPDATE executors SET last_heartbeat_at = $2
+             WHERE id IN (SELECT value FROM json_each($1)) AND state IN ('up', 'draining')
+               AND last_heartbeat_at < $2",
+        )
+        .bind(json_ids(ids, |i| i.0))
+        .bind(now)
+        .execute(&mut *self.tx)
+        .await?;
+        Ok(done.rows_affected())
+    }
+
     async fn release_claimed_runs(&mut self, fences: &[Fence], now: i64) -> Result<Vec<RunId>> {
         let mut released = Vec::with_capacity(fences.len());
         for fence in fences {
@@ -311,6 +366,28 @@ tx_impl!(SqliteTx, for_update = "", skip_locked = "", {
             .await?;
         runs.sort_by_key(|r| (r.due_at, -r.priority, r.id));
         Ok(runs)
+    }
+
+    async fn child_task_ids(&mut self, parents: &[TaskId]) -> Result<Vec<TaskId>> {
+        let rows: Vec<(TaskId,)> = sqlx::query_as(
+            "SELECT DISTINCT child_task_id FROM task_dependencies
+             WHERE parent_task_id IN (SELECT value FROM json_each($1)) ORDER BY child_task_id",
+        )
+        .bind(json_ids(parents, |i| i.0))
+        .fetch_all(&mut *self.tx)
+        .await?;
+        Ok(rows.into_iter().map(|(t,)| t).collect())
+    }
+
+    async fn try_lock_runs(&mut self, ids: &[RunId]) -> Result<Vec<RunId>> {
+        // One writer at a time: every row is free to this transaction.
+        let rows: Vec<(RunId,)> = sqlx::query_as(
+            "SELECT id FROM runs WHERE id IN (SELECT value FROM json_each($1)) ORDER BY id",
+        )
+        .bind(json_ids(ids, |i| i.0))
+        .fetch_all(&mut *self.tx)
+        .await?;
+        Ok(rows.into_iter().map(|(id,)| id).collect())
     }
 
     async fn delete_pending_runs(&mut self, task: TaskId, triggers: &[TriggerKind]) -> Result<u64> {

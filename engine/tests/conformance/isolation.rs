@@ -279,7 +279,8 @@ pub async fn tenant_b_sees_and_changes_nothing_of_tenant_a(store: Arc<dyn Store>
             error: None,
             log: None,
             started_at: None,
-            finished_at: T0
+            finished_at: T0,
+            reported_by: None,
         }
     ));
     let mut tx = store.begin().await.unwrap();

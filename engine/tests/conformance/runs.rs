@@ -351,6 +351,7 @@ pub async fn batch_start_and_release_move_only_runs_still_held(store: Arc<dyn St
         log: None,
         started_at: Some(T0 + 3),
         finished_at: T0 + 4,
+        reported_by: None,
     };
     let late_start = StartClaimed {
         fence: fences[3].clone(),
@@ -449,6 +450,7 @@ fn success(at: i64) -> RunCompletion {
         log: Some("done".into()),
         started_at: Some(at - SECOND),
         finished_at: at,
+        reported_by: None,
     }
 }
 

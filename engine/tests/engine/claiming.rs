@@ -64,6 +64,7 @@ pub(crate) async fn finish(store: &dyn Store, run: &Run, now: i64) {
         log: None,
         started_at: None,
         finished_at: now,
+        reported_by: None,
     };
     in_tx!(store, |tx| tx
         .complete_run(run.id, None, &completion)

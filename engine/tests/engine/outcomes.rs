@@ -19,6 +19,7 @@ fn ending(state: RunState, retryable: bool, at: i64) -> Finish {
             log: None,
             started_at: None,
             finished_at: at,
+            reported_by: None,
         },
         retryable,
     }

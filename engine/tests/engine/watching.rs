@@ -1,12 +1,15 @@
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use mthpt_engine::alarm::{AlarmFilter, AlarmKind};
-use mthpt_engine::app::ExecutorHeartbeat;
+use mthpt_engine::app::{Executor, ExecutorHeartbeat, ExecutorId};
 use mthpt_engine::claimer::{ClaimConfig, Claimer};
 use mthpt_engine::node::{NodeHeartbeat, NodeState};
-use mthpt_engine::run::{ClaimedTransition, Run, RunState, TriggerKind};
+use mthpt_engine::outcome::{Finish, Finished, finish_run};
+use mthpt_engine::run::{ClaimedTransition, ReportedBy, Run, RunCompletion, RunState, TriggerKind};
 use mthpt_engine::store::{Scope, Store};
-use mthpt_engine::watchdog::{WatchConfig, Watchdog};
+use mthpt_engine::task::DependencyCondition;
+use mthpt_engine::watchdog::{Probe, WatchConfig, Watchdog};
 
 use crate::in_tx;
 use crate::support::fixtures::*;
@@ -231,5 +234,184 @@ pub async fn run_not_started_in_time_raises_one_alarm(store: Arc<dyn Store>) {
     assert_eq!(
         alarm_kinds(&*store, Scope::Tenant(w.tenant.id)).await,
         vec![AlarmKind::NotStarted]
+    );
+}
+
+/// A probe that reaches exactly the named instances.
+#[derive(Debug)]
+struct Reaches(Vec<&'static str>);
+
+#[async_trait::async_trait]
+impl Probe for Reaches {
+    async fn answering(&self, executors: &[Executor]) -> HashSet<ExecutorId> {
+        executors
+            .iter()
+            .filter(|e| self.0.contains(&e.instance_id.as_str()))
+            .map(|e| e.id)
+            .collect()
+    }
+}
+
+pub async fn silent_executor_that_answers_its_probe_is_not_lost(store: Arc<dyn Store>) {
+    let w = world(&*store, "acme").await;
+    // Both stopped reaching the nodes (say their heartbeats went to a paused node); only one
+    // still answers a node that asks it directly.
+    let on_reachable = running(&store, &w, "a", "host-reachable", None).await;
+    let on_gone = running(&store, &w, "b", "host-gone", None).await;
+    let wd = watchdog(&store).with_probe(Arc::new(Reaches(vec!["host-reachable"])));
+    let report = wd.run_once(T0 + 6 * SECOND, 0.0).await.unwrap();
+    assert_eq!(
+        report.lost.iter().map(|r| r.id).collect::<Vec<_>>(),
+        vec![on_gone.id],
+        "only the instance that does not answer is lost"
+    );
+    assert_eq!(report.executors_answered.len(), 1);
+    let kept = read(&*store)
+        .await
+        .find_run(on_reachable.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(kept.state, RunState::Running);
+    // The answer counts as a heartbeat: the instance is not asked again until it is silent
+    // for a whole timeout once more.
+    let calm = wd.run_once(T0 + 8 * SECOND, 0.0).await.unwrap();
+    assert!(calm.executors_answered.is_empty() && calm.lost.is_empty());
+    // Once it stops answering too, it is lost like any other.
+    let wd = watchdog(&store);
+    let report = wd.run_once(T0 + 12 * SECOND, 0.0).await.unwrap();
+    assert_eq!(
+        report.lost.iter().map(|r| r.id).collect::<Vec<_>>(),
+        vec![on_reachable.id]
+    );
+}
+
+fn late_success(executor: ExecutorId, at: i64) -> Finish {
+    Finish {
+        completion: RunCompletion {
+            state: RunState::Succeeded,
+            output: Some(serde_json::json!({"late": true})),
+            error: None,
+            log: None,
+            started_at: Some(T0),
+            finished_at: at,
+            reported_by: Some(ReportedBy {
+                executor_id: executor,
+                attempt: 1,
+            }),
+        },
+        retryable: false,
+    }
+}
+
+pub async fn late_success_for_a_lost_run_wins_over_its_unstarted_recovery(store: Arc<dyn Store>) {
+    let w = world(&*store, "acme").await;
+    let run = running(&store, &w, "parent", "host-slow", None).await;
+    let (child, _) = create_task(&*store, &w, &manual(w.app.id, "child")).await;
+    in_tx!(&*store, |tx| tx
+        .add_dependency(
+            w.tenant.id,
+            run.task_id,
+            child.id,
+            DependencyCondition::OnSuccess,
+            T0
+        )
+        .await
+        .unwrap());
+    let report = watchdog(&store)
+        .run_once(T0 + 6 * SECOND, 0.0)
+        .await
+        .unwrap();
+    assert_eq!(
+        report.lost.len(),
+        1,
+        "declared lost with its silent instance"
+    );
+    // Its handler did succeed; the result arrives before the recovery run was sent anywhere.
+    let executor = run.executor_id.unwrap();
+    let finished = in_tx!(&*store, |tx| finish_run(
+        tx.as_mut(),
+        run.id,
+        Some(w.app.id),
+        &late_success(executor, T0 + 7 * SECOND),
+        0.0
+    )
+    .await
+    .unwrap());
+    let Finished::Applied { run: done, effects } = finished else {
+        panic!("the late success was not recorded: {finished:?}");
+    };
+    assert_eq!(done.state, RunState::Succeeded);
+    assert_eq!(
+        effects
+            .children
+            .iter()
+            .map(|r| r.task_id)
+            .collect::<Vec<_>>(),
+        vec![child.id],
+        "the chain follows the success"
+    );
+    let left = read(&*store)
+        .await
+        .unfinished_runs_of_task(run.task_id)
+        .await
+        .unwrap();
+    assert!(left.is_empty(), "the recovery run is withdrawn: {left:?}");
+}
+
+pub async fn late_success_after_the_recovery_started_leaves_the_run_lost(store: Arc<dyn Store>) {
+    let w = world(&*store, "acme").await;
+    let run = running(&store, &w, "parent", "host-slow", None).await;
+    watchdog(&store)
+        .run_once(T0 + 6 * SECOND, 0.0)
+        .await
+        .unwrap();
+    // The recovery is claimed and on its way to another instance.
+    let other = executor(&*store, w.app.id, "host-other", T0 + 6 * SECOND).await;
+    let claimer = Claimer::new(
+        store.clone(),
+        ClaimConfig {
+            node: "node-b".into(),
+            groups: vec!["default".into()],
+            horizon_ms: 0,
+            lease_ms: 5 * SECOND,
+            batch: 10,
+        },
+    );
+    let recovery = claimer
+        .run_once(T0 + 6 * SECOND)
+        .await
+        .unwrap()
+        .fires
+        .remove(0);
+    assert_eq!(recovery.run.trigger_kind, TriggerKind::Recovery);
+    in_tx!(&*store, |tx| tx
+        .record_dispatch_intent(
+            &[(recovery.run.fence().unwrap(), other.id)],
+            T0 + 6 * SECOND
+        )
+        .await
+        .unwrap());
+    let finished = in_tx!(&*store, |tx| finish_run(
+        tx.as_mut(),
+        run.id,
+        Some(w.app.id),
+        &late_success(run.executor_id.unwrap(), T0 + 7 * SECOND),
+        0.0
+    )
+    .await
+    .unwrap());
+    assert!(
+        matches!(&finished, Finished::AlreadyFinal(r) if r.state == RunState::Lost),
+        "{finished:?}"
+    );
+    let left = read(&*store)
+        .await
+        .unfinished_runs_of_task(run.task_id)
+        .await
+        .unwrap();
+    assert_eq!(
+        left.iter().map(|r| r.id).collect::<Vec<_>>(),
+        vec![recovery.run.id]
     );
 }

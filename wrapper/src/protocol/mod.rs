@@ -382,6 +382,10 @@ pub struct RegisterResponse {
     /// How often the engine wants heartbeats; absent: the wrapper's own setting.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub heartbeat_interval_ms: Option<u64>,
+    /// After how long without a heartbeat engines may declare the instance lost and recover its
+    /// runs elsewhere; a wrapper cut off from every engine stops its runs before that.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub executor_timeout_ms: Option<u64>,
 }
 
 /// `POST /mthpt/v1/executors/heartbeat`: an instance is alive.
@@ -477,6 +481,10 @@ pub struct RunResult {
     /// The last log lines of the run, oldest first.
     #[serde(default)]
     pub log_tail: Vec<String>,
+    /// The instance the run ran on, when it is not the sending one (a result replayed from the
+    /// spool after a restart under a new instance id). Absent: the batch's `instance_id`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_id: Option<String>,
 }
 
 /// `POST /mthpt/v1/results`: results of finished runs. The engine answers one status per result;

@@ -44,6 +44,10 @@ pub struct EngineLog {
 #[derive(Debug, Default)]
 struct Switches {
     refuse_results: bool,
+    /// Heartbeats and results are answered only after 10 s (a paused engine).
+    hang_heartbeats: bool,
+    /// Announced at registration.
+    executor_timeout_ms: Option<u64>,
 }
 
 #[derive(Debug, Default)]
@@ -99,6 +103,7 @@ async fn register(req: HttpRequest, body: web::Bytes, st: web::Data<EngineState>
             HttpResponse::Ok().json(RegisterResponse {
                 instance_id: id,
                 heartbeat_interval_ms: Some(200),
+                executor_timeout_ms: lock(&st.switches).executor_timeout_ms,
             })
         }
         Err(resp) => resp,
@@ -106,6 +111,10 @@ async fn register(req: HttpRequest, body: web::Bytes, st: web::Data<EngineState>
 }
 
 async fn heartbeat(req: HttpRequest, body: web::Bytes, st: web::Data<EngineState>) -> HttpResponse {
+    let hang = lock(&st.switches).hang_heartbeats;
+    if hang {
+        tokio::time::sleep(Duration::from_secs(10)).await;
+    }
     match signed_json::<HeartbeatRequest>(&st, &req, &body).await {
         Ok(h) => {
             lock(&st.log).heartbeats.push(h);
@@ -130,6 +139,10 @@ async fn deregister(
 }
 
 async fn results(req: HttpRequest, body: web::Bytes, st: web::Data<EngineState>) -> HttpResponse {
+    let hang = lock(&st.switches).hang_heartbeats;
+    if hang {
+        tokio::time::sleep(Duration::from_secs(10)).await;
+    }
     match signed_json::<ResultBatch>(&st, &req, &body).await {
         Ok(batch) => {
             if lock(&st.switches).refuse_results {
@@ -208,6 +221,15 @@ impl EngineStandIn {
 
     pub fn refuse_results(&self, refuse: bool) {
         lock(&self.state.switches).refuse_results = refuse;
+    }
+
+    /// The executor timeout announced to wrappers that register from now on.
+    pub fn announce_executor_timeout(&self, ms: u64) {
+        lock(&self.state.switches).executor_timeout_ms = Some(ms);
+    }
+
+    pub fn hang_heartbeats(&self, hang: bool) {
+        lock(&self.state.switches).hang_heartbeats = hang;
     }
 
     pub fn log(&self) -> MutexGuard<'_, EngineLog> {
