@@ -151,7 +151,8 @@ impl SignatureHeaders {
             return Err(SignatureError::BadSignatureFormat);
         }
         let skew_secs = now_unix.saturating_sub(self.timestamp);
-        if skew_secs.abs() > MAX_CLOCK_SKEW_SECS {
+        // `unsigned_abs`: a saturated difference (i64::MIN) has no `abs` in i64.
+        if skew_secs.unsigned_abs() > MAX_CLOCK_SKEW_SECS.unsigned_abs() {
             return Err(SignatureError::Stale { skew_secs });
         }
         Ok(())

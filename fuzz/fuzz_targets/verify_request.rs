@@ -1,0 +1,12 @@
+#![no_main]
+//! Fuzz target `verify_request`: runs `check_verify_request` from harness/protocol.rs, which the
+//! corpus replay test runs too.
+
+#[path = "../harness/protocol.rs"]
+#[allow(dead_code)]
+mod harness;
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    // Accepted or refused are both fine; a panic or a failed property is the finding.
+    let _ = harness::check_verify_request(data);
+});
