@@ -24,6 +24,19 @@ INSERT INTO users_new (id, tenant_id, username, password_hash, role, disabled, c
 DROP TABLE users;
 ALTER TABLE users_new RENAME TO users;
 CREATE INDEX users_tenant ON users (tenant_id);
+-- Triggers live with their table: the user-name checks of 0002 are made again on the new one.
+CREATE TRIGGER users_username_chars_insert BEFORE INSERT ON users
+WHEN NEW.username = '' OR length(NEW.username) > 100
+    OR NEW.username GLOB '*[^A-Za-z0-9._@+-]*'
+BEGIN
+    SELECT RAISE(ABORT, 'user name must be 1 to 100 of A-Z a-z 0-9 . _ @ + -');
+END;
+CREATE TRIGGER users_username_chars_update BEFORE UPDATE OF username ON users
+WHEN NEW.username = '' OR length(NEW.username) > 100
+    OR NEW.username GLOB '*[^A-Za-z0-9._@+-]*'
+BEGIN
+    SELECT RAISE(ABORT, 'user name must be 1 to 100 of A-Z a-z 0-9 . _ @ + -');
+END;
 
 CREATE TABLE sessions (
     id            TEXT PRIMARY KEY,

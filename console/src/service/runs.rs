@@ -153,6 +153,7 @@ pub async fn cancel(
         log: None,
         started_at: run.started_at,
         finished_at: now,
+        reported_by: None,
     };
     let run = match tx.complete_run(id, None, &completion).await? {
         Completion::Applied(run) => run,

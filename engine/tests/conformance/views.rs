@@ -22,6 +22,7 @@ fn done(state: RunState, started_at: i64, finished_at: i64) -> RunCompletion {
         log: None,
         started_at: Some(started_at),
         finished_at,
+        reported_by: None,
     }
 }
 
