@@ -55,9 +55,6 @@ fn chaos(scenario: &str, seconds: u32) -> serde_json::Value {
 }
 
 #[test]
-#[ignore = "fails until the engine holds its guarantees under pauses (issue 10): while one engine \
-            is stopped for 10 s, runs whose handler succeeded end `lost` and their occurrences \
-            start again (measured in 2 runs: 57 and 32 duplicate starts, 55 and 34 lost results)"]
 fn engines_paused_in_turn_keep_every_guarantee() {
     chaos("engine-pause", 38);
 }
@@ -68,11 +65,6 @@ fn engines_killed_in_turn_keep_every_guarantee() {
 }
 
 #[test]
-#[ignore = "fails intermittently until the engine holds its guarantees across a database restart \
-            (issue 10): a run dispatched while PostgreSQL stops is started again, same run id, \
-            on another wrapper after its lease ends, and a wrapper whose heartbeats could not be \
-            recorded is declared lost with its running runs (measured in 4 runs: 0 violations \
-            twice, then 29 and 47 duplicate starts, 3 and 4 concurrent, 23 and 46 lost results)"]
 fn postgres_restarted_mid_load_keeps_every_guarantee() {
     chaos("pg-restart", 32);
 }
