@@ -12,8 +12,6 @@ use std::time::Duration;
 
 use actix_web::{App, HttpServer};
 use clap::Args;
-use figment::Figment;
-use figment::providers::{Env, Format, Serialized, Toml};
 use mthpt_engine::clock::SystemClock;
 use mthpt_engine::store::{self, Store, redact_url};
 use serde::{Deserialize, Serialize};
@@ -80,18 +78,8 @@ impl Default for Settings {
 }
 
 fn settings(args: &ConsoleArgs) -> Result<Settings, String> {
-    let mut figment = Figment::from(Serialized::defaults(Settings::default()));
-    if let Some(path) = &args.config {
-        if !path.is_file() {
-            return Err(format!("config file {} does not exist", path.display()));
-        }
-        figment = figment.merge(Toml::file(path));
-    }
-    let s: Settings = figment
-        .merge(Env::prefixed("MTHPT_").ignore(&["config"]))
-        .merge(Serialized::defaults(args))
-        .extract()
-        .map_err(|e| format!("invalid settings: {e}"))?;
+    let s: Settings =
+        super::process::layered_settings(Settings::default(), args.config.as_deref(), args)?;
     if s.workers == 0 {
         return Err("workers must be at least 1".to_owned());
     }

@@ -10,8 +10,6 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::Args;
-use figment::Figment;
-use figment::providers::{Env, Format, Serialized, Toml};
 use mthpt_engine::clock::SystemClock;
 use mthpt_engine::dispatcher::DispatchConfig;
 use mthpt_engine::runtime::{EngineConfig, EngineNode, default_node_id};
@@ -140,18 +138,7 @@ impl Default for Settings {
 }
 
 fn settings(args: &EngineArgs) -> Result<Settings, String> {
-    let mut figment = Figment::from(Serialized::defaults(Settings::default()));
-    if let Some(path) = &args.config {
-        if !path.is_file() {
-            return Err(format!("config file {} does not exist", path.display()));
-        }
-        figment = figment.merge(Toml::file(path));
-    }
-    figment
-        .merge(Env::prefixed("MTHPT_").ignore(&["config"]))
-        .merge(Serialized::defaults(args))
-        .extract()
-        .map_err(|e| format!("invalid settings: {e}"))
+    super::process::layered_settings(Settings::default(), args.config.as_deref(), args)
 }
 
 impl Settings {

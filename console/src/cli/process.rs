@@ -1,4 +1,32 @@
-//! What every long-running subcommand shares: logging and the shutdown signal.
+//! What every long-running subcommand shares: layered settings, logging and the shutdown
+//! signal.
+
+/// Settings layered in rising precedence: `defaults`, the TOML file `config` (which must exist
+/// when named), `MTHPT_*` environment variables, then the flags given in `args`.
+pub fn layered_settings<S, A>(
+    defaults: S,
+    config: Option<&std::path::Path>,
+    args: &A,
+) -> Result<S, String>
+where
+    S: serde::Serialize + serde::de::DeserializeOwned,
+    A: serde::Serialize,
+{
+    use figment::Figment;
+    use figment::providers::{Env, Format, Serialized, Toml};
+    let mut figment = Figment::from(Serialized::defaults(defaults));
+    if let Some(path) = config {
+        if !path.is_file() {
+            return Err(format!("config file {} does not exist", path.display()));
+        }
+        figment = figment.merge(Toml::file(path));
+    }
+    figment
+        .merge(Env::prefixed("MTHPT_").ignore(&["config"]))
+        .merge(Serialized::defaults(args))
+        .extract()
+        .map_err(|e| format!("invalid settings: {e}"))
+}
 
 /// How log lines look.
 #[derive(
