@@ -1,9 +1,16 @@
-//! The SQL both backends share, written once.
+//! The SQL both backends share, written once, one file per domain (the map is in the
+//! [`store`](crate::store) docs).
 //!
-//! [`tx_impl!`] expands the `Tx` implementation for a backend's transaction type. Its body holds
-//! every operation whose SQL is the same on PostgreSQL and SQLite (`$N` placeholders work on
-//! both); the backend passes its row-locking clauses and the operations whose SQL differs
-//! (arrays, batch inserts, claiming).
+//! [`tx_impl!`] writes a backend's `impl Tx`: the backend's own operations (where the SQL
+//! differs: arrays, batch inserts, claiming) and then every domain's shared ones. `$N`
+//! placeholders work on both backends; a shared statement that locks rows appends the
+//! backend's `for_update`/`skip_locked` clause (empty on SQLite, which has one writer at a
+//! time).
+//!
+//! A new shared operation goes into its domain's macro (`tenant_ops!` in `tenants.rs`, …); a
+//! new domain file into the list in [`tx_impl!`]. How the domains join is told at [`tx_ops!`].
+
+pub(super) mod tenants;
 
 use sqlx::error::ErrorKind;
 
@@ -174,11 +181,6 @@ impl CompletionPlan {
     }
 }
 
-/// Expands `impl Tx for $tx`. `$for_update` and `$skip_locked` are the backend's
-/// row-locking clauses (empty where the backend serialises writers instead); the braces hold
-/// the backend's own operations.
-/// `UPDATE runs SET <set>` of a claimed run, fenced: `$1` run id, `$2` claim owner, `$3` fence
-/// token, `$4` now (the lease must not have ended); the SET clause's own values start at `$5`.
 /// Binds a task definition's columns, in the order `insert_task` and `update_task_row` list
 /// them (from the app id to `paused`), after the statement's own leading parameters.
 macro_rules! bind_task_definition {
@@ -213,6 +215,8 @@ macro_rules! bind_task_definition {
 }
 pub(crate) use bind_task_definition;
 
+/// `UPDATE runs SET <set>` of a claimed run, fenced: `$1` run id, `$2` claim owner, `$3` fence
+/// token, `$4` now (the lease must not have ended); the SET clause's own values start at `$5`.
 macro_rules! fenced_update {
     ($set:literal) => {
         concat!(
@@ -226,6 +230,9 @@ macro_rules! fenced_update {
 }
 pub(crate) use fenced_update;
 
+/// Writes `impl Tx for $tx`: the backend's own operations (the braces) and every domain's
+/// shared ones. `$for_update` and `$skip_locked` are the backend's row-locking clauses (empty
+/// where the backend serialises writers instead).
 macro_rules! tx_impl {
     (
         $tx:ty,
@@ -233,100 +240,8 @@ macro_rules! tx_impl {
         skip_locked = $skip_locked:literal,
         { $($dialect:tt)* }
     ) => {
-        #[async_trait::async_trait]
-        impl $crate::store::Tx for $tx {
+        $crate::store::shared::tx_ops!($tx, $for_update, $skip_locked, [tenants::tenant_ops], {
             $($dialect)*
-
-            // ---- tenants -------------------------------------------------------------
-
-            async fn create_tenant(&mut self, new: &NewTenant, now: i64) -> Result<Tenant> {
-                new.validate()?;
-                sqlx::query_as(
-                    "INSERT INTO tenants (name, display_name, node_group, disabled, created_at, updated_at)
-                     VALUES ($1, $2, $3, FALSE, $4, $4) RETURNING *",
-                )
-                .bind(&new.name)
-                .bind(&new.display_name)
-                .bind(&new.node_group)
-                .bind(now)
-                .fetch_one(&mut *self.tx)
-                .await
-                .map_err(|e| unique_or(e, || format!("a tenant named {:?} already exists", new.name)))
-            }
-
-            async fn get_tenant(&mut self, id: TenantId) -> Result<Tenant> {
-                let row = sqlx::query_as("SELECT * FROM tenants WHERE id = $1")
-                    .bind(id)
-                    .fetch_optional(&mut *self.tx)
-                    .await?;
-                found(row, || format!("tenant {id}"))
-            }
-
-            async fn find_tenant_by_name(&mut self, name: &str) -> Result<Option<Tenant>> {
-                Ok(sqlx::query_as("SELECT * FROM tenants WHERE name = $1")
-                    .bind(name)
-                    .fetch_optional(&mut *self.tx)
-                    .await?)
-            }
-
-            async fn list_tenants(&mut self) -> Result<Vec<Tenant>> {
-                Ok(sqlx::query_as("SELECT * FROM tenants ORDER BY id")
-                    .fetch_all(&mut *self.tx)
-                    .await?)
-            }
-
-            async fn update_tenant(
-                &mut self,
-                id: TenantId,
-                update: &TenantUpdate,
-                now: i64,
-            ) -> Result<Tenant> {
-                update.validate()?;
-                let row: Option<Tenant> = sqlx::query_as(
-                    "UPDATE tenants SET display_name = COALESCE($2, display_name),
-                         node_group = COALESCE($3, node_group), disabled = COALESCE($4, disabled),
-                         updated_at = $5
-                     WHERE id = $1 RETURNING *",
-                )
-                .bind(id)
-                .bind(update.display_name.as_deref())
-                .bind(update.node_group.as_deref())
-                .bind(update.disabled)
-                .bind(now)
-                .fetch_optional(&mut *self.tx)
-                .await?;
-                let tenant = found(row, || format!("tenant {id}"))?;
-                if update.node_group.is_some() {
-                    sqlx::query("UPDATE runs SET node_group = $2 WHERE tenant_id = $1 AND state = 'pending'")
-                        .bind(id)
-                        .bind(&tenant.node_group)
-                        .execute(&mut *self.tx)
-                        .await?;
-                }
-                Ok(tenant)
-            }
-
-            async fn delete_tenant(&mut self, id: TenantId) -> Result<()> {
-                let done = sqlx::query("DELETE FROM tenants WHERE id = $1")
-                    .bind(id)
-                    .execute(&mut *self.tx)
-                    .await?;
-                if done.rows_affected() == 0 {
-                    return Err(StoreError::NotFound(format!("tenant {id}")));
-                }
-                Ok(())
-            }
-
-            async fn lock_tenant(&mut self, id: TenantId) -> Result<()> {
-                let row: Option<(TenantId,)> =
-                    sqlx::query_as(concat!("SELECT id FROM tenants WHERE id = $1", $for_update))
-                        .bind(id)
-                        .fetch_optional(&mut *self.tx)
-                        .await?;
-                found(row, || format!("tenant {id}")).map(|_| ())
-            }
-
-            // ---- users and tokens ------------------------------------------------------
 
             async fn create_user(&mut self, new: &NewUser, now: i64) -> Result<User> {
                 new.validate()?;
@@ -483,8 +398,6 @@ macro_rules! tx_impl {
                 }
                 Ok(())
             }
-
-            // ---- apps and executors ----------------------------------------------------
 
             async fn create_app(&mut self, tenant: TenantId, new: &NewApp, now: i64) -> Result<App> {
                 new.validate()?;
@@ -700,8 +613,6 @@ macro_rules! tx_impl {
                 .fetch_all(&mut *self.tx)
                 .await?)
             }
-
-            // ---- tasks and dependencies ------------------------------------------------
 
             async fn insert_task(
                 &mut self,
@@ -944,8 +855,6 @@ macro_rules! tx_impl {
                 .fetch_all(&mut *self.tx)
                 .await?)
             }
-
-            // ---- runs -----------------------------------------------------------------
 
             async fn insert_run(&mut self, run: &NewRun, now: i64) -> Result<Option<Run>> {
                 sqlx::query_as(
@@ -1262,8 +1171,6 @@ macro_rules! tx_impl {
                 .await?)
             }
 
-            // ---- alarms ---------------------------------------------------------------
-
             async fn insert_alarm(&mut self, alarm: &NewAlarm, now: i64) -> Result<Option<Alarm>> {
                 Ok(sqlx::query_as(
                     "INSERT INTO alarms (tenant_id, kind, severity, task_id, run_id, executor_id, node_id,
@@ -1343,8 +1250,6 @@ macro_rules! tx_impl {
                 found(row, || format!("alarm {id}"))
             }
 
-            // ---- engine nodes and audit ----------------------------------------------
-
             async fn heartbeat_node(&mut self, beat: &NodeHeartbeat, now: i64) -> Result<EngineNode> {
                 Ok(sqlx::query_as(
                     "INSERT INTO engine_nodes (id, node_groups, address, started_at, last_heartbeat_at, state)
@@ -1408,8 +1313,6 @@ macro_rules! tx_impl {
                 .fetch_all(&mut *self.tx)
                 .await?)
             }
-
-            // ---- console views -------------------------------------------------------
 
             async fn run_samples(
                 &mut self,
@@ -1528,8 +1431,6 @@ macro_rules! tx_impl {
                 .await?)
             }
 
-            // ---- console sessions and sign-in attempts -------------------------------
-
             async fn create_session(
                 &mut self,
                 new: &crate::tenant::NewSession,
@@ -1629,7 +1530,7 @@ macro_rules! tx_impl {
                 .await?;
                 Ok((by_user, by_address))
             }
-        }
+        });
 
         impl $tx {
             /// Why a versioned task write matched no row: not found, or a version conflict;
@@ -1660,10 +1561,33 @@ macro_rules! tx_impl {
         }
     };
 }
+pub(crate) use tx_impl;
+
+/// Joins the domains into one `impl Tx`. `async_trait` must see every method of the impl at
+/// once, so a domain cannot add its methods by a macro call inside the impl block (that call
+/// would expand after `async_trait` ran). Instead each domain's macro appends its methods to
+/// the ones gathered so far (`{ … }`) and calls this one again with the rest of the list;
+/// after the last domain, this writes the impl block.
+macro_rules! tx_ops {
+    ($tx:ty, $for_update:literal, $skip_locked:literal, [], { $($done:tt)* }) => {
+        #[async_trait::async_trait]
+        impl $crate::store::Tx for $tx {
+            $($done)*
+        }
+    };
+    (
+        $tx:ty, $for_update:literal, $skip_locked:literal,
+        [$module:ident :: $domain:ident $(, $rest_module:ident :: $rest:ident)*],
+        $done:tt
+    ) => {
+        $crate::store::shared::$module::$domain!(
+            $tx, $for_update, $skip_locked, [$($rest_module::$rest),*], $done
+        );
+    };
+}
+pub(crate) use tx_ops;
 
 /// Whether `e` is a foreign-key violation.
 pub(super) fn is_fk(e: &sqlx::Error) -> bool {
     matches!(e, sqlx::Error::Database(db) if matches!(db.kind(), ErrorKind::ForeignKeyViolation))
 }
-
-pub(super) use tx_impl;
