@@ -13,6 +13,32 @@
 //! - time is an argument (`now`, epoch milliseconds from the engine's [`Clock`](crate::clock::Clock)),
 //!   never the database's clock;
 //! - dialect differences (row locking, arrays) stay inside the backends.
+//!
+//! Where things live (files of `engine/src/store/`):
+//!
+//! | File | What it holds |
+//! |---|---|
+//! | `mod.rs` | the seam: [`Store`], [`Tx`] (one section per domain), [`StoreError`], request and result types |
+//! | `postgres.rs`, `sqlite.rs` | connecting, migrating, transactions, and each backend's own SQL (arrays, batch writes, claiming with row locks) |
+//! | `shared/mod.rs` | `tx_impl!`, which writes each backend's `impl Tx` from its own SQL and the shared files below; error mapping |
+//! | `shared/tenants.rs` | tenants |
+//! | `shared/users.rs` | users and API tokens |
+//! | `shared/apps.rs` | apps and executor instances |
+//! | `shared/tasks.rs` | tasks and dependencies |
+//! | `shared/runs.rs` | runs: inserting, reading, fenced transitions, results, progress, watchdog queries |
+//! | `shared/completion.rs` | the checks a result passes and the plan of a batch of results |
+//! | `shared/alarms.rs` | alarms (the outbox) |
+//! | `shared/nodes.rs` | engine nodes |
+//! | `shared/audit.rs` | the audit trail |
+//! | `shared/views.rs` | console views: statistics samples, occurrence runs, idempotency keys, alarm mutes |
+//! | `shared/sessions.rs` | console sessions and sign-in attempts |
+//! | `ops.rs` | operations composed of several primitives, written once for both backends |
+//! | `reports.rs` | the types of the console views' operations |
+//!
+//! Each `shared/` file holds the operations whose SQL is the same on both backends and names the
+//! ones of its domain that each backend writes itself. The conformance suite
+//! (`engine/tests/store_conformance.rs`, cases in `engine/tests/conformance/`) runs every case
+//! on both backends.
 
 mod ops;
 mod postgres;
