@@ -106,6 +106,26 @@ pub fn check_username(field: &str, value: &str) -> Result<(), FieldError> {
     }
 }
 
+/// Checks a task name: 1–100 of `A-Z a-z 0-9 . _ -`, starting with a letter or digit (no
+/// spaces: task names travel in command lines, task files, logs and run requests). The schema
+/// holds the same rule for new names (migration 0006).
+pub fn check_task_name(field: &str, value: &str) -> Result<(), FieldError> {
+    check_len(field, value, 1, 100)?;
+    let mut chars = value.chars();
+    let first_ok = chars.next().is_some_and(|c| c.is_ascii_alphanumeric());
+    let rest_ok = chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+    if first_ok && rest_ok {
+        Ok(())
+    } else {
+        Err(FieldError::new(
+            field,
+            format!(
+                "{value:?} is not a valid task name: use letters, digits, '.', '_' and '-', starting with a letter or digit"
+            ),
+        ))
+    }
+}
+
 /// Checks that an optional number lies in `min..=max`.
 pub fn check_range(field: &str, value: i64, min: i64, max: i64) -> Result<(), FieldError> {
     if value < min || value > max {
@@ -168,6 +188,28 @@ mod tests {
         assert!(check_username("username", "alice.smith+ops@example.com").is_ok());
         for bad in ["", "alice smith", "alice\n", "ali:ce", "élise"] {
             assert!(check_username("username", bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn task_names_are_letters_digits_dots_underscores_and_dashes() {
+        for ok in ["nightly-report", "Billing.Sync_v2", "7am", &"a".repeat(100)] {
+            assert_eq!(check_task_name("name", ok), Ok(()), "{ok:?}");
+        }
+        for bad in [
+            "",
+            "nightly report",
+            "-x",
+            ".hidden",
+            "_x",
+            "a/b",
+            "a:b",
+            "tâche",
+            "x\n",
+            &"a".repeat(101),
+        ] {
+            let err = check_task_name("name", bad).expect_err(bad);
+            assert_eq!(err.field, "name");
         }
     }
 
