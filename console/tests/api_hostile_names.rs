@@ -202,6 +202,20 @@ async fn task_names_outside_the_character_set_are_refused(app: TestApp) {
         (422, vec!["name".to_owned()]),
         "{body}"
     );
+    // A NUL character (which PostgreSQL cannot store) is refused naming the field, not a 500.
+    let (status, body) = answer(
+        app.op(Method::POST, "/api/v1/tokens")
+            .json(&json!({ "name": "ci\u{0}token" }))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        (status, fields(&body)),
+        (422, vec!["name".to_owned()]),
+        "{body}"
+    );
     // In a task file, the entry is named.
     let (status, body) = answer(
         app.op(Method::POST, "/api/v1/tenants/acme/tasks/apply")

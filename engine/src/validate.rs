@@ -20,8 +20,12 @@ impl FieldError {
     }
 }
 
-/// Checks that `value` has between `min` and `max` characters.
+/// Checks that `value` has between `min` and `max` characters, none of them NUL (PostgreSQL
+/// cannot store a NUL in text: it would fail the write instead of naming the field).
 pub fn check_len(field: &str, value: &str, min: usize, max: usize) -> Result<(), FieldError> {
+    if value.contains('\0') {
+        return Err(FieldError::new(field, "must not contain NUL characters"));
+    }
     let n = value.chars().count();
     if n < min {
         return Err(FieldError::new(
@@ -211,6 +215,13 @@ mod tests {
             let err = check_task_name("name", bad).expect_err(bad);
             assert_eq!(err.field, "name");
         }
+    }
+
+    #[test]
+    fn text_with_a_nul_character_is_refused_naming_the_field() {
+        let err = check_len("name", "ci\0token", 1, 100).unwrap_err();
+        assert_eq!(err.field, "name");
+        assert!(err.reason.contains("NUL"), "{}", err.reason);
     }
 
     #[test]
