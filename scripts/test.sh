@@ -114,4 +114,6 @@ if [ "$lint" = 1 ]; then
 fi
 say "cargo test (PostgreSQL at ${MTHPT_TEST_DATABASE_URL%%@*}@..., SQLite in temp files)"
 cargo test --workspace --locked
+say "schemathesis against the console API (PostgreSQL, operator token)"
+scripts/schemathesis.sh
 say "all checks passed"

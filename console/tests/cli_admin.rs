@@ -138,3 +138,66 @@ async fn an_operator_sets_up_a_tenant_from_the_command_line() {
     assert!(String::from_utf8_lossy(&after.stderr).contains("401 unauthenticated"));
     app.stop().await;
 }
+
+#[tokio::test]
+async fn an_operator_restricts_a_tenants_executor_hosts_from_the_command_line() {
+    let app = spawn_app(Backend::Sqlite).await;
+    let (url, op) = (app.base_url.clone(), app.operator_token.clone());
+
+    let created = stdout(
+        &mthpt(
+            &url,
+            &op,
+            &["tenant", "create", "acme", "--executor-host", "10.0.0.5"],
+        )
+        .await,
+    );
+    assert_eq!(field(&created, "executor hosts"), "10.0.0.5", "{created}");
+    let set = stdout(
+        &mthpt(
+            &url,
+            &op,
+            &[
+                "tenant",
+                "set-executor-hosts",
+                "acme",
+                "10.0.0.6",
+                "*.Jobs.Example.com",
+            ],
+        )
+        .await,
+    );
+    assert_eq!(
+        field(&set, "executor hosts"),
+        "10.0.0.6,*.jobs.example.com",
+        "{set}"
+    );
+    let shown = stdout(&mthpt(&url, &op, &["tenant", "show", "acme"]).await);
+    assert_eq!(
+        field(&shown, "executor hosts"),
+        "10.0.0.6,*.jobs.example.com",
+        "{shown}"
+    );
+    let list = stdout(&mthpt(&url, &op, &["tenant", "list"]).await);
+    assert!(
+        list.lines()
+            .any(|l| l.starts_with("acme\tdefault\tfalse\t10.0.0.6,*.jobs.example.com\t")),
+        "{list}"
+    );
+
+    // A wrong entry: the API's refusal names it, and the command fails.
+    let bad = mthpt(
+        &url,
+        &op,
+        &["tenant", "set-executor-hosts", "acme", "http://x:1"],
+    )
+    .await;
+    assert!(!bad.status.success());
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(err.contains("executor_hosts[0]"), "{err}");
+
+    // No host: any host again.
+    let cleared = stdout(&mthpt(&url, &op, &["tenant", "set-executor-hosts", "acme"]).await);
+    assert_eq!(field(&cleared, "executor hosts"), "any", "{cleared}");
+    app.stop().await;
+}

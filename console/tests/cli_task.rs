@@ -113,3 +113,44 @@ async fn applying_the_example_twice_changes_nothing_sqlite() {
 async fn applying_the_example_twice_changes_nothing_postgres() {
     applying_the_example_twice_changes_nothing(Backend::Postgres).await;
 }
+
+/// A task file naming a task outside the character set is refused, and the command names the
+/// entry's field.
+#[tokio::test]
+async fn applying_a_file_with_a_bad_task_name_names_the_field() {
+    let app = spawn_app(Backend::Sqlite).await;
+    let demo = app.tenant("demo").await;
+    let mut tx = app.store().begin().await.unwrap();
+    tx.create_app(
+        demo.id,
+        &NewApp {
+            name: "demo".into(),
+            secret: "0123456789abcdef-secret".into(),
+        },
+        SystemClock.now_ms(),
+    )
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+    let (_, token) = app.user(Some(&demo), "ada", Role::TenantAdmin).await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tasks.toml");
+    std::fs::write(
+        &path,
+        "[[tasks]]\nname = \"fine\"\napp = \"demo\"\nhandler = \"h\"\nschedule = { kind = \"manual\" }\n\n\
+         [[tasks]]\nname = \"nightly report\"\napp = \"demo\"\nhandler = \"h\"\nschedule = { kind = \"manual\" }\n",
+    )
+    .unwrap();
+    let (code, out, err) = mthpt_task(&app, &token, &["apply", "-f", path.to_str().unwrap()]).await;
+    assert_ne!(code, 0, "{out}");
+    assert!(err.contains("tasks[1].name"), "{err}");
+    assert!(err.contains("nightly report"), "{err}");
+    let mut tx = app.store().begin_read().await.unwrap();
+    assert_eq!(
+        tx.find_task_by_name(demo.id, "fine").await.unwrap(),
+        None,
+        "nothing applied"
+    );
+    drop(tx);
+    app.stop().await;
+}

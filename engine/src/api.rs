@@ -277,7 +277,7 @@ async fn signed<Req, Resp, F, Fut>(
 where
     Req: DeserializeOwned,
     Resp: Serialize + Send + 'static,
-    F: FnOnce(web::Data<CallbackApi>, App, Req) -> Fut + Send + 'static,
+    F: FnOnce(web::Data<CallbackApi>, App, String, Req) -> Fut + Send + 'static,
     Fut: Future<Output = Result<Resp, ApiError>> + Send,
 {
     let incoming = Incoming::of(&req);
@@ -314,12 +314,21 @@ where
     };
     // Every log line of the work names the app by its key, `<tenant>.<app>`.
     let span = tracing::info_span!("callback", app = %headers.app);
+    let key = headers.app;
     let answer = on_engine(api, move |api| async move {
         let request: Req = parse(&body)?;
-        work(api, app, request).instrument(span).await
+        work(api, app, key, request).instrument(span).await
     })
     .await?;
     ok(&answer)
+}
+
+/// Why an executor of app `key` at `host` is refused.
+fn host_not_allowed(host: &str, tenant: &str, key: &str) -> String {
+    format!(
+        "executor host {host:?} is not in the allow-list of executor hosts of tenant {tenant:?} \
+         (app {key})"
+    )
 }
 
 /// Why a callback was refused; each maps to one protocol error code and HTTP status.
@@ -331,6 +340,9 @@ pub enum ApiError {
     /// Not a valid request body: 400.
     #[error("{0}")]
     Malformed(String),
+    /// An executor whose host the tenant's allow-list does not allow: 403.
+    #[error("{0}")]
+    HostNotAllowed(String),
     /// The body could not be read within the limits: too large (413), too slow (408), too
     /// many bodies being received (503) or broken framing (400).
     #[error("{0}")]
@@ -345,6 +357,7 @@ impl ApiError {
         match self {
             ApiError::Unauthorized(_) => ErrorCode::Unauthorized,
             ApiError::Malformed(_) => ErrorCode::Malformed,
+            ApiError::HostNotAllowed(_) => ErrorCode::HostNotAllowed,
             ApiError::Body(e) => e.code(),
             ApiError::Unavailable(_) => ErrorCode::Unavailable,
         }
@@ -402,7 +415,7 @@ async fn register(
         req,
         body,
         api,
-        move |api, app, reg: RegisterRequest| async move {
+        move |api, app, key, reg: RegisterRequest| async move {
             let registration = ExecutorRegistration {
                 app_id: app.id,
                 instance_id: reg.instance_id,
@@ -411,8 +424,25 @@ async fn register(
                 handlers: reg.handlers.into_iter().map(|h| h.name).collect(),
                 labels: reg.labels,
             };
+            registration
+                .validate()
+                .map_err(|f| ApiError::Malformed(f.to_string()))?;
             let now = api.clock.now_ms();
             let mut tx = api.store.begin().await?;
+            let tenant = tx.get_tenant(app.tenant_id).await?;
+            if let Some(host) = tenant.refused_executor_host(&registration.base_url) {
+                drop(tx);
+                tracing::warn!(
+                    instance = %registration.instance_id, url = %registration.base_url, %host,
+                    tenant = %tenant.name,
+                    "executor registration refused: host not in the tenant's allow-list"
+                );
+                return Err(ApiError::HostNotAllowed(host_not_allowed(
+                    &host,
+                    &tenant.name,
+                    &key,
+                )));
+            }
             let e = tx.register_executor(&registration, now).await?;
             tx.commit().await?;
             api.directory.invalidate(app.id);
@@ -439,7 +469,7 @@ async fn heartbeat(
         req,
         body,
         api,
-        move |api, app, beat: HeartbeatRequest| async move {
+        move |api, app, key, beat: HeartbeatRequest| async move {
             let now = api.clock.now_ms();
             // The heartbeat alone, in a transaction of its own that takes no run lock: it must
             // never wait behind result writes, or a busy node gets healthy instances declared
@@ -456,9 +486,19 @@ async fn heartbeat(
                     now,
                 )
                 .await?;
+            // An instance whose host the tenant's allow-list no longer allows gets no new runs
+            // (draining: the runs it holds may still report) and is told it is not known, so
+            // it registers again — and is refused, naming the host, until the list allows it.
+            let mut refused = None;
+            if let Some(e) = &known {
+                let tenant = tx.get_tenant(e.tenant_id).await?;
+                refused = tenant
+                    .refused_executor_host(&e.base_url)
+                    .map(|host| (host, tenant.name));
+            }
             let mut changed = false;
             if let Some(e) = &known
-                && beat.draining
+                && (beat.draining || refused.is_some())
                 && e.state == ExecutorState::Up
             {
                 tx.set_executor_state(app.id, &beat.instance_id, ExecutorState::Draining, now)
@@ -468,6 +508,14 @@ async fn heartbeat(
             tx.commit().await?;
             if changed {
                 api.directory.invalidate(app.id);
+            }
+            if let Some((host, tenant)) = refused {
+                tracing::warn!(
+                    instance = %beat.instance_id, %host, %tenant,
+                    "{}; the instance gets no new runs",
+                    host_not_allowed(&host, &tenant, &key)
+                );
+                return Ok(HeartbeatResponse { known: false });
             }
             let is_known = known.is_some();
             if let Some(e) = known {
@@ -546,7 +594,7 @@ async fn deregister(
         req,
         body,
         api,
-        move |api, app, dereg: DeregisterRequest| async move {
+        move |api, app, _key, dereg: DeregisterRequest| async move {
             let now = api.clock.now_ms();
             let mut tx = api.store.begin().await?;
             let e = tx
@@ -599,7 +647,7 @@ async fn results(
         req,
         body,
         api,
-        move |api, app, batch: ResultBatch| async move {
+        move |api, app, key, batch: ResultBatch| async move {
             if batch.results.len() > protocol::MAX_BATCH_ITEMS {
                 return Err(ApiError::Malformed(format!(
                     "at most {} results per batch",
@@ -628,11 +676,10 @@ async fn results(
                 match instances.get(&name).copied().flatten() {
                     Some(executor) => finishes.push((RunId(r.run_id), finish_of(r, executor))),
                     None => {
-                        tracing::warn!(app = %app.name, instance = %name, run = r.run_id, "result from an unregistered instance refused");
+                        tracing::warn!(app = %key, instance = %name, run = r.run_id, "result from an unregistered instance refused");
                         if let Some(item) = items.last_mut() {
                             item.message = Some(format!(
-                                "executor instance {name:?} is not registered for app {}",
-                                app.name
+                                "executor instance {name:?} is not registered for app {key}"
                             ));
                         }
                     }
@@ -655,7 +702,7 @@ async fn results(
                     ),
                     Err(StoreError::NotFound(what)) => (
                         ItemStatus::Rejected,
-                        Some(format!("{what} is unknown for app {}", app.name)),
+                        Some(format!("{what} is unknown for app {key}")),
                     ),
                     Err(StoreError::InvalidState(why)) => (ItemStatus::Rejected, Some(why)),
                     Err(e) => return Err(e.into()),
@@ -678,7 +725,7 @@ async fn progress(
         req,
         body,
         api,
-        move |api, app, batch: ProgressBatch| async move {
+        move |api, app, key, batch: ProgressBatch| async move {
             if batch.updates.len() + batch.logs.len() > 10 * protocol::MAX_BATCH_ITEMS {
                 return Err(ApiError::Malformed(
                     "too many progress items in one batch".to_owned(),
@@ -716,7 +763,7 @@ async fn progress(
                         ItemStatus::Rejected
                     },
                     message: (!recorded)
-                        .then(|| format!("run {run_id} is not running for app {}", app.name)),
+                        .then(|| format!("run {run_id} is not running for app {key}")),
                 });
             }
             tx.commit().await?;

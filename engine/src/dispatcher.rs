@@ -582,7 +582,7 @@ impl Dispatcher {
             ))),
         };
         if let Err(refusal) = &outcome {
-            tracing::debug!(instance = %instance.instance_id, why = %refusal.why, "batch not delivered");
+            tracing::debug!(app = %entry.key, instance = %instance.instance_id, why = %refusal.why, "batch not delivered");
             // Its heartbeat view is stale or it died: look again next time.
             self.directory.invalidate(entry.app.id);
         }
@@ -667,14 +667,17 @@ impl Dispatcher {
             };
             let path = protocol::paths::run_cancel(c.run.id.0);
             Some(async move {
+                let app = &entry.key;
                 match entry.client.post_json_raw(&base, &path, &body).await {
                     Ok(raw) if raw.status.is_success() => {
-                        tracing::info!(%path, "cancel request delivered");
+                        tracing::info!(%app, %path, "cancel request delivered");
                     }
                     Ok(raw) => {
-                        tracing::info!(%path, status = %raw.status, "cancel request refused")
+                        tracing::info!(%app, %path, status = %raw.status, "cancel request refused")
                     }
-                    Err(e) => tracing::info!(%path, error = %e, "cancel request not delivered"),
+                    Err(e) => {
+                        tracing::info!(%app, %path, error = %e, "cancel request not delivered")
+                    }
                 }
             })
         });

@@ -14,6 +14,7 @@ pub mod claimer;
 pub mod clock;
 pub mod directory;
 pub mod dispatcher;
+pub mod hosts;
 pub mod node;
 pub mod outcome;
 pub mod routing;

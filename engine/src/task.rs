@@ -7,7 +7,7 @@ use crate::app::AppId;
 use crate::macros::{id_type, text_enum};
 use crate::schedule::{Schedule, ScheduleKind, ScheduleSpec};
 use crate::tenant::TenantId;
-use crate::validate::{FieldError, check_len, check_range};
+use crate::validate::{FieldError, check_len, check_range, check_task_name};
 
 id_type!(
     /// Identifies a task.
@@ -181,7 +181,7 @@ impl TaskDefinition {
 
     /// Checks every field and returns the parsed schedule, or the first field that is wrong.
     pub fn validate(&self, now_ms: i64) -> Result<Schedule, FieldError> {
-        check_len("name", &self.name, 1, 200)?;
+        check_task_name("name", &self.name)?;
         check_len("description", &self.description, 0, 4000)?;
         check_len("handler", &self.handler, 1, 200)?;
         let params_len = self.params.to_string().len();

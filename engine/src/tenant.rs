@@ -5,7 +5,9 @@
 //! exactly one tenant as admin, operator or viewer.
 
 use serde::{Deserialize, Serialize};
+use sqlx::types::Json;
 
+use crate::hosts::{normalize_hosts, refused_host};
 use crate::macros::{id_type, text_enum};
 use crate::validate::{FieldError, check_len, check_slug, check_username};
 
@@ -38,6 +40,15 @@ pub struct Tenant {
     pub disabled: bool,
     pub created_at: i64,
     pub updated_at: i64,
+    /// The hosts its executors may register with (see [`crate::hosts`]); empty: any host.
+    pub executor_hosts: Json<Vec<String>>,
+}
+
+impl Tenant {
+    /// The host of `base_url` when this tenant's allow-list does not allow it (`None`: allowed).
+    pub fn refused_executor_host(&self, base_url: &str) -> Option<String> {
+        refused_host(&self.executor_hosts.0, base_url)
+    }
 }
 
 /// What is needed to create a tenant.
@@ -46,6 +57,9 @@ pub struct NewTenant {
     pub name: String,
     pub display_name: String,
     pub node_group: String,
+    /// The hosts its executors may register with; empty: any host.
+    #[serde(default)]
+    pub executor_hosts: Vec<String>,
 }
 
 impl NewTenant {
@@ -56,6 +70,7 @@ impl NewTenant {
             display_name: name.clone(),
             name,
             node_group: DEFAULT_NODE_GROUP.to_owned(),
+            executor_hosts: Vec::new(),
         }
     }
 
@@ -63,7 +78,8 @@ impl NewTenant {
     pub fn validate(&self) -> Result<(), FieldError> {
         check_slug("name", &self.name)?;
         check_len("display_name", &self.display_name, 1, 200)?;
-        check_slug("node_group", &self.node_group)
+        check_slug("node_group", &self.node_group)?;
+        normalize_hosts("executor_hosts", &self.executor_hosts).map(|_| ())
     }
 }
 
@@ -73,6 +89,9 @@ pub struct TenantUpdate {
     pub display_name: Option<String>,
     pub node_group: Option<String>,
     pub disabled: Option<bool>,
+    /// Replaces the allow-list of executor hosts (an empty list allows any host).
+    #[serde(default)]
+    pub executor_hosts: Option<Vec<String>>,
 }
 
 impl TenantUpdate {
@@ -83,6 +102,9 @@ impl TenantUpdate {
         }
         if let Some(g) = &self.node_group {
             check_slug("node_group", g)?;
+        }
+        if let Some(hosts) = &self.executor_hosts {
+            normalize_hosts("executor_hosts", hosts)?;
         }
         Ok(())
     }

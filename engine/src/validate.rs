@@ -20,8 +20,12 @@ impl FieldError {
     }
 }
 
-/// Checks that `value` has between `min` and `max` characters.
+/// Checks that `value` has between `min` and `max` characters, none of them NUL (PostgreSQL
+/// cannot store a NUL in text: it would fail the write instead of naming the field).
 pub fn check_len(field: &str, value: &str, min: usize, max: usize) -> Result<(), FieldError> {
+    if value.contains('\0') {
+        return Err(FieldError::new(field, "must not contain NUL characters"));
+    }
     let n = value.chars().count();
     if n < min {
         return Err(FieldError::new(
@@ -106,6 +110,26 @@ pub fn check_username(field: &str, value: &str) -> Result<(), FieldError> {
     }
 }
 
+/// Checks a task name: 1–100 of `A-Z a-z 0-9 . _ -`, starting with a letter or digit (no
+/// spaces: task names travel in command lines, task files, logs and run requests). The schema
+/// holds the same rule for new names (migration 0006).
+pub fn check_task_name(field: &str, value: &str) -> Result<(), FieldError> {
+    check_len(field, value, 1, 100)?;
+    let mut chars = value.chars();
+    let first_ok = chars.next().is_some_and(|c| c.is_ascii_alphanumeric());
+    let rest_ok = chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+    if first_ok && rest_ok {
+        Ok(())
+    } else {
+        Err(FieldError::new(
+            field,
+            format!(
+                "{value:?} is not a valid task name: use letters, digits, '.', '_' and '-', starting with a letter or digit"
+            ),
+        ))
+    }
+}
+
 /// Checks that an optional number lies in `min..=max`.
 pub fn check_range(field: &str, value: i64, min: i64, max: i64) -> Result<(), FieldError> {
     if value < min || value > max {
@@ -169,6 +193,35 @@ mod tests {
         for bad in ["", "alice smith", "alice\n", "ali:ce", "élise"] {
             assert!(check_username("username", bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn task_names_are_letters_digits_dots_underscores_and_dashes() {
+        for ok in ["nightly-report", "Billing.Sync_v2", "7am", &"a".repeat(100)] {
+            assert_eq!(check_task_name("name", ok), Ok(()), "{ok:?}");
+        }
+        for bad in [
+            "",
+            "nightly report",
+            "-x",
+            ".hidden",
+            "_x",
+            "a/b",
+            "a:b",
+            "tâche",
+            "x\n",
+            &"a".repeat(101),
+        ] {
+            let err = check_task_name("name", bad).expect_err(bad);
+            assert_eq!(err.field, "name");
+        }
+    }
+
+    #[test]
+    fn text_with_a_nul_character_is_refused_naming_the_field() {
+        let err = check_len("name", "ci\0token", 1, 100).unwrap_err();
+        assert_eq!(err.field, "name");
+        assert!(err.reason.contains("NUL"), "{}", err.reason);
     }
 
     #[test]

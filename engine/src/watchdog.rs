@@ -129,15 +129,15 @@ impl Probe for HealthProbe {
                 match answer {
                     Ok(Ok(health)) if health.instance_id == e.instance_id => Some(e.id),
                     Ok(Ok(health)) => {
-                        tracing::info!(instance = %e.instance_id, answered = %health.instance_id, "another instance answers at a silent instance's address");
+                        tracing::info!(app = %entry.key, instance = %e.instance_id, answered = %health.instance_id, "another instance answers at a silent instance's address");
                         None
                     }
                     Ok(Err(err)) => {
-                        tracing::info!(instance = %e.instance_id, error = %err, "silent instance does not answer its probe");
+                        tracing::info!(app = %entry.key, instance = %e.instance_id, error = %err, "silent instance does not answer its probe");
                         None
                     }
                     Err(_) => {
-                        tracing::info!(instance = %e.instance_id, "silent instance's probe timed out");
+                        tracing::info!(app = %entry.key, instance = %e.instance_id, "silent instance's probe timed out");
                         None
                     }
                 }

@@ -15,6 +15,7 @@ use conformance::{alarms, apps, claims, isolation, runs, tasks, tenants, views};
 on_both_backends!(
     tenants::migrating_twice_changes_nothing,
     tenants::tenants_are_created_read_updated_and_deleted,
+    tenants::executor_hosts_are_stored_normalised_and_replaced_whole,
     tenants::moving_a_tenant_to_another_node_group_moves_its_pending_runs,
     tenants::users_are_scoped_to_their_tenant_and_operators_to_none,
     tenants::api_tokens_authenticate_until_revoked_or_expired,

@@ -29,6 +29,10 @@ pub struct TenantBody {
     /// The engine node group that schedules this tenant's runs.
     pub node_group: String,
     pub disabled: bool,
+    /// The hosts its executors may register with: host names, IP addresses and `*.domain`
+    /// wildcards (any host below that domain), normalised (lower case, canonical IP text).
+    /// Empty: any host.
+    pub executor_hosts: Vec<String>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
@@ -41,6 +45,7 @@ impl From<Tenant> for TenantBody {
             display_name: t.display_name,
             node_group: t.node_group,
             disabled: t.disabled,
+            executor_hosts: t.executor_hosts.0,
             created_at: at(t.created_at),
             updated_at: at(t.updated_at),
         }
@@ -56,6 +61,8 @@ pub struct CreateTenant {
     pub display_name: Option<String>,
     /// Defaults to `default`.
     pub node_group: Option<String>,
+    /// The hosts its executors may register with (see `TenantBody`); defaults to any host.
+    pub executor_hosts: Option<Vec<String>>,
 }
 
 /// A change to a tenant: only the given fields change.
@@ -66,6 +73,9 @@ pub struct UpdateTenant {
     /// Moving a tenant moves its not-yet-claimed runs to the new group.
     pub node_group: Option<String>,
     pub disabled: Option<bool>,
+    /// Replaces the allow-list of executor hosts; `[]` allows any host. Instances already
+    /// registered at a host no longer allowed get no new runs from their next heartbeat on.
+    pub executor_hosts: Option<Vec<String>>,
 }
 
 /// Tenants the caller can see.
@@ -102,6 +112,7 @@ async fn create_tenant(
             .node_group
             .unwrap_or_else(|| DEFAULT_NODE_GROUP.to_owned()),
         name: body.name,
+        executor_hosts: body.executor_hosts.unwrap_or_default(),
     };
     let tenant = tenants::create(&services, &caller, &new).await?;
     Ok(HttpResponse::Created().json(TenantBody::from(tenant)))
@@ -123,7 +134,8 @@ async fn get_tenant(
     ))
 }
 
-/// Changes a tenant's display name, node group or disabled flag (operators).
+/// Changes a tenant's display name, node group, disabled flag or allow-list of executor hosts
+/// (operators).
 #[utoipa::path(tag = "tenants", params(("tenant" = String, Path, description = "tenant name")),
     request_body = UpdateTenant, responses(
     (status = 200, body = TenantBody),
@@ -143,6 +155,7 @@ async fn update_tenant(
         display_name: body.display_name,
         node_group: body.node_group,
         disabled: body.disabled,
+        executor_hosts: body.executor_hosts,
     };
     Ok(web::Json(
         tenants::update(&services, &caller, &path, &update)

@@ -40,9 +40,21 @@ pub enum TenantCommand {
         /// The engine node group that schedules it [default: default].
         #[arg(long)]
         node_group: Option<String>,
+        /// A host its executors may register with (repeat for more; `*.domain` for any host
+        /// below a domain) [default: any host].
+        #[arg(long = "executor-host", value_name = "HOST")]
+        executor_hosts: Vec<String>,
     },
     /// List the tenants you can see.
     List,
+    /// Show a tenant, with the hosts its executors may register with.
+    Show { name: String },
+    /// Replace the hosts a tenant's executors may register with (operators); no host: any.
+    SetExecutorHosts {
+        name: String,
+        /// Host names, IP addresses or `*.domain` wildcards.
+        hosts: Vec<String>,
+    },
 }
 
 /// `mthpt app …`
@@ -199,27 +211,99 @@ fn print_one(out: &Output, answer: &Value, lines: &[(&str, &str)]) {
     }
 }
 
-pub async fn tenant(args: TenantArgs) -> ExitCode {
-    finish(async {
-        let c = client(&args.api)?;
-        match args.command {
-            TenantCommand::Create {
-                name,
-                display_name,
-                node_group,
-            } => {
-                let body = json!({ "name": name, "display_name": display_name, "node_group": node_group });
-                let t = c.call(Method::POST, "/tenants", Some(&body)).await?;
-                print_one(&args.out, &t, &[("tenant", "name"), ("group", "node_group")]);
-            }
-            TenantCommand::List => {
-                let list = c.call(Method::GET, "/tenants", None).await?;
-                print_rows(&args.out, &list, &["name", "node_group", "disabled", "display_name"]);
-            }
-        }
-        Ok(())
+/// A tenant's allow-list of executor hosts as text: comma-separated, or `any`.
+fn hosts_text(tenant: &Value) -> String {
+    let hosts: Vec<&str> = tenant["executor_hosts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    if hosts.is_empty() {
+        "any".to_owned()
+    } else {
+        hosts.join(",")
     }
-    .await)
+}
+
+fn print_tenant(out: &Output, mut t: Value) {
+    if !out.json {
+        t["executor_hosts"] = Value::String(hosts_text(&t));
+    }
+    print_one(
+        out,
+        &t,
+        &[
+            ("tenant", "name"),
+            ("display", "display_name"),
+            ("group", "node_group"),
+            ("disabled", "disabled"),
+            ("executor hosts", "executor_hosts"),
+        ],
+    );
+}
+
+pub async fn tenant(args: TenantArgs) -> ExitCode {
+    finish(
+        async {
+            let c = client(&args.api)?;
+            match args.command {
+                TenantCommand::Create {
+                    name,
+                    display_name,
+                    node_group,
+                    executor_hosts,
+                } => {
+                    let body = json!({
+                        "name": name,
+                        "display_name": display_name,
+                        "node_group": node_group,
+                        "executor_hosts": executor_hosts,
+                    });
+                    let t = c.call(Method::POST, "/tenants", Some(&body)).await?;
+                    print_tenant(&args.out, t);
+                }
+                TenantCommand::List => {
+                    let mut list = c.call(Method::GET, "/tenants", None).await?;
+                    if let Some(rows) = list.as_array_mut() {
+                        for row in rows {
+                            row["executor_hosts"] = Value::String(hosts_text(row));
+                        }
+                    }
+                    print_rows(
+                        &args.out,
+                        &list,
+                        &[
+                            "name",
+                            "node_group",
+                            "disabled",
+                            "executor_hosts",
+                            "display_name",
+                        ],
+                    );
+                }
+                TenantCommand::Show { name } => {
+                    let t = c
+                        .call(Method::GET, &format!("/tenants/{}", segment(&name)), None)
+                        .await?;
+                    print_tenant(&args.out, t);
+                }
+                TenantCommand::SetExecutorHosts { name, hosts } => {
+                    let body = json!({ "executor_hosts": hosts });
+                    let t = c
+                        .call(
+                            Method::PATCH,
+                            &format!("/tenants/{}", segment(&name)),
+                            Some(&body),
+                        )
+                        .await?;
+                    print_tenant(&args.out, t);
+                }
+            }
+            Ok(())
+        }
+        .await,
+    )
 }
 
 pub async fn app(args: AppArgs) -> ExitCode {

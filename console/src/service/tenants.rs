@@ -36,7 +36,11 @@ pub async fn create(services: &Services, caller: &Caller, new: &NewTenant) -> Ap
             action: "tenant.create",
             target_kind: "tenant",
             target_id: tenant.id.to_string(),
-            details: json!({ "name": tenant.name, "node_group": tenant.node_group }),
+            details: json!({
+                "name": tenant.name,
+                "node_group": tenant.node_group,
+                "executor_hosts": tenant.executor_hosts.0,
+            }),
         },
         now,
     )
@@ -69,6 +73,7 @@ pub async fn update(
                 "display_name": update.display_name,
                 "node_group": update.node_group,
                 "disabled": update.disabled,
+                "executor_hosts": update.executor_hosts.as_ref().map(|_| &tenant.executor_hosts.0),
             }),
         },
         now,

@@ -372,7 +372,7 @@ pub async fn tasks_are_listed_with_filters_and_pages(store: Arc<dyn Store>) {
     let store = &*store;
     let w = world(store, "acme").await;
     let mut ids = Vec::new();
-    for name in ["alpha", "beta", "100%_done", "gamma", "delta"] {
+    for name in ["alpha", "beta", "100_done", "gamma", "delta"] {
         let mut def = manual(w.app.id, name);
         def.paused = name.starts_with('g');
         ids.push(create_task(store, &w, &def).await.0.id);
@@ -409,16 +409,33 @@ pub async fn tasks_are_listed_with_filters_and_pages(store: Arc<dyn Store>) {
             tx.list_tasks(
                 w.tenant.id,
                 &TaskFilter {
-                    name_contains: Some("%_".into()),
+                    name_contains: Some("0_d".into()),
                     ..Default::default()
                 }
             )
             .await
             .unwrap()
         ),
-        vec!["100%_done"],
+        vec!["100_done"],
         "wildcards in the filter are literal"
     );
+    for wildcard in ["l_h", "%"] {
+        assert_eq!(
+            names(
+                tx.list_tasks(
+                    w.tenant.id,
+                    &TaskFilter {
+                        name_contains: Some(wildcard.into()),
+                        ..Default::default()
+                    }
+                )
+                .await
+                .unwrap()
+            ),
+            Vec::<String>::new(),
+            "{wildcard:?} is literal: no name contains it"
+        );
+    }
     assert_eq!(
         names(
             tx.list_tasks(

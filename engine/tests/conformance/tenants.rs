@@ -24,7 +24,8 @@ pub async fn tenants_are_created_read_updated_and_deleted(store: Arc<dyn Store>)
             &NewTenant {
                 name: "acme".into(),
                 display_name: "ACME Corp".into(),
-                node_group: "eu".into()
+                node_group: "eu".into(),
+                executor_hosts: Vec::new(),
             },
             T0
         )
@@ -82,7 +83,8 @@ pub async fn tenants_are_created_read_updated_and_deleted(store: Arc<dyn Store>)
             &TenantUpdate {
                 display_name: Some("ACME".into()),
                 node_group: None,
-                disabled: Some(true)
+                disabled: Some(true),
+                executor_hosts: None,
             },
             T0 + SECOND
         )
@@ -107,6 +109,80 @@ pub async fn tenants_are_created_read_updated_and_deleted(store: Arc<dyn Store>)
         tx.delete_tenant(w.tenant.id).await,
         Err(StoreError::NotFound(_))
     ));
+}
+
+pub async fn executor_hosts_are_stored_normalised_and_replaced_whole(store: Arc<dyn Store>) {
+    let store = &*store;
+    let acme = in_tx!(store, |tx| tx
+        .create_tenant(
+            &NewTenant {
+                executor_hosts: vec![
+                    "Jobs-1.Internal".into(),
+                    "[::1]".into(),
+                    "jobs-1.internal".into()
+                ],
+                ..NewTenant::named("acme")
+            },
+            T0
+        )
+        .await
+        .unwrap());
+    assert_eq!(acme.executor_hosts.0, ["jobs-1.internal", "::1"]);
+    assert_eq!(
+        acme.refused_executor_host("http://JOBS-1.internal:9010"),
+        None
+    );
+    assert_eq!(
+        acme.refused_executor_host("http://10.0.0.9:9010")
+            .as_deref(),
+        Some("10.0.0.9")
+    );
+    let open = in_tx!(store, |tx| tx
+        .create_tenant(&NewTenant::named("open"), T0)
+        .await
+        .unwrap());
+    assert!(open.executor_hosts.0.is_empty(), "no list: any host");
+    assert_eq!(open.refused_executor_host("http://10.0.0.9:9010"), None);
+
+    // Another field's change leaves the list; a new list replaces it; an empty one clears it.
+    let set = |hosts: Option<Vec<String>>| TenantUpdate {
+        display_name: Some("ACME".into()),
+        executor_hosts: hosts,
+        ..Default::default()
+    };
+    let kept = in_tx!(store, |tx| tx
+        .update_tenant(acme.id, &set(None), T0)
+        .await
+        .unwrap());
+    assert_eq!(kept.executor_hosts, acme.executor_hosts);
+    let replaced = in_tx!(store, |tx| tx
+        .update_tenant(acme.id, &set(Some(vec!["*.Jobs.Example.com".into()])), T0)
+        .await
+        .unwrap());
+    assert_eq!(replaced.executor_hosts.0, ["*.jobs.example.com"]);
+    let mut tx = read(store).await;
+    assert_eq!(tx.get_tenant(acme.id).await.unwrap(), replaced);
+    drop(tx);
+    let cleared = in_tx!(store, |tx| tx
+        .update_tenant(acme.id, &set(Some(Vec::new())), T0)
+        .await
+        .unwrap());
+    assert!(cleared.executor_hosts.0.is_empty());
+
+    // A bad entry is refused naming it, and nothing changes.
+    let mut tx = store.begin().await.unwrap();
+    let bad = tx
+        .update_tenant(
+            acme.id,
+            &set(Some(vec!["ok.example.com".into(), "http://x:1".into()])),
+            T0,
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(bad, StoreError::Invalid(ref f) if f.field == "executor_hosts[1]"),
+        "{bad}"
+    );
 }
 
 pub async fn moving_a_tenant_to_another_node_group_moves_its_pending_runs(store: Arc<dyn Store>) {

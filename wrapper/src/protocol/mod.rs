@@ -630,6 +630,9 @@ pub enum ErrorCode {
     Unauthorized,
     /// 400: the body is not the expected JSON, or a value is out of range.
     Malformed,
+    /// 403: the request is understood and signed, but refused by the tenant's policy (an
+    /// executor whose host is not in the tenant's allow-list of executor hosts).
+    HostNotAllowed,
     /// 404: no such resource (e.g. unknown run).
     NotFound,
     /// 408: the request body did not arrive in time.
@@ -650,6 +653,7 @@ impl ErrorCode {
         match self {
             Self::Unauthorized => 401,
             Self::Malformed => 400,
+            Self::HostNotAllowed => 403,
             Self::NotFound => 404,
             Self::Timeout => 408,
             Self::LengthRequired => 411,

@@ -12,14 +12,17 @@ macro_rules! tenant_ops {
 
             async fn create_tenant(&mut self, new: &NewTenant, now: i64) -> Result<Tenant> {
                 new.validate()?;
+                let hosts = crate::hosts::normalize_hosts("executor_hosts", &new.executor_hosts)?;
                 sqlx::query_as(
-                    "INSERT INTO tenants (name, display_name, node_group, disabled, created_at, updated_at)
-                     VALUES ($1, $2, $3, FALSE, $4, $4) RETURNING *",
+                    "INSERT INTO tenants (name, display_name, node_group, disabled, created_at, updated_at,
+                         executor_hosts)
+                     VALUES ($1, $2, $3, FALSE, $4, $4, $5) RETURNING *",
                 )
                 .bind(&new.name)
                 .bind(&new.display_name)
                 .bind(&new.node_group)
                 .bind(now)
+                .bind(Json(hosts))
                 .fetch_one(&mut *self.tx)
                 .await
                 .map_err(|e| unique_or(e, || format!("a tenant named {:?} already exists", new.name)))
@@ -53,10 +56,14 @@ macro_rules! tenant_ops {
                 now: i64,
             ) -> Result<Tenant> {
                 update.validate()?;
+                let hosts = match &update.executor_hosts {
+                    Some(h) => Some(Json(crate::hosts::normalize_hosts("executor_hosts", h)?)),
+                    None => None,
+                };
                 let row: Option<Tenant> = sqlx::query_as(
                     "UPDATE tenants SET display_name = COALESCE($2, display_name),
                          node_group = COALESCE($3, node_group), disabled = COALESCE($4, disabled),
-                         updated_at = $5
+                         updated_at = $5, executor_hosts = COALESCE($6, executor_hosts)
                      WHERE id = $1 RETURNING *",
                 )
                 .bind(id)
@@ -64,6 +71,7 @@ macro_rules! tenant_ops {
                 .bind(update.node_group.as_deref())
                 .bind(update.disabled)
                 .bind(now)
+                .bind(hosts)
                 .fetch_optional(&mut *self.tx)
                 .await?;
                 let tenant = found(row, || format!("tenant {id}"))?;
