@@ -421,14 +421,15 @@ macro_rules! tx_impl {
             async fn create_api_token(&mut self, new: &NewApiToken, now: i64) -> Result<ApiToken> {
                 new.validate()?;
                 sqlx::query_as(
-                    "INSERT INTO api_tokens (user_id, name, token_hash, created_at, expires_at)
-                     VALUES ($1, $2, $3, $4, $5) RETURNING *",
+                    "INSERT INTO api_tokens (user_id, name, token_hash, created_at, expires_at, role)
+                     VALUES ($1, $2, $3, $4, $5, $6) RETURNING *",
                 )
                 .bind(new.user_id)
                 .bind(&new.name)
                 .bind(&new.token_hash)
                 .bind(now)
                 .bind(new.expires_at)
+                .bind(new.role.map(|r| r.as_str()))
                 .fetch_one(&mut *self.tx)
                 .await
                 .map_err(|e| match e {
@@ -1267,8 +1268,9 @@ macro_rules! tx_impl {
             async fn insert_alarm(&mut self, alarm: &NewAlarm, now: i64) -> Result<Option<Alarm>> {
                 Ok(sqlx::query_as(
                     "INSERT INTO alarms (tenant_id, kind, severity, task_id, run_id, executor_id, node_id,
-                         message, details, dedupe_key, created_at)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+                         message, details, dedupe_key, created_at, muted)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11,
+                         EXISTS (SELECT 1 FROM alarm_mutes WHERE task_id = $4 AND muted_until > $11))
                      ON CONFLICT DO NOTHING RETURNING *",
                 )
                 .bind(alarm.tenant_id)
@@ -1288,7 +1290,7 @@ macro_rules! tx_impl {
 
             async fn list_unpublished_alarms(&mut self, limit: i64) -> Result<Vec<Alarm>> {
                 Ok(sqlx::query_as(concat!(
-                    "SELECT * FROM alarms WHERE published_at IS NULL ORDER BY id LIMIT $1",
+                    "SELECT * FROM alarms WHERE published_at IS NULL AND muted = FALSE ORDER BY id LIMIT $1",
                     $skip_locked
                 ))
                 .bind(limit)
@@ -1310,10 +1312,12 @@ macro_rules! tx_impl {
             async fn list_alarms(&mut self, scope: Scope, filter: &AlarmFilter) -> Result<Vec<Alarm>> {
                 Ok(sqlx::query_as(
                     "SELECT * FROM alarms WHERE ($1 IS NULL OR tenant_id = $1)
-                       AND ($2 IS NULL OR kind = $2) AND ($3 = FALSE OR acknowledged_at IS NULL)
+                       AND ($2 IS NULL OR kind = $2)
+                       AND ($3 = FALSE OR (acknowledged_at IS NULL AND muted = FALSE))
                        AND ($4 IS NULL OR id < $4)
                        AND ($6 IS NULL OR severity = $6) AND ($7 IS NULL OR task_id = $7)
                        AND ($8 = FALSE OR acknowledged_at IS NOT NULL)
+                       AND ($9 IS NULL OR muted = $9)
                      ORDER BY id DESC LIMIT $5",
                 )
                 .bind(scope.tenant())
@@ -1324,6 +1328,7 @@ macro_rules! tx_impl {
                 .bind(filter.severity.map(|s| s.as_str()))
                 .bind(filter.task_id)
                 .bind(filter.acknowledged)
+                .bind(filter.muted)
                 .fetch_all(&mut *self.tx)
                 .await?)
             }
@@ -1628,6 +1633,58 @@ macro_rules! tx_impl {
                 .fetch_one(&mut *self.tx)
                 .await?;
                 Ok((by_user, by_address))
+            }
+
+            // ---- cancel requests and purges --------------------------------------------
+
+            async fn request_run_cancel(&mut self, tenant: TenantId, run: RunId, at: i64) -> Result<bool> {
+                let done = sqlx::query(
+                    "UPDATE runs SET cancel_pending_at = $3
+                     WHERE tenant_id = $1 AND id = $2 AND state = 'cancelled' AND executor_id IS NOT NULL",
+                )
+                .bind(tenant)
+                .bind(run)
+                .bind(at)
+                .execute(&mut *self.tx)
+                .await?;
+                Ok(done.rows_affected() > 0)
+            }
+
+            async fn take_cancel_requests(&mut self, now: i64, limit: i64) -> Result<Vec<Run>> {
+                Ok(sqlx::query_as(concat!(
+                    "UPDATE runs SET cancel_pending_at = NULL WHERE id IN (
+                         SELECT id FROM runs WHERE cancel_pending_at IS NOT NULL AND cancel_pending_at <= $1
+                         ORDER BY cancel_pending_at LIMIT $2",
+                    $skip_locked,
+                    ") RETURNING *"
+                ))
+                .bind(now)
+                .bind(limit)
+                .fetch_all(&mut *self.tx)
+                .await?)
+            }
+
+            async fn defer_cancel_request(&mut self, run: RunId, at: i64) -> Result<()> {
+                sqlx::query("UPDATE runs SET cancel_pending_at = $2 WHERE id = $1 AND state = 'cancelled'")
+                    .bind(run)
+                    .bind(at)
+                    .execute(&mut *self.tx)
+                    .await?;
+                Ok(())
+            }
+
+            async fn purge_trigger_keys(&mut self, created_before: i64, limit: i64) -> Result<u64> {
+                let done = sqlx::query(concat!(
+                    "DELETE FROM trigger_keys WHERE (tenant_id, key) IN (
+                         SELECT tenant_id, key FROM trigger_keys WHERE created_at < $1 LIMIT $2",
+                    $skip_locked,
+                    ")"
+                ))
+                .bind(created_before)
+                .bind(limit)
+                .execute(&mut *self.tx)
+                .await?;
+                Ok(done.rows_affected())
             }
         }
 
