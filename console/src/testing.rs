@@ -80,6 +80,11 @@ impl TestApp {
         self.db.store()
     }
 
+    /// The store, shared (to start an engine node on the same database).
+    pub fn shared_store(&self) -> Arc<dyn Store> {
+        self.db.shared()
+    }
+
     /// The full URL of an API path (`/api/v1/…`).
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base_url)
@@ -149,6 +154,7 @@ impl TestApp {
                 name: format!("test-{}", user.username),
                 token_hash: token_hash(&token),
                 expires_at,
+                role: None,
             },
             SystemClock.now_ms(),
         )

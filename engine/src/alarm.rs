@@ -61,6 +61,9 @@ pub struct Alarm {
     pub published_at: Option<i64>,
     pub acknowledged_at: Option<i64>,
     pub acknowledged_by: Option<String>,
+    /// Raised while its task's alarms were muted: recorded for history, never published (no
+    /// pop-up, no notification) and not open.
+    pub muted: bool,
 }
 
 /// An alarm to raise.
@@ -105,7 +108,7 @@ impl NewAlarm {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AlarmFilter {
     pub kind: Option<AlarmKind>,
-    /// Only alarms nobody has acknowledged yet.
+    /// Only open alarms: nobody has acknowledged them yet and they were not raised muted.
     pub unacknowledged: bool,
     /// Keyset paging, newest first: alarms with an id lower than this.
     pub before_id: Option<AlarmId>,
@@ -115,4 +118,7 @@ pub struct AlarmFilter {
     pub task_id: Option<TaskId>,
     /// Only alarms someone has acknowledged.
     pub acknowledged: bool,
+    /// Only alarms raised while their task's alarms were muted (`true`) or only the others
+    /// (`false`).
+    pub muted: Option<bool>,
 }

@@ -649,39 +649,51 @@ impl Dispatcher {
 
     /// Tells the executors of `runs` to cancel them (best effort: a gone executor is skipped).
     pub async fn cancel(&self, runs: &[Cancellation], reason: &str) {
+        let items: Vec<(&Cancellation, &str)> = runs.iter().map(|c| (c, reason)).collect();
+        self.cancel_each(&items).await;
+    }
+
+    /// Tells the executor of each run to cancel it, with the run's own reason. Returns the
+    /// runs whose request did not get through (the instance could not be reached); an
+    /// instance that answered, whatever it said, or that is gone, is not asked again.
+    pub async fn cancel_each(&self, runs: &[(&Cancellation, &str)]) -> Vec<RunId> {
         if runs.is_empty() {
-            return;
+            return Vec::new();
         }
         let now = self.clock.now_ms();
-        let mut app_ids: Vec<AppId> = runs.iter().map(|c| c.task.app_id).collect();
+        let mut app_ids: Vec<AppId> = runs.iter().map(|(c, _)| c.task.app_id).collect();
         app_ids.sort_unstable();
         app_ids.dedup();
         let Ok(entries) = self.directory.entries(&app_ids, now).await else {
-            return;
+            return runs.iter().map(|(c, _)| c.run.id).collect();
         };
-        let sends = runs.iter().filter_map(|c| {
+        let sends = runs.iter().filter_map(|(c, reason)| {
             let entry = entries.get(&c.task.app_id)?.clone();
             let base = entry.executor(c.run.executor_id?)?.base_url.clone();
             let body = CancelRequest {
-                reason: Some(reason.to_owned()),
+                reason: Some((*reason).to_owned()),
             };
             let path = protocol::paths::run_cancel(c.run.id.0);
+            let run = c.run.id;
             Some(async move {
                 let app = &entry.key;
                 match entry.client.post_json_raw(&base, &path, &body).await {
                     Ok(raw) if raw.status.is_success() => {
                         tracing::info!(%app, %path, "cancel request delivered");
+                        None
                     }
                     Ok(raw) => {
-                        tracing::info!(%app, %path, status = %raw.status, "cancel request refused")
+                        tracing::info!(%app, %path, status = %raw.status, "cancel request refused");
+                        None
                     }
                     Err(e) => {
-                        tracing::info!(%app, %path, error = %e, "cancel request not delivered")
+                        tracing::info!(%app, %path, error = %e, "cancel request not delivered");
+                        Some(run)
                     }
                 }
             })
         });
-        join_all(sends).await;
+        join_all(sends).await.into_iter().flatten().collect()
     }
 }
 

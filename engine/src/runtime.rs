@@ -23,7 +23,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use crate::api::CallbackApi;
-use crate::claimer::{ClaimConfig, Claimer, Fire};
+use crate::claimer::{Cancellation, ClaimConfig, Claimer, Fire};
 use crate::clock::Clock;
 use crate::directory::Directory;
 use crate::dispatcher::{ACK_TIMEOUT, DispatchConfig, Dispatcher};
@@ -31,6 +31,12 @@ use crate::node::{NodeHeartbeat, NodeState};
 use crate::run::{Fence, RunId};
 use crate::store::{DueListener, Store, StoreError};
 use crate::watchdog::{HealthProbe, WatchConfig, Watchdog};
+
+/// How long after a failed delivery a person's cancel request is sent again.
+pub const CANCEL_RETRY_MS: i64 = 2_000;
+
+/// How long after a run was cancelled its cancel request is still retried.
+pub const CANCEL_RETRY_FOR_MS: i64 = 60_000;
 
 /// Everything a node needs to know. [`EngineConfig::default`] gives working values.
 #[derive(Debug, Clone, PartialEq)]
@@ -457,9 +463,48 @@ impl Shared {
                             .cancel(&report.cancel, "deadline passed")
                             .await;
                     }
+                    if !report.cancel_requested.is_empty() {
+                        self.deliver_cancel_requests(&report.cancel_requested).await;
+                    }
                 }
                 Err(e) => tracing::warn!(error = %e, "watchdog pass failed"),
             }
+        }
+    }
+
+    /// Tells executors of the runs people cancelled to cancel them; a request that did not
+    /// get through is tried again [`CANCEL_RETRY_MS`] later, for up to [`CANCEL_RETRY_FOR_MS`]
+    /// after the run was cancelled (then the wrapper's own deadline, or the instance being
+    /// declared lost, ends it).
+    async fn deliver_cancel_requests(&self, runs: &[Cancellation]) {
+        let items: Vec<(&Cancellation, &str)> = runs
+            .iter()
+            .map(|c| {
+                tracing::info!(run = %c.run.id, task = %c.task.name, "run cancelled by a person; telling its executor");
+                (c, c.run.error.as_deref().unwrap_or("cancelled"))
+            })
+            .collect();
+        let failed = self.dispatcher.cancel_each(&items).await;
+        if failed.is_empty() {
+            return;
+        }
+        let now = self.clock.now_ms();
+        let again: Vec<RunId> = runs
+            .iter()
+            .filter(|c| failed.contains(&c.run.id))
+            .filter(|c| c.run.finished_at.unwrap_or(now) + CANCEL_RETRY_FOR_MS > now)
+            .map(|c| c.run.id)
+            .collect();
+        let outcome = async {
+            let mut tx = self.store.begin().await?;
+            for id in &again {
+                tx.defer_cancel_request(*id, now + CANCEL_RETRY_MS).await?;
+            }
+            tx.commit().await
+        }
+        .await;
+        if let Err(e) = outcome {
+            tracing::warn!(error = %e, runs = again.len(), "could not keep undelivered cancel requests");
         }
     }
 

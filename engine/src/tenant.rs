@@ -124,6 +124,56 @@ text_enum!(
     }
 );
 
+impl Role {
+    /// How much the role may do: an operator more than a tenant admin, an admin more than a
+    /// tenant operator, a tenant operator more than a viewer.
+    pub fn rank(self) -> u8 {
+        match self {
+            Role::Operator => 3,
+            Role::TenantAdmin => 2,
+            Role::TenantOperator => 1,
+            Role::TenantViewer => 0,
+        }
+    }
+
+    /// Whether the role belongs to a tenant (every role but `operator`).
+    pub fn is_tenant_role(self) -> bool {
+        self != Role::Operator
+    }
+
+    /// The lower of two roles.
+    pub fn lower(self, other: Role) -> Role {
+        if other.rank() < self.rank() {
+            other
+        } else {
+            self
+        }
+    }
+}
+
+// Read straight from a TEXT column (also as `Option<Role>` for a nullable one).
+impl<DB: sqlx::Database> sqlx::Type<DB> for Role
+where
+    String: sqlx::Type<DB>,
+{
+    fn type_info() -> DB::TypeInfo {
+        <String as sqlx::Type<DB>>::type_info()
+    }
+
+    fn compatible(ty: &DB::TypeInfo) -> bool {
+        <String as sqlx::Type<DB>>::compatible(ty)
+    }
+}
+
+impl<'r, DB: sqlx::Database> sqlx::Decode<'r, DB> for Role
+where
+    String: sqlx::Decode<'r, DB>,
+{
+    fn decode(value: DB::ValueRef<'r>) -> Result<Self, sqlx::error::BoxDynError> {
+        Ok(<String as sqlx::Decode<DB>>::decode(value)?.parse()?)
+    }
+}
+
 /// A person who signs in to the console or API.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, sqlx::FromRow)]
 pub struct User {
@@ -179,10 +229,22 @@ pub struct ApiToken {
     pub name: String,
     #[serde(skip)]
     pub token_hash: String,
+    /// A role below the user's that requests made with the token are limited to; `None`:
+    /// the user's role. See [`ApiToken::effective_role`].
+    pub role: Option<Role>,
     pub created_at: i64,
     pub expires_at: Option<i64>,
     pub last_used_at: Option<i64>,
     pub revoked_at: Option<i64>,
+}
+
+impl ApiToken {
+    /// What a request made with this token by `user` may do: the token's role, but never
+    /// more than the user's role now (a user demoted after issuing a token is demoted in it
+    /// too).
+    pub fn effective_role(&self, user: &User) -> Role {
+        self.role.map_or(user.role, |r| r.lower(user.role))
+    }
 }
 
 /// What is needed to create an API token: its owner and the hash of the secret value.
@@ -192,6 +254,8 @@ pub struct NewApiToken {
     pub name: String,
     pub token_hash: String,
     pub expires_at: Option<i64>,
+    /// A role below the user's to limit the token to; `None`: the user's role.
+    pub role: Option<Role>,
 }
 
 impl NewApiToken {

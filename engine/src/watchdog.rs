@@ -8,10 +8,16 @@
 //!   a direct probe ([`Probe`]); their running runs become `lost` (recovered when the task
 //!   allows) and `executor_lost` is raised;
 //! - reports engine nodes that stopped heartbeating (`node_lost`);
-//! - raises `not_started` for runs still waiting past their task's start timeout.
+//! - raises `not_started` for runs still waiting past their task's start timeout;
+//! - takes the cancel requests people made through the console for runs an executor instance
+//!   may hold ([`WatchReport::cancel_requested`]: the caller tells those instances);
+//! - purges manual triggers' idempotency keys older than their window
+//!   ([`TRIGGER_KEY_WINDOW_MS`]), one small batch at a time, every
+//!   [`TRIGGER_KEY_PURGE_EVERY_MS`] (at once again while a batch comes back full).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 
 use mthpt_wrapper::protocol::{HealthResponse, paths};
 
@@ -22,7 +28,7 @@ use crate::clock::{Clock, ms_to_datetime};
 use crate::directory::Directory;
 use crate::outcome::{Finish, Finished, finish_runs};
 use crate::run::{Run, RunId, RunState};
-use crate::store::{Result, Store};
+use crate::store::{Result, Store, TRIGGER_KEY_WINDOW_MS};
 use crate::task::{Task, TaskId};
 
 /// How long silence means death, and how much work one pass takes on.
@@ -46,6 +52,12 @@ impl Default for WatchConfig {
     }
 }
 
+/// How often idempotency keys are purged (while there is no backlog).
+pub const TRIGGER_KEY_PURGE_EVERY_MS: i64 = 60_000;
+
+/// The most idempotency keys one purge deletes.
+pub const TRIGGER_KEY_PURGE_BATCH: i64 = 500;
+
 /// What one pass did.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct WatchReport {
@@ -61,6 +73,11 @@ pub struct WatchReport {
     pub nodes_lost: Vec<String>,
     /// Runs alarmed as not started in time.
     pub not_started: Vec<Run>,
+    /// Runs a person cancelled while an executor instance may hold them: that instance should
+    /// be told (the run's `error` says why and who).
+    pub cancel_requested: Vec<Cancellation>,
+    /// Idempotency keys purged.
+    pub trigger_keys_purged: u64,
 }
 
 /// Asks executor instances directly whether they are alive.
@@ -157,6 +174,8 @@ pub struct Watchdog {
     store: Arc<dyn Store>,
     config: WatchConfig,
     probe: Arc<dyn Probe>,
+    /// When idempotency keys are to be purged next (epoch ms).
+    next_purge: Arc<AtomicI64>,
 }
 
 impl Watchdog {
@@ -166,6 +185,7 @@ impl Watchdog {
             store,
             config,
             probe: Arc::new(NoProbe),
+            next_purge: Arc::new(AtomicI64::new(i64::MIN)),
         }
     }
 
@@ -182,7 +202,57 @@ impl Watchdog {
         self.executors(now, jitter, &mut report).await?;
         self.nodes(now, &mut report).await?;
         self.start_timeouts(now, &mut report).await?;
+        self.cancel_requests(now, &mut report).await?;
+        self.purge_trigger_keys(now, &mut report).await?;
         Ok(report)
+    }
+
+    /// Takes the due cancel requests (an indexed look-up of the few marked runs, not a scan)
+    /// with the tasks their executors are found by.
+    async fn cancel_requests(&self, now: i64, report: &mut WatchReport) -> Result<()> {
+        let mut tx = self.store.begin().await?;
+        let runs = tx.take_cancel_requests(now, self.config.batch).await?;
+        if runs.is_empty() {
+            return tx.commit().await;
+        }
+        let ids: Vec<TaskId> = runs.iter().map(|r| r.task_id).collect();
+        let tasks: HashMap<TaskId, Arc<Task>> = tx
+            .lock_tasks(&ids)
+            .await?
+            .into_iter()
+            .map(|t| (t.id, Arc::new(t)))
+            .collect();
+        tx.commit().await?;
+        for run in runs {
+            if let Some(task) = tasks.get(&run.task_id) {
+                report.cancel_requested.push(Cancellation {
+                    task: task.clone(),
+                    run,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes one batch of expired idempotency keys when a purge is due.
+    async fn purge_trigger_keys(&self, now: i64, report: &mut WatchReport) -> Result<()> {
+        if now < self.next_purge.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        let mut tx = self.store.begin().await?;
+        let purged = tx
+            .purge_trigger_keys(now - TRIGGER_KEY_WINDOW_MS, TRIGGER_KEY_PURGE_BATCH)
+            .await?;
+        tx.commit().await?;
+        let full = i64::try_from(purged).unwrap_or(i64::MAX) >= TRIGGER_KEY_PURGE_BATCH;
+        let next = if full {
+            now
+        } else {
+            now + TRIGGER_KEY_PURGE_EVERY_MS
+        };
+        self.next_purge.store(next, Ordering::Relaxed);
+        report.trigger_keys_purged = purged;
+        Ok(())
     }
 
     async fn deadlines(&self, now: i64, jitter: f64, report: &mut WatchReport) -> Result<()> {

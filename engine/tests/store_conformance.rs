@@ -40,6 +40,7 @@ on_both_backends!(
     runs::expired_lease_fences_the_old_claimer_and_another_node_reclaims,
     runs::every_claimed_transition_needs_the_current_fence,
     runs::batch_start_and_release_move_only_runs_still_held,
+    runs::cancel_requests_reach_runs_an_executor_may_hold_once,
     runs::due_signals_arrive_only_after_commit,
     runs::released_run_keeps_its_place_in_line,
     runs::results_are_recorded_once_and_repeats_are_ignored,

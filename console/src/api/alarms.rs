@@ -39,7 +39,10 @@ pub struct AlarmBody {
     pub created_at: DateTime<Utc>,
     pub acknowledged_at: Option<DateTime<Utc>>,
     pub acknowledged_by: Option<String>,
-    /// The task's alarms are muted until then: pop-up views leave the alarm out.
+    /// Raised while its task's alarms were muted: recorded for history, but never published
+    /// (no pop-up, no notification) and not open.
+    pub muted: bool,
+    /// The task's alarms are muted now, until then.
     pub muted_until: Option<DateTime<Utc>>,
 }
 
@@ -65,6 +68,7 @@ impl From<Alarm> for AlarmBody {
             created_at: at(a.created_at),
             acknowledged_at: a.acknowledged_at.map(at),
             acknowledged_by: a.acknowledged_by,
+            muted: a.muted,
             muted_until: None,
         }
     }
@@ -82,8 +86,11 @@ pub struct AlarmPage {
 #[derive(Debug, Clone, Default, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct AlarmQuery {
-    /// `open` (not acknowledged) or `acknowledged`; default both.
+    /// `open` (not acknowledged, not raised muted) or `acknowledged`; default both.
     pub status: Option<String>,
+    /// `true`: only alarms raised while their task's alarms were muted; `false`: only the
+    /// others; default both.
+    pub muted: Option<bool>,
     pub kind: Option<String>,
     pub severity: Option<String>,
     pub task: Option<i64>,
@@ -120,6 +127,7 @@ impl AlarmQuery {
             task_id: self.task.map(TaskId),
             unacknowledged,
             acknowledged,
+            muted: self.muted,
             ..Default::default()
         })
     }
@@ -214,8 +222,9 @@ pub struct MuteRequest {
     pub until: Option<DateTime<Utc>>,
 }
 
-/// Mutes a task's alarms until a time (they are still recorded and listed, marked with
-/// `muted_until` so that pop-up views can leave them out), or unmutes them.
+/// Mutes a task's alarms until a time, or unmutes them. Alarms raised meanwhile are recorded
+/// and listed with `muted: true`, but never published (no pop-up, no notification) and never
+/// open.
 #[utoipa::path(tag = "alarms", params(("tenant" = String, Path), ("id" = i64, Path, description = "task id")),
     request_body = MuteRequest, responses(
     (status = 200, body = MuteBody),

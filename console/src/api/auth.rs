@@ -51,14 +51,18 @@ pub const SESSION_COOKIE: &str = "mthpt_session";
 #[derive(Debug, Clone)]
 pub struct Caller {
     pub user: User,
+    /// What the caller may do: the user's role, or the lower role an API token is limited to.
+    role: Role,
     /// The caller's own tenant (none for operators).
     pub tenant: Option<Tenant>,
     pub credential: Credential,
 }
 
 impl Caller {
+    /// The role requests are authorised with : a token
+    /// limited to a lower role than its user's acts with that role.
     pub fn role(&self) -> Role {
-        self.user.role
+        self.role
     }
 
     pub fn tenant_id(&self) -> Option<TenantId> {
@@ -117,6 +121,7 @@ impl Caller {
         };
         tx.commit().await?;
         Ok(Caller {
+            role: user.role,
             user,
             tenant,
             credential: Credential::Session { id },
@@ -139,6 +144,7 @@ impl Caller {
         };
         tx.commit().await?;
         Ok(Caller {
+            role: token.effective_role(&user),
             user,
             tenant,
             credential: Credential::Token {

@@ -63,6 +63,9 @@ codes! {
     Unauthenticated = ("unauthenticated", 401, "Authentication is required"),
     /// The caller is known but its role does not allow this.
     Forbidden = ("forbidden", 403, "This is not allowed for your role"),
+    /// An API token was asked for with a role above what the caller may grant (its own role,
+    /// and the role of the user the token is for).
+    RoleAboveOwn = ("role_above_own", 403, "The role is above what you may grant"),
     /// The thing does not exist, or is not visible to the caller.
     NotFound = ("not_found", 404, "Not found"),
     /// A name or key is taken, or the change does not fit the current state.

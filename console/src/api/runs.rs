@@ -252,9 +252,10 @@ pub struct CancelBody {
     pub reason: Option<String>,
 }
 
-/// Cancels a run that has not finished. A pending run never starts; a claimed or running one
-/// is recorded as cancelled and its executor's later result is ignored (the executor is not
-/// interrupted).
+/// Cancels a run that has not finished: it is `cancelled` at once. A pending or claimed run
+/// not sent yet never starts; the executor instance of one already sent is told to cancel it
+/// (its handler sees the cancellation) within about a watchdog interval, and the result it
+/// reports afterwards is ignored.
 #[utoipa::path(tag = "runs", params(("tenant" = String, Path), ("id" = i64, Path)),
     request_body(content = Option<CancelBody>), responses(
     (status = 200, body = RunBody),

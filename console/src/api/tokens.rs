@@ -4,13 +4,13 @@
 
 use actix_web::{HttpResponse, delete, get, post, web};
 use chrono::{DateTime, Utc};
-use mthpt_engine::tenant::{ApiToken, ApiTokenId, UserId};
+use mthpt_engine::tenant::{ApiToken, ApiTokenId, Role, UserId};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::at;
 use super::auth::Caller;
-use super::error::{ApiResult, Problem};
+use super::error::{ApiError, ApiResult, Problem};
 use crate::service::Services;
 use crate::service::users::{self, TokenOwner, Where};
 
@@ -32,6 +32,9 @@ pub struct TokenBody {
     pub id: i64,
     pub user_id: i64,
     pub name: String,
+    /// The role requests made with the token act with (never more than the user's role
+    /// now); `null` for tokens issued before tokens had roles: the user's role.
+    pub role: Option<String>,
     pub created_at: DateTime<Utc>,
     pub expires_at: Option<DateTime<Utc>>,
     pub last_used_at: Option<DateTime<Utc>>,
@@ -44,6 +47,7 @@ impl From<ApiToken> for TokenBody {
             id: t.id.0,
             user_id: t.user_id.0,
             name: t.name,
+            role: t.role.map(|r| r.to_string()),
             created_at: at(t.created_at),
             expires_at: t.expires_at.map(at),
             last_used_at: t.last_used_at.map(at),
@@ -70,6 +74,10 @@ pub struct CreateToken {
     pub name: String,
     /// When it stops working (none: until revoked).
     pub expires_at: Option<DateTime<Utc>>,
+    /// Limits the token to this role: at most the caller's own role and the user's role
+    /// (`role_above_own`, 403, otherwise); a tenant user's token has a tenant role. Default:
+    /// the highest allowed.
+    pub role: Option<String>,
 }
 
 async fn list(
@@ -88,7 +96,13 @@ async fn create(
     body: CreateToken,
 ) -> ApiResult<HttpResponse> {
     let expires = body.expires_at.map(|t| t.timestamp_millis());
-    let issued = users::create_token(s, c, whose, &body.name, expires).await?;
+    let role = body
+        .role
+        .as_deref()
+        .map(str::parse::<Role>)
+        .transpose()
+        .map_err(|e| ApiError::field("role", e.to_string()))?;
+    let issued = users::create_token(s, c, whose, &body.name, expires, role).await?;
     Ok(HttpResponse::Created().json(IssuedTokenBody {
         token: issued.token.into(),
         value: issued.value,
@@ -115,10 +129,11 @@ async fn list_my_tokens(s: web::Data<Services>, c: Caller) -> ApiResult<web::Jso
     list(&s, &c, TokenOwner::Me).await
 }
 
-/// Issues a token for the caller, with the caller's role.
+/// Issues a token for the caller, with the caller's role or a lower one.
 #[utoipa::path(tag = "tokens", request_body = CreateToken, responses(
     (status = 201, body = IssuedTokenBody),
     (status = 401, body = Problem, content_type = "application/problem+json"),
+    (status = 403, body = Problem, content_type = "application/problem+json"),
     (status = 422, body = Problem, content_type = "application/problem+json"),
 ))]
 #[post("/tokens")]

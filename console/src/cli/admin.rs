@@ -144,6 +144,10 @@ pub enum TokenCommand {
         /// It stops working after this many days (default: until revoked).
         #[arg(long)]
         expires_in_days: Option<u32>,
+        /// Limit it to this role (tenant_admin, tenant_operator, tenant_viewer; operator for
+        /// operators), at most your own and the user's (default: the highest allowed).
+        #[arg(long)]
+        role: Option<String>,
     },
     /// List tokens (never their values).
     List,
@@ -397,11 +401,12 @@ pub async fn token(args: TokenArgs) -> ExitCode {
                 TokenCommand::Create {
                     name,
                     expires_in_days,
+                    role,
                 } => {
                     let expires_at = expires_in_days.map(|d| {
                         (chrono::Utc::now() + chrono::Duration::days(i64::from(d))).to_rfc3339()
                     });
-                    let body = json!({ "name": name, "expires_at": expires_at });
+                    let body = json!({ "name": name, "expires_at": expires_at, "role": role });
                     let t = c.call(Method::POST, &base, Some(&body)).await?;
                     print_one(
                         &args.out,
@@ -409,6 +414,7 @@ pub async fn token(args: TokenArgs) -> ExitCode {
                         &[
                             ("id", "id"),
                             ("name", "name"),
+                            ("role", "role"),
                             ("expires", "expires_at"),
                             ("token", "token"),
                         ],
@@ -422,7 +428,14 @@ pub async fn token(args: TokenArgs) -> ExitCode {
                     print_rows(
                         &args.out,
                         &list,
-                        &["id", "name", "expires_at", "last_used_at", "revoked_at"],
+                        &[
+                            "id",
+                            "name",
+                            "role",
+                            "expires_at",
+                            "last_used_at",
+                            "revoked_at",
+                        ],
                     );
                 }
                 TokenCommand::Revoke { id } => {

@@ -77,6 +77,7 @@ async fn create(store: &dyn Store, username: &str) -> anyhow::Result<(String, St
             name: "bootstrap".to_owned(),
             token_hash: token_hash(&token),
             expires_at: None,
+            role: None,
         },
         now,
     )

@@ -123,8 +123,12 @@ pub async fn get(
     })
 }
 
-/// Cancels a run that has not finished. A run that is pending never starts; one already
-/// claimed or running is recorded as cancelled, and its executor's late result is ignored.
+/// Cancels a run that has not finished: it is `cancelled` at once (no retry, no chain
+/// child). A pending or claimed run that was not sent yet is never sent (dispatch is fenced on
+/// the claimed state). One an executor instance may hold (running, or on its way there) is
+/// also marked for a cancel request: an engine's watchdog tells that instance, whose handler
+/// sees its cancellation; the result it reports later is accepted and ignored (the run stays
+/// cancelled), like any result for a finished run.
 pub async fn cancel(
     services: &Services,
     caller: &Caller,
@@ -167,6 +171,7 @@ pub async fn cancel(
             ));
         }
     };
+    let told = tx.request_run_cancel(tenant.id, id, now).await?;
     audit(
         tx.as_mut(),
         caller,
@@ -175,7 +180,7 @@ pub async fn cancel(
             action: "run.cancel",
             target_kind: "run",
             target_id: id.to_string(),
-            details: json!({ "task_id": run.task_id, "reason": reason }),
+            details: json!({ "task_id": run.task_id, "reason": reason, "executor_told": told }),
         },
         now,
     )

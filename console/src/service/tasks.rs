@@ -24,8 +24,8 @@ use super::{Change, Services, audit};
 use crate::api::auth::{Action, Caller, tenant_access};
 use crate::api::error::{ApiError, ApiResult};
 
-/// How long an `Idempotency-Key` of a trigger is remembered.
-pub const IDEMPOTENCY_WINDOW_MS: i64 = 24 * 3600 * 1000;
+/// How long an `Idempotency-Key` of a trigger is remembered (engines purge older keys).
+pub const IDEMPOTENCY_WINDOW_MS: i64 = mthpt_engine::store::TRIGGER_KEY_WINDOW_MS;
 
 /// The longest idempotency key accepted.
 pub const MAX_IDEMPOTENCY_KEY_LEN: usize = 200;

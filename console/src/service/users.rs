@@ -290,14 +290,47 @@ pub async fn list_tokens(
     Ok(tx.list_api_tokens(user.id).await?)
 }
 
+/// The role a new token of `owner` gets when `asked` for: never above what the caller may do
+/// (a token limited to a lower role mints tokens no higher than that) nor above the owner's
+/// role; operators' tokens are operator tokens and tenant users' tokens have tenant roles.
+/// Not asked: the highest allowed.
+pub fn token_role(caller: &Caller, owner: &User, asked: Option<Role>) -> ApiResult<Role> {
+    let ceiling = owner.role.lower(caller.role());
+    let Some(role) = asked else {
+        return Ok(ceiling);
+    };
+    if role.is_tenant_role() != owner.role.is_tenant_role() {
+        return Err(ApiError::field(
+            "role",
+            if owner.role.is_tenant_role() {
+                "a tenant user's token has a tenant role: tenant_admin, tenant_operator or tenant_viewer"
+            } else {
+                "an operator's token has the operator role"
+            },
+        ));
+    }
+    if role.rank() > ceiling.rank() {
+        return Err(ApiError::new(
+            Code::RoleAboveOwn,
+            format!(
+                "a token for {} may have at most the role {ceiling}, not {role}",
+                owner.username
+            ),
+        ));
+    }
+    Ok(role)
+}
+
 pub async fn create_token(
     services: &Services,
     caller: &Caller,
     whose: TokenOwner<'_>,
     name: &str,
     expires_at: Option<i64>,
+    role: Option<Role>,
 ) -> ApiResult<IssuedToken> {
     let user = owner(services, caller, whose).await?;
+    let role = token_role(caller, &user, role)?;
     let now = services.now();
     if expires_at.is_some_and(|at| at <= now) {
         return Err(ApiError::field("expires_at", "must be in the future"));
@@ -308,6 +341,7 @@ pub async fn create_token(
         name: name.to_owned(),
         token_hash: token_hash(&value),
         expires_at,
+        role: Some(role),
     };
     new.validate()?;
     let mut tx = services.write().await?;
@@ -320,7 +354,12 @@ pub async fn create_token(
             action: "token.create",
             target_kind: "api_token",
             target_id: token.id.to_string(),
-            details: json!({ "user": user.username, "name": token.name, "expires_at": expires_at }),
+            details: json!({
+                "user": user.username,
+                "name": token.name,
+                "expires_at": expires_at,
+                "role": role,
+            }),
         },
         now,
     )

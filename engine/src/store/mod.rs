@@ -52,7 +52,9 @@ use async_trait::async_trait;
 
 pub use self::ops::CreatedTask;
 pub use self::postgres::PgStore;
-pub use self::reports::{AlarmMute, MAX_RUN_SAMPLES, RunSample, RunSampleQuery, TriggerKey};
+pub use self::reports::{
+    AlarmMute, MAX_RUN_SAMPLES, RunSample, RunSampleQuery, TRIGGER_KEY_WINDOW_MS, TriggerKey,
+};
 pub use self::sqlite::SqliteStore;
 use crate::alarm::{Alarm, AlarmFilter, AlarmId, NewAlarm};
 use crate::app::{
@@ -549,7 +551,8 @@ pub trait Tx: Send {
     /// Many [`ClaimedTransition::Started`] at once; returns the runs that moved (the others
     /// were fenced: lease expired or claimed by another node since). A run whose result already
     /// arrived (a handler faster than this write) stays final, but gets its executor and
-    /// dispatch time recorded and is returned too.
+    /// dispatch time recorded and is returned too; one cancelled meanwhile (by a person) is
+    /// also marked for a cancel request to that executor ([`Tx::take_cancel_requests`]).
     async fn start_claimed_runs(&mut self, items: &[StartClaimed], now: i64) -> Result<Vec<RunId>>;
     /// Records, for claimed runs this node still holds (fenced as by
     /// [`Tx::transition_claimed`]), the executor instance they are about to be sent to, before
@@ -738,6 +741,22 @@ pub trait Tx: Send {
         address: &str,
         since: i64,
     ) -> Result<(i64, i64)>;
+
+    // ---- cancel requests and purges -----------------------------------------------------
+
+    /// Marks a tenant's run that was cancelled while an executor instance may hold it (one
+    /// was recorded for it) for a cancel request to that instance, due at `at`; false when
+    /// the run is not cancelled or was never sent anywhere.
+    async fn request_run_cancel(&mut self, tenant: TenantId, run: RunId, at: i64) -> Result<bool>;
+    /// Engine internal: takes (unmarks and returns) up to `limit` runs whose cancel request is
+    /// due at `now`; concurrent nodes get disjoint sets.
+    async fn take_cancel_requests(&mut self, now: i64, limit: i64) -> Result<Vec<Run>>;
+    /// Engine internal: marks a cancelled run's cancel request again, due at `at` (its
+    /// delivery failed).
+    async fn defer_cancel_request(&mut self, run: RunId, at: i64) -> Result<()>;
+    /// Deletes up to `limit` trigger idempotency keys first used before `created_before`;
+    /// returns how many.
+    async fn purge_trigger_keys(&mut self, created_before: i64, limit: i64) -> Result<u64>;
 }
 
 /// What `migrate` did.

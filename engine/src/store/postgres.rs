@@ -199,6 +199,7 @@ tx_impl!(
                      executor_id = u.executor_id, dispatched_at = u.dispatched_at,
                      started_at = COALESCE(r.started_at, $7),
                      deadline_at = CASE WHEN r.state = 'claimed' THEN u.deadline_at ELSE r.deadline_at END,
+                     cancel_pending_at = CASE WHEN r.state = 'cancelled' THEN $7 ELSE r.cancel_pending_at END,
                      dispatch_attempts = r.dispatch_attempts + 1
                  FROM UNNEST($1::bigint[], $2::text[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[])
                    AS u(id, owner, fence, executor_id, dispatched_at, deadline_at)

@@ -37,6 +37,10 @@ pub struct RunSample {
     pub finished_at: Option<i64>,
 }
 
+/// How long an `Idempotency-Key` of a manual trigger is remembered: a repeat within this
+/// window returns the first run; engines purge older keys ([`Watchdog`](crate::watchdog::Watchdog)).
+pub const TRIGGER_KEY_WINDOW_MS: i64 = 24 * 3600 * 1000;
+
 /// An `Idempotency-Key` of a manual trigger and the run it created.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, sqlx::FromRow)]
 pub struct TriggerKey {

@@ -181,6 +181,7 @@ tx_impl!(SqliteTx, for_update = "", skip_locked = "", {
                 "UPDATE runs SET state = CASE WHEN state = 'claimed' THEN 'running' ELSE state END,
                      executor_id = $4, dispatched_at = $5, started_at = COALESCE(started_at, $7),
                      deadline_at = CASE WHEN state = 'claimed' THEN $6 ELSE deadline_at END,
+                     cancel_pending_at = CASE WHEN state = 'cancelled' THEN $7 ELSE cancel_pending_at END,
                      dispatch_attempts = dispatch_attempts + 1
                  WHERE id = $1 AND claim_owner = $2 AND fence = $3
                    AND ((state = 'claimed' AND lease_until > $7)

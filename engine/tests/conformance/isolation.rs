@@ -68,6 +68,7 @@ pub async fn tenant_b_sees_and_changes_nothing_of_tenant_a(store: Arc<dyn Store>
                     name: "ci".into(),
                     token_hash: "f".repeat(64),
                     expires_at: None,
+                    role: None,
                 },
                 T0,
             )

@@ -912,3 +912,120 @@ pub async fn results_completed_in_one_batch_follow_the_single_result_rules(store
     assert!(matches!(other[0], Err(StoreError::NotFound(_))));
     assert!(in_tx!(store, |tx| tx.complete_runs(None, &[]).await.unwrap()).is_empty());
 }
+
+pub async fn cancel_requests_reach_runs_an_executor_may_hold_once(store: Arc<dyn Store>) {
+    let store = &*store;
+    let (w, _, runs) = with_runs(store, 3).await;
+    let e = executor(store, w.app.id, "host-1", T0).await;
+    let claimed = claim(store, &claim_req("node-a", T0)).await;
+    let fences: Vec<Fence> = runs
+        .iter()
+        .map(|run| {
+            let c = claimed.iter().find(|c| c.id == run.id).unwrap();
+            c.fence().unwrap()
+        })
+        .collect();
+    let start = |i: usize| StartClaimed {
+        fence: fences[i].clone(),
+        executor_id: e.id,
+        dispatched_at: T0 + 1,
+        deadline_at: None,
+    };
+    // Run 0 is running; run 1 is on its way (intent recorded, start not yet); run 2 was never
+    // sent.
+    in_tx!(store, |tx| {
+        tx.start_claimed_runs(&[start(0)], T0 + 1).await.unwrap();
+        tx.record_dispatch_intent(&[(fences[1].clone(), e.id)], T0 + 1)
+            .await
+            .unwrap();
+    });
+    let cancel = RunCompletion {
+        state: RunState::Cancelled,
+        output: None,
+        error: Some("by hand".into()),
+        log: None,
+        started_at: None,
+        finished_at: T0 + 2,
+        reported_by: None,
+    };
+    let marked: Vec<bool> = in_tx!(store, |tx| {
+        let mut marked = Vec::new();
+        for r in &runs {
+            tx.complete_run(r.id, None, &cancel).await.unwrap();
+            marked.push(
+                tx.request_run_cancel(w.tenant.id, r.id, T0 + 2)
+                    .await
+                    .unwrap(),
+            );
+        }
+        marked
+    });
+    assert_eq!(marked, [true, true, false], "only runs sent somewhere");
+    let other = world(store, "other").await;
+    assert!(
+        !in_tx!(store, |tx| tx
+            .request_run_cancel(other.tenant.id, runs[0].id, T0 + 2)
+            .await
+            .unwrap()),
+        "another tenant's run is not found"
+    );
+    // Not due before their time; taken once.
+    assert!(
+        in_tx!(store, |tx| tx
+            .take_cancel_requests(T0 + 1, 10)
+            .await
+            .unwrap())
+        .is_empty()
+    );
+    let taken = in_tx!(store, |tx| tx
+        .take_cancel_requests(T0 + 2, 10)
+        .await
+        .unwrap());
+    let mut ids: Vec<RunId> = taken.iter().map(|r| r.id).collect();
+    ids.sort();
+    assert_eq!(ids, [runs[0].id, runs[1].id]);
+    assert!(taken.iter().all(|r| r.executor_id == Some(e.id)));
+    assert!(
+        in_tx!(store, |tx| tx
+            .take_cancel_requests(T0 + 3, 10)
+            .await
+            .unwrap())
+        .is_empty()
+    );
+    // Run 1's start is recorded after it was cancelled: it stays cancelled and its executor,
+    // which accepted it, is told again.
+    let recorded = in_tx!(store, |tx| tx
+        .start_claimed_runs(&[start(1)], T0 + 4)
+        .await
+        .unwrap());
+    assert_eq!(recorded, [runs[1].id]);
+    let again = in_tx!(store, |tx| tx
+        .take_cancel_requests(T0 + 4, 10)
+        .await
+        .unwrap());
+    assert_eq!(again.len(), 1);
+    assert_eq!(
+        (again[0].id, again[0].state),
+        (runs[1].id, RunState::Cancelled)
+    );
+    // A failed delivery is deferred and comes back when due.
+    in_tx!(store, |tx| tx
+        .defer_cancel_request(runs[1].id, T0 + 10)
+        .await
+        .unwrap());
+    assert!(
+        in_tx!(store, |tx| tx
+            .take_cancel_requests(T0 + 9, 10)
+            .await
+            .unwrap())
+        .is_empty()
+    );
+    assert_eq!(
+        in_tx!(store, |tx| tx
+            .take_cancel_requests(T0 + 10, 10)
+            .await
+            .unwrap())
+        .len(),
+        1
+    );
+}

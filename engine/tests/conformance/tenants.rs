@@ -372,6 +372,7 @@ pub async fn api_tokens_authenticate_until_revoked_or_expired(store: Arc<dyn Sto
                 name: "ci".into(),
                 token_hash: "a".repeat(64),
                 expires_at: None,
+                role: None,
             },
             T0,
         )
@@ -384,6 +385,7 @@ pub async fn api_tokens_authenticate_until_revoked_or_expired(store: Arc<dyn Sto
                 name: "short".into(),
                 token_hash: "b".repeat(64),
                 expires_at: Some(T0 + MINUTE),
+                role: None,
             },
             T0,
         )

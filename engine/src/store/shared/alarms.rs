@@ -14,8 +14,9 @@ macro_rules! alarm_ops {
             async fn insert_alarm(&mut self, alarm: &NewAlarm, now: i64) -> Result<Option<Alarm>> {
                 Ok(sqlx::query_as(
                     "INSERT INTO alarms (tenant_id, kind, severity, task_id, run_id, executor_id, node_id,
-                         message, details, dedupe_key, created_at)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+                         message, details, dedupe_key, created_at, muted)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11,
+                         EXISTS (SELECT 1 FROM alarm_mutes WHERE task_id = $4 AND muted_until > $11))
                      ON CONFLICT DO NOTHING RETURNING *",
                 )
                 .bind(alarm.tenant_id)
@@ -35,7 +36,7 @@ macro_rules! alarm_ops {
 
             async fn list_unpublished_alarms(&mut self, limit: i64) -> Result<Vec<Alarm>> {
                 Ok(sqlx::query_as(concat!(
-                    "SELECT * FROM alarms WHERE published_at IS NULL ORDER BY id LIMIT $1",
+                    "SELECT * FROM alarms WHERE published_at IS NULL AND muted = FALSE ORDER BY id LIMIT $1",
                     $skip_locked
                 ))
                 .bind(limit)
@@ -57,10 +58,12 @@ macro_rules! alarm_ops {
             async fn list_alarms(&mut self, scope: Scope, filter: &AlarmFilter) -> Result<Vec<Alarm>> {
                 Ok(sqlx::query_as(
                     "SELECT * FROM alarms WHERE ($1 IS NULL OR tenant_id = $1)
-                       AND ($2 IS NULL OR kind = $2) AND ($3 = FALSE OR acknowledged_at IS NULL)
+                       AND ($2 IS NULL OR kind = $2)
+                       AND ($3 = FALSE OR (acknowledged_at IS NULL AND muted = FALSE))
                        AND ($4 IS NULL OR id < $4)
                        AND ($6 IS NULL OR severity = $6) AND ($7 IS NULL OR task_id = $7)
                        AND ($8 = FALSE OR acknowledged_at IS NOT NULL)
+                       AND ($9 IS NULL OR muted = $9)
                      ORDER BY id DESC LIMIT $5",
                 )
                 .bind(scope.tenant())
@@ -71,6 +74,7 @@ macro_rules! alarm_ops {
                 .bind(filter.severity.map(|s| s.as_str()))
                 .bind(filter.task_id)
                 .bind(filter.acknowledged)
+                .bind(filter.muted)
                 .fetch_all(&mut *self.tx)
                 .await?)
             }

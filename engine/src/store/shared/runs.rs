@@ -329,6 +329,56 @@ macro_rules! run_ops {
                 .fetch_all(&mut *self.tx)
                 .await?)
             }
+
+            async fn request_run_cancel(&mut self, tenant: TenantId, run: RunId, at: i64) -> Result<bool> {
+                let done = sqlx::query(
+                    "UPDATE runs SET cancel_pending_at = $3
+                     WHERE tenant_id = $1 AND id = $2 AND state = 'cancelled' AND executor_id IS NOT NULL",
+                )
+                .bind(tenant)
+                .bind(run)
+                .bind(at)
+                .execute(&mut *self.tx)
+                .await?;
+                Ok(done.rows_affected() > 0)
+            }
+
+            async fn take_cancel_requests(&mut self, now: i64, limit: i64) -> Result<Vec<Run>> {
+                Ok(sqlx::query_as(concat!(
+                    "UPDATE runs SET cancel_pending_at = NULL WHERE id IN (
+                         SELECT id FROM runs WHERE cancel_pending_at IS NOT NULL AND cancel_pending_at <= $1
+                         ORDER BY cancel_pending_at LIMIT $2",
+                    $skip_locked,
+                    ") RETURNING *"
+                ))
+                .bind(now)
+                .bind(limit)
+                .fetch_all(&mut *self.tx)
+                .await?)
+            }
+
+            async fn defer_cancel_request(&mut self, run: RunId, at: i64) -> Result<()> {
+                sqlx::query("UPDATE runs SET cancel_pending_at = $2 WHERE id = $1 AND state = 'cancelled'")
+                    .bind(run)
+                    .bind(at)
+                    .execute(&mut *self.tx)
+                    .await?;
+                Ok(())
+            }
+
+            async fn purge_trigger_keys(&mut self, created_before: i64, limit: i64) -> Result<u64> {
+                let done = sqlx::query(concat!(
+                    "DELETE FROM trigger_keys WHERE (tenant_id, key) IN (
+                         SELECT tenant_id, key FROM trigger_keys WHERE created_at < $1 LIMIT $2",
+                    $skip_locked,
+                    ")"
+                ))
+                .bind(created_before)
+                .bind(limit)
+                .execute(&mut *self.tx)
+                .await?;
+                Ok(done.rows_affected())
+            }
         });
     };
 }

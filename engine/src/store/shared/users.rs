@@ -106,14 +106,15 @@ macro_rules! user_ops {
             async fn create_api_token(&mut self, new: &NewApiToken, now: i64) -> Result<ApiToken> {
                 new.validate()?;
                 sqlx::query_as(
-                    "INSERT INTO api_tokens (user_id, name, token_hash, created_at, expires_at)
-                     VALUES ($1, $2, $3, $4, $5) RETURNING *",
+                    "INSERT INTO api_tokens (user_id, name, token_hash, created_at, expires_at, role)
+                     VALUES ($1, $2, $3, $4, $5, $6) RETURNING *",
                 )
                 .bind(new.user_id)
                 .bind(&new.name)
                 .bind(&new.token_hash)
                 .bind(now)
                 .bind(new.expires_at)
+                .bind(new.role.map(|r| r.as_str()))
                 .fetch_one(&mut *self.tx)
                 .await
                 .map_err(|e| match e {
