@@ -20,7 +20,7 @@ use crate::app::{Executor, ExecutorId};
 use crate::claimer::Cancellation;
 use crate::clock::{Clock, ms_to_datetime};
 use crate::directory::Directory;
-use crate::outcome::{Finish, Finished, finish_runs};
+use crate::outcome::{Finish, Finished, finish_runs, log_finished};
 use crate::run::{Run, RunId, RunState};
 use crate::store::{Result, Store};
 use crate::task::{Task, TaskId};
@@ -157,6 +157,8 @@ pub struct Watchdog {
     store: Arc<dyn Store>,
     config: WatchConfig,
     probe: Arc<dyn Probe>,
+    /// Names the apps of finished runs in the log.
+    directory: Option<Arc<Directory>>,
 }
 
 impl Watchdog {
@@ -166,12 +168,19 @@ impl Watchdog {
             store,
             config,
             probe: Arc::new(NoProbe),
+            directory: None,
         }
     }
 
     /// Asks silent instances with `probe` before declaring them lost.
     pub fn with_probe(mut self, probe: Arc<dyn Probe>) -> Self {
         self.probe = probe;
+        self
+    }
+
+    /// Names apps by their keys in the log lines of the runs it finishes (ids otherwise).
+    pub fn with_directory(mut self, directory: Arc<Directory>) -> Self {
+        self.directory = Some(directory);
         self
     }
 
@@ -213,10 +222,10 @@ impl Watchdog {
         // One batch: the runs are locked in id order, then their tasks, as every path does.
         let finished = finish_runs(tx.as_mut(), None, &items, &mut || jitter).await?;
         let mut timed_out = Vec::new();
-        for f in finished {
-            if let Ok(Finished::Applied { run, effects }) = f {
+        for f in &finished {
+            if let Ok(Finished::Applied { run, effects, .. }) = f {
                 report.retried += usize::from(effects.next_attempt.is_some());
-                timed_out.push(run);
+                timed_out.push(run.clone());
             }
         }
         let ids: Vec<TaskId> = timed_out.iter().map(|r| r.task_id).collect();
@@ -234,7 +243,9 @@ impl Watchdog {
                 });
             }
         }
-        tx.commit().await
+        tx.commit().await?;
+        log_finished(&finished, self.directory.as_deref());
+        Ok(())
     }
 
     /// Instances silent for the executor timeout are probed directly first: one that answers
@@ -313,14 +324,17 @@ impl Watchdog {
             }
         }
         items.sort_by_key(|(id, _)| *id);
-        for f in finish_runs(tx.as_mut(), None, &items, &mut || jitter).await? {
-            if let Ok(Finished::Applied { run, effects }) = f {
+        let finished = finish_runs(tx.as_mut(), None, &items, &mut || jitter).await?;
+        for f in &finished {
+            if let Ok(Finished::Applied { run, effects, .. }) = f {
                 report.retried += usize::from(effects.next_attempt.is_some());
-                report.lost.push(run);
+                report.lost.push(run.clone());
             }
         }
         report.executors_lost.extend(ids);
-        tx.commit().await
+        tx.commit().await?;
+        log_finished(&finished, self.directory.as_deref());
+        Ok(())
     }
 
     async fn nodes(&self, now: i64, report: &mut WatchReport) -> Result<()> {
