@@ -201,3 +201,117 @@ async fn an_operator_restricts_a_tenants_executor_hosts_from_the_command_line() 
     assert_eq!(field(&cleared, "executor hosts"), "any", "{cleared}");
     app.stop().await;
 }
+
+#[tokio::test]
+async fn an_app_secret_can_go_to_an_owner_only_file_instead_of_the_terminal() {
+    let app = spawn_app(Backend::Sqlite).await;
+    let (url, op) = (app.base_url.clone(), app.operator_token.clone());
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("ops.secret");
+    let file_arg = file.display().to_string();
+    stdout(&mthpt(&url, &op, &["tenant", "create", "acme"]).await);
+
+    let created = stdout(
+        &mthpt(
+            &url,
+            &op,
+            &[
+                "app",
+                "create",
+                "--tenant",
+                "acme",
+                "ops",
+                "--secret-file",
+                &file_arg,
+            ],
+        )
+        .await,
+    );
+    assert_eq!(field(&created, "app"), "acme.ops");
+    let secret = ops_secret(&app).await;
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        format!("{secret}\n")
+    );
+    assert!(!created.contains(&secret), "not printed: {created}");
+    assert!(field(&created, "secret").contains(&file_arg), "{created}");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&file).unwrap().permissions().mode();
+        assert_eq!(mode & 0o077, 0, "only its owner may read it");
+    }
+
+    // A refused rotation leaves the file as it was; a rotation replaces its content.
+    let refused = mthpt(
+        &url,
+        &op,
+        &[
+            "app",
+            "rotate-secret",
+            "--tenant",
+            "acme",
+            "nope",
+            "--secret-file",
+            &file_arg,
+        ],
+    )
+    .await;
+    assert!(!refused.status.success());
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        format!("{secret}\n")
+    );
+    stdout(
+        &mthpt(
+            &url,
+            &op,
+            &[
+                "app",
+                "rotate-secret",
+                "--tenant",
+                "acme",
+                "ops",
+                "--secret-file",
+                &file_arg,
+            ],
+        )
+        .await,
+    );
+    let rotated = ops_secret(&app).await;
+    assert_ne!(rotated, secret);
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        format!("{rotated}\n")
+    );
+
+    // A refused creation leaves no empty file behind.
+    let taken = dir.path().join("taken.secret");
+    let refused = mthpt(
+        &url,
+        &op,
+        &[
+            "app",
+            "create",
+            "--tenant",
+            "acme",
+            "ops",
+            "--secret-file",
+            &taken.display().to_string(),
+        ],
+    )
+    .await;
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("409"));
+    assert!(!taken.exists());
+    app.stop().await;
+}
+
+async fn ops_secret(app: &mthpt_console::testing::TestApp) -> String {
+    let mut tx = app.store().begin_read().await.unwrap();
+    tx.find_app_by_key("acme", "ops")
+        .await
+        .unwrap()
+        .unwrap()
+        .secret
+}

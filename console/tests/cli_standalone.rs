@@ -121,16 +121,24 @@ async fn standalone_runs_the_demo_in_a_fresh_directory() {
 /// Starts `mthpt standalone --no-demo` in `dir` and returns it with the console URL and the
 /// printed operator password.
 fn start_bare(dir: &std::path::Path) -> (std::process::Child, String, String) {
+    start(dir, &["--no-demo"])
+}
+
+/// Starts `mthpt standalone` with `extra` arguments in `dir` on free ports and returns it with
+/// the console URL and the printed operator password.
+fn start(dir: &std::path::Path, extra: &[&str]) -> (std::process::Child, String, String) {
     use std::io::{BufRead, BufReader};
     let mut child = Command::new(env!("CARGO_BIN_EXE_mthpt"))
         .args([
             "standalone",
-            "--no-demo",
             "--listen",
+            "127.0.0.1:0",
+            "--wrapper-listen",
             "127.0.0.1:0",
             "--console-listen",
             "127.0.0.1:0",
         ])
+        .args(extra)
         .current_dir(dir)
         .env_remove("MTHPT_DATA")
         .stdout(Stdio::piped())
@@ -213,5 +221,109 @@ async fn standalone_prints_a_generated_operator_login_that_works_and_keeps_it() 
     // A second start keeps the same operator and prints the same password.
     let (child, _, again) = tokio::task::block_in_place(|| start_bare(dir.path()));
     assert_eq!(again, password);
+    tokio::task::block_in_place(|| stop(child));
+}
+
+/// The README's quick start over HTTP: the printed login signs in, the session makes a token,
+/// and the token creates a cron task, previews its schedule, triggers it and reads the run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_printed_login_creates_previews_and_triggers_a_cron_task() {
+    use serde_json::{Value, json};
+    let dir = tempfile::tempdir().unwrap();
+    let (child, url, password) = tokio::task::block_in_place(|| start(dir.path(), &[]));
+    let api = format!("{url}/api/v1");
+    let client = reqwest::Client::new();
+    let signed_in = client
+        .post(format!("{api}/session"))
+        .json(&json!({ "username": "admin", "password": password }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(signed_in.status(), 200);
+    let cookie = signed_in.headers()["set-cookie"].to_str().unwrap();
+    let cookie = cookie.split(';').next().unwrap().to_owned();
+    let issued = client
+        .post(format!("{api}/tokens"))
+        .header("Cookie", cookie)
+        .header("Origin", &url)
+        .json(&json!({ "name": "quick-start" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(issued.status(), 201);
+    let token = issued.json::<Value>().await.unwrap()["token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    let task: Value = client
+        .post(format!("{api}/tenants/demo/tasks"))
+        .bearer_auth(&token)
+        .json(&json!({
+            "name": "greet", "app": "demo", "handler": "hello",
+            "schedule": {"kind": "cron", "expr": "0 0/10 * * * ?", "timezone": "Asia/Shanghai"}
+        }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let task_id = task["id"].as_i64().unwrap_or_else(|| panic!("{task}"));
+    let preview: Value = client
+        .post(format!("{api}/tenants/demo/schedule-preview"))
+        .bearer_auth(&token)
+        .json(&json!({ "task_id": task_id, "count": 3 }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(preview["timezone"], "Asia/Shanghai", "{preview}");
+    let times = preview["fire_times"].as_array().unwrap();
+    assert_eq!(times.len(), 3, "{preview}");
+    assert!(
+        times
+            .iter()
+            .all(|t| t.as_str().unwrap().ends_with("0:00+08:00")),
+        "every 10 minutes, Shanghai time: {preview}"
+    );
+    let run: Value = client
+        .post(format!("{api}/tenants/demo/tasks/{task_id}/trigger"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let run_id = run["id"].as_i64().unwrap_or_else(|| panic!("{run}"));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let detail = loop {
+        let detail: Value = client
+            .get(format!("{api}/tenants/demo/runs/{run_id}"))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if detail["state"] == "succeeded" || Instant::now() > deadline {
+            break detail;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(detail["state"], "succeeded", "{detail}");
+    assert_eq!(detail["output"], json!({ "greeting": "hello" }), "{detail}");
+    assert!(
+        detail["timeline"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["event"] == "finished"),
+        "{detail}"
+    );
     tokio::task::block_in_place(|| stop(child));
 }

@@ -154,3 +154,35 @@ async fn applying_a_file_with_a_bad_task_name_names_the_field() {
     drop(tx);
     app.stop().await;
 }
+
+/// The example service's task file (docs/wrapper.md) applies to the demo tenant once its app
+/// `shop` exists, and a second time changes nothing.
+#[tokio::test]
+async fn the_example_service_task_file_applies_once() {
+    let app = spawn_app(Backend::Sqlite).await;
+    let demo = app.tenant("demo").await;
+    let mut tx = app.store().begin().await.unwrap();
+    tx.create_app(
+        demo.id,
+        &NewApp {
+            name: "shop".into(),
+            secret: "0123456789abcdef-secret".into(),
+        },
+        SystemClock.now_ms(),
+    )
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+    let (_, token) = app.user(Some(&demo), "ada", Role::TenantAdmin).await;
+    let file = ["apply", "-f", "examples/business-service/tasks.toml"];
+    let (code, out, err) = mthpt_task(&app, &token, &file).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("2 created, 0 updated, 0 unchanged, 0 deleted"),
+        "{out}"
+    );
+    let (code, out, err) = mthpt_task(&app, &token, &file).await;
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "no changes (2 unchanged)\n");
+    app.stop().await;
+}

@@ -31,7 +31,7 @@ use tracing::Instrument;
 use crate::app::{App, AppId, ExecutorHeartbeat, ExecutorId, ExecutorRegistration, ExecutorState};
 use crate::clock::Clock;
 use crate::directory::Directory;
-use crate::outcome::{Finish, Finished, finish_runs};
+use crate::outcome::{Finish, Finished, finish_runs, log_finished};
 use crate::run::{ReportedBy, RunCompletion, RunId, RunProgress, RunState};
 use crate::store::{Store, StoreError};
 
@@ -61,6 +61,7 @@ impl ResultWriter {
     async fn finish(
         &self,
         store: &Arc<dyn Store>,
+        directory: &Directory,
         app: AppId,
         finishes: Vec<(RunId, Finish)>,
     ) -> Result<Outcomes, ApiError> {
@@ -85,7 +86,7 @@ impl ResultWriter {
                 if tickets.is_empty() {
                     break;
                 }
-                write_results(store, tickets).await;
+                write_results(store, directory, tickets).await;
             }
         }
         match answer.await {
@@ -113,15 +114,17 @@ fn answered_outcomes(answered: Result<Outcomes, String>) -> Result<Outcomes, Api
 
 /// Writes the tickets (all of one app) in one transaction; when that fails, each ticket alone,
 /// so one request's problem does not fail the others.
-async fn write_results(store: &Arc<dyn Store>, tickets: Vec<ResultTicket>) {
+async fn write_results(store: &Arc<dyn Store>, directory: &Directory, tickets: Vec<ResultTicket>) {
     async fn write(
         store: &Arc<dyn Store>,
+        directory: &Directory,
         app: AppId,
         finishes: &[(RunId, Finish)],
     ) -> Result<Outcomes, StoreError> {
         let mut tx = store.begin().await?;
         let out = finish_runs(tx.as_mut(), Some(app), finishes, &mut rand::random).await?;
         tx.commit().await?;
+        log_finished(&out, Some(directory));
         Ok(out)
     }
     let Some(app) = tickets.first().map(|t| t.app) else {
@@ -134,7 +137,7 @@ async fn write_results(store: &Arc<dyn Store>, tickets: Vec<ResultTicket>) {
             .iter()
             .flat_map(|t| t.finishes.iter().cloned())
             .collect();
-        write(store, app, &all).await.map_err(Some)
+        write(store, directory, app, &all).await.map_err(Some)
     };
     match grouped {
         Ok(mut outcomes) => {
@@ -149,7 +152,7 @@ async fn write_results(store: &Arc<dyn Store>, tickets: Vec<ResultTicket>) {
                 tracing::warn!(error = %e, "writing result batches together failed; writing each alone");
             }
             for t in tickets {
-                let alone = write(store, t.app, &t.finishes).await;
+                let alone = write(store, directory, t.app, &t.finishes).await;
                 let _ = t.reply.send(alone.map_err(|e| {
                     tracing::error!(error = %e, "store unavailable while handling a callback");
                     e.to_string()
@@ -579,10 +582,14 @@ async fn forgotten_runs_lost(
         );
         items.push((run.id, finish));
     }
-    if !items.is_empty() {
-        finish_runs(tx.as_mut(), None, &items, &mut rand::random).await?;
-    }
-    tx.commit().await
+    let finished = if items.is_empty() {
+        Vec::new()
+    } else {
+        finish_runs(tx.as_mut(), None, &items, &mut rand::random).await?
+    };
+    tx.commit().await?;
+    log_finished(&finished, Some(&api.directory));
+    Ok(())
 }
 
 async fn deregister(
@@ -688,7 +695,9 @@ async fn results(
             let finished = if finishes.is_empty() {
                 Vec::new()
             } else {
-                api.results.finish(&api.store, app.id, finishes).await?
+                api.results
+                    .finish(&api.store, &api.directory, app.id, finishes)
+                    .await?
             };
             // The written items, in order, are those not refused above.
             let mut finished = finished.into_iter();

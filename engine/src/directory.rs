@@ -50,6 +50,8 @@ pub struct Directory {
     keys: Mutex<HashMap<String, (i64, Option<App>)>>,
     /// Registered instances by app and instance id (an instance keeps its id for good).
     instances: Mutex<HashMap<(AppId, String), ExecutorId>>,
+    /// Every app key learned so far, by app id (names never change), for log lines.
+    known_keys: Mutex<HashMap<AppId, String>>,
 }
 
 impl Directory {
@@ -70,6 +72,7 @@ impl Directory {
             tenants: Mutex::default(),
             keys: Mutex::default(),
             instances: Mutex::default(),
+            known_keys: Mutex::default(),
         }
     }
 
@@ -136,6 +139,9 @@ impl Directory {
             }));
         }
         drop(tx);
+        for entry in &fresh {
+            self.learn_key(entry.app.id, &entry.key);
+        }
         let mut cached = lock(&self.apps);
         for entry in fresh {
             cached.insert(entry.app.id, entry.clone());
@@ -164,6 +170,9 @@ impl Directory {
             }
             None => None,
         };
+        if let Some(app) = &app {
+            self.learn_key(app.id, key);
+        }
         let mut keys = lock(&self.keys);
         if keys.len() > 10_000 {
             keys.clear();
@@ -194,6 +203,19 @@ impl Directory {
         }
         instances.insert(key, e.id);
         Ok(Some(e.id))
+    }
+
+    /// The key `<tenant>.<app>` of an app this directory has seen, without asking the database.
+    pub fn known_key(&self, app: AppId) -> Option<String> {
+        lock(&self.known_keys).get(&app).cloned()
+    }
+
+    fn learn_key(&self, app: AppId, key: &str) {
+        let mut keys = lock(&self.known_keys);
+        if keys.len() > 100_000 {
+            keys.clear();
+        }
+        keys.entry(app).or_insert_with(|| key.to_owned());
     }
 
     fn tenant_name(&self, id: TenantId) -> Option<String> {

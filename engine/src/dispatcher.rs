@@ -25,7 +25,7 @@ use crate::app::{AppId, ExecutorId};
 use crate::claimer::{Cancellation, Fire};
 use crate::clock::{Clock, ms_to_datetime};
 use crate::directory::{AppEntry, Directory, lock};
-use crate::outcome::{Finish, finish_runs};
+use crate::outcome::{Finish, finish_runs, log_finished};
 use crate::routing::{self, RoutingState};
 use crate::run::{ClaimedTransition, Fence, NewRun, RunId, RunState, TriggerKind};
 use crate::store::{Result, StartClaimed, Store, StoreError};
@@ -460,9 +460,11 @@ impl Dispatcher {
         items.sort_by_key(|(id, _)| *id);
         let mut tx = self.store.begin().await?;
         // One batch: runs locked in id order, then their tasks.
-        finish_runs(tx.as_mut(), None, &items, &mut rand::random).await?;
+        let finished = finish_runs(tx.as_mut(), None, &items, &mut rand::random).await?;
         report.failed.extend(items.iter().map(|(id, _)| *id));
-        tx.commit().await
+        tx.commit().await?;
+        log_finished(&finished, Some(&self.directory));
+        Ok(())
     }
 
     /// Writes the starts and releases of every queued round in one transaction and answers

@@ -19,6 +19,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use crate::alarm::{Alarm, AlarmKind, NewAlarm, Severity};
 use crate::app::AppId;
+use crate::directory::Directory;
 use crate::run::{NewRun, Run, RunCompletion, RunId, RunState, TriggerKind};
 use crate::schedule::{Schedule, ScheduleKind};
 use crate::store::{Completion, Result, StoreError, Tx};
@@ -67,7 +68,13 @@ pub struct Effects {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Finished {
     /// The run is final now, with these effects.
-    Applied { run: Run, effects: Box<Effects> },
+    Applied {
+        run: Run,
+        /// Its task's name and app, for the log line of the finished run.
+        task_name: String,
+        app_id: AppId,
+        effects: Box<Effects>,
+    },
     /// It already was; nothing changed (a repeated or late result).
     AlreadyFinal(Run),
 }
@@ -190,6 +197,8 @@ pub async fn finish_runs(
         }
         out.push(Ok(Finished::Applied {
             run,
+            task_name: task.name.clone(),
+            app_id: task.app_id,
             effects: Box::new(effects),
         }));
     }
@@ -197,6 +206,45 @@ pub async fn finish_runs(
         tx.notify_due(group).await?;
     }
     Ok(out)
+}
+
+/// Writes one INFO line per run that `outcomes` finished: task, run, app key
+/// (`<tenant>.<app>`, from the directory's cache, never the database; ids when it is not
+/// cached), state, attempt and duration (start to finish, when it started). Call it once the
+/// transaction that finished them committed.
+pub fn log_finished(outcomes: &[Result<Finished>], directory: Option<&Directory>) {
+    if !tracing::enabled!(tracing::Level::INFO) {
+        return;
+    }
+    for outcome in outcomes {
+        let Ok(Finished::Applied {
+            run,
+            task_name,
+            app_id,
+            ..
+        }) = outcome
+        else {
+            continue;
+        };
+        let app = directory
+            .and_then(|d| d.known_key(*app_id))
+            .unwrap_or_else(|| format!("tenant-{}.app-{app_id}", run.tenant_id));
+        // The start is the engine's record of the executor's ack, the finish the executor's own
+        // time: a run shorter than the ack's round trip would come out below zero.
+        let duration_ms = run
+            .finished_at
+            .zip(run.started_at)
+            .map(|(finished, started)| (finished - started).max(0));
+        tracing::info!(
+            task = %task_name,
+            run = %run.id,
+            app = %app,
+            state = %run.state,
+            attempt = run.attempt,
+            duration_ms,
+            "run finished"
+        );
+    }
 }
 
 /// What follows from `run` having finished: the next attempt, alarms, chain children (only

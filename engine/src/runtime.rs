@@ -278,7 +278,8 @@ impl EngineNode {
                 ..WatchConfig::default()
             },
         )
-        .with_probe(Arc::new(HealthProbe::new(directory.clone(), clock.clone())));
+        .with_probe(Arc::new(HealthProbe::new(directory.clone(), clock.clone())))
+        .with_directory(directory.clone());
         let shared = Arc::new(Shared {
             address: address.clone(),
             store: store.clone(),

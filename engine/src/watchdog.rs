@@ -26,7 +26,7 @@ use crate::app::{Executor, ExecutorId};
 use crate::claimer::Cancellation;
 use crate::clock::{Clock, ms_to_datetime};
 use crate::directory::Directory;
-use crate::outcome::{Finish, Finished, finish_runs};
+use crate::outcome::{Finish, Finished, finish_runs, log_finished};
 use crate::run::{Run, RunId, RunState};
 use crate::store::{Result, Store, TRIGGER_KEY_WINDOW_MS};
 use crate::task::{Task, TaskId};
@@ -176,6 +176,8 @@ pub struct Watchdog {
     probe: Arc<dyn Probe>,
     /// When idempotency keys are to be purged next (epoch ms).
     next_purge: Arc<AtomicI64>,
+    /// Names the apps of finished runs in the log.
+    directory: Option<Arc<Directory>>,
 }
 
 impl Watchdog {
@@ -186,12 +188,19 @@ impl Watchdog {
             config,
             probe: Arc::new(NoProbe),
             next_purge: Arc::new(AtomicI64::new(i64::MIN)),
+            directory: None,
         }
     }
 
     /// Asks silent instances with `probe` before declaring them lost.
     pub fn with_probe(mut self, probe: Arc<dyn Probe>) -> Self {
         self.probe = probe;
+        self
+    }
+
+    /// Names apps by their keys in the log lines of the runs it finishes (ids otherwise).
+    pub fn with_directory(mut self, directory: Arc<Directory>) -> Self {
+        self.directory = Some(directory);
         self
     }
 
@@ -283,10 +292,10 @@ impl Watchdog {
         // One batch: the runs are locked in id order, then their tasks, as every path does.
         let finished = finish_runs(tx.as_mut(), None, &items, &mut || jitter).await?;
         let mut timed_out = Vec::new();
-        for f in finished {
-            if let Ok(Finished::Applied { run, effects }) = f {
+        for f in &finished {
+            if let Ok(Finished::Applied { run, effects, .. }) = f {
                 report.retried += usize::from(effects.next_attempt.is_some());
-                timed_out.push(run);
+                timed_out.push(run.clone());
             }
         }
         let ids: Vec<TaskId> = timed_out.iter().map(|r| r.task_id).collect();
@@ -304,7 +313,9 @@ impl Watchdog {
                 });
             }
         }
-        tx.commit().await
+        tx.commit().await?;
+        log_finished(&finished, self.directory.as_deref());
+        Ok(())
     }
 
     /// Instances silent for the executor timeout are probed directly first: one that answers
@@ -383,14 +394,17 @@ impl Watchdog {
             }
         }
         items.sort_by_key(|(id, _)| *id);
-        for f in finish_runs(tx.as_mut(), None, &items, &mut || jitter).await? {
-            if let Ok(Finished::Applied { run, effects }) = f {
+        let finished = finish_runs(tx.as_mut(), None, &items, &mut || jitter).await?;
+        for f in &finished {
+            if let Ok(Finished::Applied { run, effects, .. }) = f {
                 report.retried += usize::from(effects.next_attempt.is_some());
-                report.lost.push(run);
+                report.lost.push(run.clone());
             }
         }
         report.executors_lost.extend(ids);
-        tx.commit().await
+        tx.commit().await?;
+        log_finished(&finished, self.directory.as_deref());
+        Ok(())
     }
 
     async fn nodes(&self, now: i64, report: &mut WatchReport) -> Result<()> {

@@ -1,6 +1,7 @@
 //! Admin commands over the console API: `mthpt tenant|app|user|token …`. Secrets (an app's
 //! signing secret, a token, a generated password) are printed once, when created.
 
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
@@ -73,12 +74,23 @@ pub struct AppArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum AppCommand {
-    /// Create an app; its signing secret is printed once.
-    Create { name: String },
+    /// Create an app; its signing secret is printed once (or written to --secret-file).
+    Create {
+        name: String,
+        /// Write the secret to this file (readable by its owner only) instead of printing it;
+        /// `mthpt wrapper --secret-file` reads it.
+        #[arg(long, value_name = "FILE")]
+        secret_file: Option<PathBuf>,
+    },
     /// List the tenant's apps.
     List,
-    /// Replace an app's signing secret; the new one is printed once.
-    RotateSecret { name: String },
+    /// Replace an app's signing secret; the new one is printed once (or written to --secret-file).
+    RotateSecret {
+        name: String,
+        /// Write the new secret to this file (readable by its owner only) instead of printing it.
+        #[arg(long, value_name = "FILE")]
+        secret_file: Option<PathBuf>,
+    },
     /// Delete an app (refused while tasks use it).
     Delete { name: String },
 }
@@ -316,25 +328,26 @@ pub async fn app(args: AppArgs) -> ExitCode {
             let c = client(&args.api)?;
             let base = format!("/tenants/{}/apps", need_tenant(&args.tenant)?);
             match args.command {
-                AppCommand::Create { name } => {
+                AppCommand::Create { name, secret_file } => {
+                    let mut file = SecretFile::open(secret_file.as_deref())?;
                     let a = c
                         .call(Method::POST, &base, Some(&json!({ "name": name })))
-                        .await?;
-                    print_one(&args.out, &a, &[("app", "key"), ("secret", "secret")]);
-                    if !args.out.json {
-                        println!(
-                            "The secret is not shown again: give it to the app's wrappers now."
-                        );
-                    }
+                        .await
+                        .inspect_err(|_| SecretFile::abandon(file.take()))?;
+                    show_secret(&args.out, a, file)?;
                 }
                 AppCommand::List => {
                     let list = c.call(Method::GET, &base, None).await?;
                     print_rows(&args.out, &list, &["name", "key", "created_at"]);
                 }
-                AppCommand::RotateSecret { name } => {
+                AppCommand::RotateSecret { name, secret_file } => {
+                    let mut file = SecretFile::open(secret_file.as_deref())?;
                     let path = format!("{base}/{}/rotate-secret", segment(&name));
-                    let a = c.call(Method::POST, &path, None).await?;
-                    print_one(&args.out, &a, &[("app", "key"), ("secret", "secret")]);
+                    let a = c
+                        .call(Method::POST, &path, None)
+                        .await
+                        .inspect_err(|_| SecretFile::abandon(file.take()))?;
+                    show_secret(&args.out, a, file)?;
                 }
                 AppCommand::Delete { name } => {
                     c.call(Method::DELETE, &format!("{base}/{}", segment(&name)), None)
@@ -348,6 +361,81 @@ pub async fn app(args: AppArgs) -> ExitCode {
         }
         .await,
     )
+}
+
+/// Where an app's secret goes instead of the terminal: opened (owner-only) before the API is
+/// asked, so a secret is never made that cannot be kept; a file that existed keeps its content
+/// until the new secret is there, one that did not is removed again when the API refuses.
+#[derive(Debug)]
+struct SecretFile {
+    path: PathBuf,
+    file: std::fs::File,
+    existed: bool,
+}
+
+impl SecretFile {
+    fn open(path: Option<&Path>) -> Result<Option<SecretFile>, ClientError> {
+        let Some(path) = path else { return Ok(None) };
+        let existed = path.exists();
+        let file = super::process::open_private(path).map_err(|e| {
+            ClientError::Config(format!(
+                "cannot write the secret file {}: {e}",
+                path.display()
+            ))
+        })?;
+        Ok(Some(SecretFile {
+            path: path.to_path_buf(),
+            file,
+            existed,
+        }))
+    }
+
+    /// The API refused: leave no empty file behind.
+    fn abandon(file: Option<SecretFile>) {
+        if let Some(f) = file
+            && !f.existed
+        {
+            drop(f.file);
+            let _ = std::fs::remove_file(&f.path);
+        }
+    }
+}
+
+/// Prints an app with its new secret, or writes the secret to `file` and prints where it is.
+fn show_secret(out: &Output, mut app: Value, file: Option<SecretFile>) -> Result<(), ClientError> {
+    let Some(SecretFile { path, mut file, .. }) = file else {
+        print_one(out, &app, &[("app", "key"), ("secret", "secret")]);
+        if !out.json {
+            println!("The secret is not shown again: give it to the app's wrappers now.");
+        }
+        return Ok(());
+    };
+    use std::io::Write;
+    let secret = app["secret"].as_str().unwrap_or_default().to_owned();
+    file.set_len(0)
+        .and_then(|()| writeln!(file, "{secret}"))
+        .and_then(|()| file.sync_all())
+        .map_err(|e| {
+            ClientError::Config(format!(
+                "the app's secret could not be written to {} ({e}); rotate it with \
+                 `mthpt app rotate-secret`",
+                path.display()
+            ))
+        })?;
+    if let Some(fields) = app.as_object_mut() {
+        fields.remove("secret");
+    }
+    if out.json {
+        print_one(out, &app, &[]);
+    } else {
+        print_one(out, &app, &[("app", "key")]);
+        println!(
+            "{:<10} written to {} (readable by its owner only)",
+            "secret",
+            path.display()
+        );
+    }
+    Ok(())
 }
 
 pub async fn user(args: UserArgs) -> ExitCode {

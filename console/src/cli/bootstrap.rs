@@ -18,7 +18,7 @@ pub struct BootstrapArgs {
     #[arg(long, env = "MTHPT_DATABASE_URL", hide_env_values = true)]
     pub database_url: String,
     /// The operator's user name.
-    #[arg(long, default_value = "admin")]
+    #[arg(long, env = "MTHPT_USERNAME", default_value = "admin")]
     pub username: String,
 }
 

@@ -28,27 +28,27 @@ pub struct ConsoleArgs {
     #[serde(skip)]
     pub config: Option<PathBuf>,
     /// The cluster database: postgres://user:password@host:port/db (or sqlite://file.db).
-    #[arg(long)]
+    #[arg(long, env = "MTHPT_DATABASE_URL", hide_env_values = true)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub database_url: Option<String>,
-    /// Address the API listens on (HOST:PORT) [default: 127.0.0.1:7800].
-    #[arg(long)]
+    /// Address the API listens on (HOST:PORT) [default: 127.0.0.1:7800]
+    #[arg(long, env = "MTHPT_BIND")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bind: Option<String>,
-    /// Largest request body accepted, in bytes [default: 1048576].
-    #[arg(long)]
+    /// Largest request body accepted, in bytes [default: 1048576]
+    #[arg(long, env = "MTHPT_MAX_BODY_BYTES")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_body_bytes: Option<usize>,
-    /// A client must send its request headers within this many ms [default: 5000].
-    #[arg(long)]
+    /// A client must send its request headers within this many ms [default: 5000]
+    #[arg(long, env = "MTHPT_CLIENT_REQUEST_TIMEOUT_MS")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub client_request_timeout_ms: Option<u64>,
-    /// HTTP worker threads [default: 2].
-    #[arg(long)]
+    /// HTTP worker threads [default: 2]
+    #[arg(long, env = "MTHPT_WORKERS")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub workers: Option<usize>,
-    /// Log format.
-    #[arg(long, value_enum)]
+    /// Log format [default: human]
+    #[arg(long, value_enum, env = "MTHPT_LOG_FORMAT")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub log_format: Option<LogFormat>,
 }
@@ -149,6 +149,11 @@ pub async fn run(args: ConsoleArgs) -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn help_names_every_variable_and_default() {
+        crate::cli::process::assert_help_shows_settings("console", &Settings::default());
+    }
 
     #[test]
     fn flags_beat_the_file_and_zero_workers_is_refused() {

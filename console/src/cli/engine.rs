@@ -26,68 +26,68 @@ pub struct EngineArgs {
     #[serde(skip)]
     pub config: Option<PathBuf>,
     /// The cluster database: postgres://user:password@host:port/db (or sqlite://file.db).
-    #[arg(long)]
+    #[arg(long, env = "MTHPT_DATABASE_URL", hide_env_values = true)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub database_url: Option<String>,
-    /// The node groups this node schedules, comma-separated.
-    #[arg(long)]
+    /// The node groups this node schedules, comma-separated [default: default]
+    #[arg(long, env = "MTHPT_GROUPS")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub groups: Option<String>,
-    /// Address of the callback API wrappers call (HOST:PORT).
-    #[arg(long)]
+    /// Address of the callback API wrappers call (HOST:PORT) [default: 127.0.0.1:7700]
+    #[arg(long, env = "MTHPT_LISTEN")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub listen: Option<String>,
     /// URL others reach this node at (default http://<listen>).
-    #[arg(long)]
+    #[arg(long, env = "MTHPT_ADVERTISE")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub advertise: Option<String>,
     /// Unique id of this node (default: host name, process id and a random suffix).
-    #[arg(long)]
+    #[arg(long, env = "MTHPT_NODE_ID")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub node_id: Option<String>,
-    /// Claim at least this often (ms).
-    #[arg(long)]
+    /// Claim at least this often (ms) [default: 250]
+    #[arg(long, env = "MTHPT_POLL_INTERVAL_MS")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub poll_interval_ms: Option<i64>,
-    /// Claim runs due up to this far ahead (ms).
-    #[arg(long)]
+    /// Claim runs due up to this far ahead (ms) [default: 500]
+    #[arg(long, env = "MTHPT_HORIZON_MS")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub horizon_ms: Option<i64>,
-    /// How long a claim holds (ms): a dead node's runs move after at most this.
-    #[arg(long)]
+    /// How long a claim holds (ms): a dead node's runs move after at most this [default: 2000]
+    #[arg(long, env = "MTHPT_LEASE_MS")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lease_ms: Option<i64>,
-    /// At most this many runs per claim.
-    #[arg(long)]
+    /// At most this many runs per claim [default: 1000]
+    #[arg(long, env = "MTHPT_CLAIM_BATCH")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub claim_batch: Option<i64>,
-    /// Wrappers are told to heartbeat this often (ms).
-    #[arg(long)]
+    /// Wrappers are told to heartbeat this often (ms) [default: 1000]
+    #[arg(long, env = "MTHPT_EXECUTOR_HEARTBEAT_MS")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub executor_heartbeat_ms: Option<u64>,
-    /// A wrapper silent this long is lost (ms).
-    #[arg(long)]
+    /// A wrapper silent this long is lost (ms) [default: 4000]
+    #[arg(long, env = "MTHPT_EXECUTOR_TIMEOUT_MS")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub executor_timeout_ms: Option<i64>,
-    /// A node silent this long is reported lost (ms).
-    #[arg(long)]
+    /// A node silent this long is reported lost (ms) [default: 5000]
+    #[arg(long, env = "MTHPT_NODE_TIMEOUT_MS")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub node_timeout_ms: Option<i64>,
-    /// At most this many requests to wrappers in flight.
-    #[arg(long)]
+    /// At most this many requests to wrappers in flight [default: 256]
+    #[arg(long, env = "MTHPT_MAX_IN_FLIGHT")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_in_flight: Option<usize>,
-    /// At most one dispatch round per this many ms (0: fire every due instant on its own).
-    #[arg(long)]
+    /// At most one dispatch round per this many ms (0: fire every due instant on its own) [default: 0]
+    #[arg(long, env = "MTHPT_DISPATCH_COALESCE_MS")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dispatch_coalesce_ms: Option<i64>,
     /// Threads of the callback API's HTTP server (they parse and verify requests; database work
-    /// runs on the engine's runtime).
-    #[arg(long)]
+    /// runs on the engine's runtime) [default: 1]
+    #[arg(long, env = "MTHPT_CALLBACK_WORKERS")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub callback_workers: Option<usize>,
-    /// Log format.
-    #[arg(long, value_enum)]
+    /// Log format [default: human]
+    #[arg(long, value_enum, env = "MTHPT_LOG_FORMAT")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub log_format: Option<LogFormat>,
 }
@@ -247,6 +247,11 @@ mod tests {
         let c = s.engine_config();
         assert_eq!(c.groups, vec!["eu".to_string(), "asia".to_string()]);
         assert_eq!(c.poll_interval_ms, EngineConfig::default().poll_interval_ms);
+    }
+
+    #[test]
+    fn help_names_every_variable_and_default() {
+        crate::cli::process::assert_help_shows_settings("engine", &Settings::default());
     }
 
     #[test]

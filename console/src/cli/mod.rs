@@ -18,7 +18,12 @@ use clap::{Parser, Subcommand};
 
 /// MTHPT: a multi-tenant, highly available task scheduling platform.
 #[derive(Debug, Parser)]
-#[command(name = "mthpt", version, about)]
+#[command(
+    name = "mthpt",
+    version,
+    after_help = "Settings also come from MTHPT_* environment variables; each command's --help \
+                  names them and shows the defaults (e.g. `mthpt engine --help`)."
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,

@@ -66,6 +66,26 @@ pub fn init_logging(format: LogFormat) {
     };
 }
 
+/// Opens `path` for writing a secret, readable and writable by its owner only: created if
+/// missing; an existing file keeps its content until the caller empties it.
+pub(crate) fn open_private(path: &std::path::Path) -> std::io::Result<std::fs::File> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(false);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let file = options.open(path)?;
+    // A file that existed keeps its mode on open; a secret's may not be readable by others.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    }
+    Ok(file)
+}
+
 /// Resolves on SIGINT (Ctrl-C) or SIGTERM.
 pub async fn shutdown_signal() {
     #[cfg(unix)]
@@ -80,4 +100,45 @@ pub async fn shutdown_signal() {
         }
     }
     let _ = tokio::signal::ctrl_c().await;
+}
+
+/// For the settings tests of `mthpt engine` and `mthpt console`: every setting of `defaults`
+/// (a serialised settings struct) has a flag of subcommand `sub` that names its `MTHPT_*`
+/// variable and, where the setting has a default, shows that default in its help.
+#[cfg(test)]
+pub(crate) fn assert_help_shows_settings<S: serde::Serialize>(sub: &str, defaults: &S) {
+    use clap::CommandFactory;
+    let mut cli = super::Cli::command();
+    let cmd = cli
+        .find_subcommand_mut(sub)
+        .unwrap_or_else(|| panic!("no subcommand {sub}"));
+    let help = cmd.render_help().to_string();
+    let serde_json::Value::Object(settings) = serde_json::to_value(defaults).unwrap_or_default()
+    else {
+        panic!("settings serialise as an object");
+    };
+    for (key, value) in settings {
+        let long = key.replace('_', "-");
+        let arg = cmd
+            .get_arguments()
+            .find(|a| a.get_long() == Some(long.as_str()))
+            .unwrap_or_else(|| panic!("setting {key} has no flag --{long}"));
+        let env = format!("MTHPT_{}", key.to_uppercase());
+        assert_eq!(
+            arg.get_env().and_then(|e| e.to_str()),
+            Some(env.as_str()),
+            "--{long} names its variable"
+        );
+        assert!(help.contains(&format!("[env: {env}")), "{help}");
+        let shown = match value {
+            serde_json::Value::Null => continue,
+            serde_json::Value::String(s) => s,
+            other => other.to_string(),
+        };
+        let text = arg.get_help().map(ToString::to_string).unwrap_or_default();
+        assert!(
+            text.contains(&format!("[default: {shown}]")),
+            "--{long} shows its default {shown}: {text:?}"
+        );
+    }
 }

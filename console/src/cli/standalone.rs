@@ -49,7 +49,7 @@ pub struct StandaloneArgs {
     #[arg(long)]
     pub no_demo: bool,
     /// Log format.
-    #[arg(long, value_enum, default_value = "human")]
+    #[arg(long, value_enum, env = "MTHPT_LOG_FORMAT", default_value = "human")]
     pub log_format: LogFormat,
 }
 
@@ -194,14 +194,8 @@ async fn ensure_operator(store: &dyn Store, data: &Path) -> anyhow::Result<Optio
 /// Writes `text` to a file only its owner can read.
 fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
     use std::io::Write;
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(0o600);
-    }
-    let mut f = options.open(path)?;
+    let mut f = super::process::open_private(path)?;
+    f.set_len(0)?;
     writeln!(f, "{text}")
 }
 

@@ -67,6 +67,7 @@ pub enum TaskCommand {
         /// Only runs in this state (e.g. failed).
         #[arg(long)]
         state: Option<String>,
+        /// At most this many, newest first.
         #[arg(long, default_value_t = 20)]
         limit: u32,
     },

@@ -41,11 +41,11 @@ pub struct WrapperArgs {
     pub advertise: Option<String>,
 
     /// Enable the `shell` handler (runs bash scripts given in task params).
-    #[arg(long)]
+    #[arg(long, env = "MTHPT_ENABLE_SHELL")]
     pub enable_shell: bool,
 
     /// Enable the `http` handler (performs HTTP requests described in task params).
-    #[arg(long)]
+    #[arg(long, env = "MTHPT_ENABLE_HTTP")]
     pub enable_http: bool,
 
     /// Directory of the result spool (default .mthpt/spool/<app>); reuse it across restarts.
@@ -56,12 +56,22 @@ pub struct WrapperArgs {
     #[arg(long, env = "MTHPT_CAPACITY", default_value_t = 16)]
     pub capacity: u32,
 
-    /// Label sent to the engines for routing, repeatable.
-    #[arg(long = "label", value_name = "KEY=VALUE")]
+    /// Label sent to the engines for routing, repeatable (in the variable: comma-separated).
+    #[arg(
+        long = "label",
+        env = "MTHPT_LABELS",
+        value_name = "KEY=VALUE",
+        value_delimiter = ','
+    )]
     pub labels: Vec<String>,
 
     /// Seconds running runs may take to finish on shutdown before they are cancelled.
-    #[arg(long, default_value_t = 30, value_name = "SECONDS")]
+    #[arg(
+        long,
+        env = "MTHPT_DRAIN_GRACE",
+        default_value_t = 30,
+        value_name = "SECONDS"
+    )]
     pub drain_grace: u64,
 }
 

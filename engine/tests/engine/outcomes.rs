@@ -39,7 +39,7 @@ async fn end(store: &dyn Store, run: &Run, finish: &Finish) -> Finished {
 
 fn applied(f: Finished) -> (Run, mthpt_engine::outcome::Effects) {
     match f {
-        Finished::Applied { run, effects } => (run, *effects),
+        Finished::Applied { run, effects, .. } => (run, *effects),
         Finished::AlreadyFinal(run) => panic!("run {} was already final", run.id),
     }
 }

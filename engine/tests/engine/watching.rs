@@ -338,7 +338,10 @@ pub async fn late_success_for_a_lost_run_wins_over_its_unstarted_recovery(store:
     )
     .await
     .unwrap());
-    let Finished::Applied { run: done, effects } = finished else {
+    let Finished::Applied {
+        run: done, effects, ..
+    } = finished
+    else {
         panic!("the late success was not recorded: {finished:?}");
     };
     assert_eq!(done.state, RunState::Succeeded);
