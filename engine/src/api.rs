@@ -559,16 +559,16 @@ async fn forgotten_runs_lost(
     let grace = i64::try_from(api.heartbeat_interval_ms.saturating_mul(3))
         .unwrap_or(i64::MAX)
         .max(2_000);
-    let held: std::collections::HashSet<i64> = held.iter().copied().collect();
+    // Read without locks (result writes must never wait on a heartbeat); the finish below
+    // locks the few runs found and leaves any that finished meanwhile as they are.
     let mut tx = api.store.begin().await?;
-    let mut items = Vec::new();
-    for run in tx.running_runs_on_executors(&[executor.id]).await? {
-        let sent = run.dispatched_at.or(run.started_at).unwrap_or(judged_at);
-        if held.contains(&run.id.0) || judged_at - sent < grace {
-            continue;
-        }
+    let missing = tx
+        .running_runs_missing_from(executor.id, held, judged_at.saturating_sub(grace))
+        .await?;
+    let mut items = Vec::with_capacity(missing.len());
+    for run in missing {
         tracing::warn!(
-            run = %run.id, instance = %executor.instance_id,
+            %run, instance = %executor.instance_id,
             "an executor no longer holds a run it was sent; declaring it lost"
         );
         let finish = Finish::decided(
@@ -580,7 +580,7 @@ async fn forgotten_runs_lost(
             true,
             now,
         );
-        items.push((run.id, finish));
+        items.push((run, finish));
     }
     let finished = if items.is_empty() {
         Vec::new()

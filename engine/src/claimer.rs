@@ -28,11 +28,13 @@
 //! `parallel` fires anyway; `skip` skips it; `serial` puts it back to wait (rechecked every
 //! [`SERIAL_RECHECK_MS`]); `replace` cancels the earlier runs and fires.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use crate::alarm::{AlarmKind, NewAlarm, Severity};
-use crate::run::{ClaimedTransition, NewRun, Run, RunCompletion, RunFilter, RunState, TriggerKind};
+use crate::run::{
+    ClaimedTransition, NewRun, Run, RunCompletion, RunFilter, RunId, RunState, TriggerKind,
+};
 use crate::schedule::Schedule;
 use crate::store::{ClaimRequest, Completion, Result, Store, Tx};
 use crate::task::{MisfirePolicy, OverlapPolicy, Task, TaskId};
@@ -43,8 +45,6 @@ pub const SERIAL_RECHECK_MS: i64 = 500;
 const MAX_MISSED_SCAN: usize = 100_000;
 /// Runs read per page while looking for a later occurrence of a late one's task.
 const LATER_PAGE: i64 = 200;
-/// Runs read while looking for a caught-up run's predecessor.
-const PREDECESSOR_PAGE: i64 = 20;
 /// Pages of a task's earlier runs looked through to name an outage.
 const OUTAGE_SCAN_PAGES: usize = 5;
 
@@ -151,6 +151,10 @@ impl Claimer {
             .map(|t| (t.id, Arc::new(t)))
             .collect();
         let mut schedules: HashMap<TaskId, Option<Schedule>> = HashMap::new();
+        for task in tasks.values() {
+            schedules.insert(task.id, task.schedule().ok());
+        }
+        let outage = continuing_outages(tx, &runs, &tasks, &schedules, now).await?;
         let mut successors: Vec<NewRun> = Vec::new();
 
         for run in runs {
@@ -165,17 +169,13 @@ impl Claimer {
                     continue;
                 }
             };
-            let schedule = schedules
-                .entry(task.id)
-                .or_insert_with(|| task.schedule().ok())
-                .as_ref();
+            let schedule = schedules.get(&task.id).and_then(Option::as_ref);
             let scheduled = run.trigger_kind == TriggerKind::Schedule
                 && run.attempt == 1
                 && run.shard_index == 0;
             let late_ms = now - run.due_at;
             let misfire = scheduled
-                && (late_ms > task.misfire_threshold_ms
-                    || continues_an_outage(tx, &task, schedule, &run, now).await?);
+                && (late_ms > task.misfire_threshold_ms || outage.contains(&run.id));
 
             // Where the schedule continues from (none: a later occurrence carries it on), and
             // whether this run fires.
@@ -403,50 +403,75 @@ impl Claimer {
     }
 }
 
-/// Whether `run`, itself less than the misfire threshold late, belongs to an outage that began
-/// more than the threshold ago: it is being caught up (its successor would be due already), it
-/// was materialised before its predecessor turned into a misfire, and that predecessor never
-/// started and is more than the threshold late. Without this, an outage only slightly longer
-/// than the threshold would fire the occurrence after the missed one and catch up from there.
-async fn continues_an_outage(
+/// The runs of a claim batch that, each less than the misfire threshold late, belong to an
+/// outage that began more than the threshold ago: the run is being caught up (its successor
+/// would be due already), it was materialised before its predecessor turned into a misfire,
+/// and that predecessor never started and is more than the threshold late. Without this, an
+/// outage only slightly longer than the threshold would fire the occurrence after the missed
+/// one and catch up from there. The predecessors of the whole batch come in one statement.
+async fn continuing_outages(
     tx: &mut dyn Tx,
-    task: &Task,
-    schedule: Option<&Schedule>,
-    run: &Run,
+    runs: &[Run],
+    tasks: &HashMap<TaskId, Arc<Task>>,
+    schedules: &HashMap<TaskId, Option<Schedule>>,
     now: i64,
-) -> Result<bool> {
-    let catching_up = run.due_at < now
-        && schedule
-            .and_then(|s| task.next_occurrence(s, run.scheduled_at))
-            .is_some_and(|next| next <= now);
-    if !catching_up {
-        return Ok(false);
-    }
-    let earlier = tx
-        .list_runs(
-            task.tenant_id,
-            &RunFilter {
-                task_id: Some(task.id),
-                scheduled_before: Some(run.scheduled_at),
-                limit: Some(PREDECESSOR_PAGE),
-                ..RunFilter::default()
-            },
-        )
-        .await?;
-    let predecessor = earlier
+) -> Result<HashSet<RunId>> {
+    let catching_up: Vec<&Run> = runs
         .iter()
-        .filter(|r| r.trigger_kind == TriggerKind::Schedule && r.attempt == 1)
-        .max_by_key(|r| r.scheduled_at);
-    Ok(predecessor.is_some_and(|p| {
-        let missed_at = p.due_at.saturating_add(task.misfire_threshold_ms);
-        p.started_at.is_none()
-            && matches!(
-                p.state,
-                RunState::Pending | RunState::Claimed | RunState::Skipped
-            )
-            && missed_at < now
-            && run.created_at <= missed_at
-    }))
+        .filter(|run| {
+            let Some(task) = tasks.get(&run.task_id) else {
+                return false;
+            };
+            run.trigger_kind == TriggerKind::Schedule
+                && run.attempt == 1
+                && run.shard_index == 0
+                && run.due_at < now
+                && now - run.due_at <= task.misfire_threshold_ms
+                && schedules
+                    .get(&task.id)
+                    .and_then(Option::as_ref)
+                    .and_then(|s| task.next_occurrence(s, run.scheduled_at))
+                    .is_some_and(|next| next <= now)
+        })
+        .collect();
+    if catching_up.is_empty() {
+        return Ok(HashSet::new());
+    }
+    let items: Vec<(TaskId, i64)> = catching_up
+        .iter()
+        .map(|r| (r.task_id, r.scheduled_at))
+        .collect();
+    let mut earlier: HashMap<TaskId, Vec<Run>> = HashMap::new();
+    for p in tx.latest_scheduled_runs_before(&items).await? {
+        earlier.entry(p.task_id).or_default().push(p);
+    }
+    Ok(catching_up
+        .into_iter()
+        .filter(|run| {
+            let Some(task) = tasks.get(&run.task_id) else {
+                return false;
+            };
+            // The latest of those found before this run is its own predecessor: every one of
+            // them is a first-attempt scheduled run of the task.
+            let predecessor = earlier
+                .get(&run.task_id)
+                .into_iter()
+                .flatten()
+                .filter(|p| p.scheduled_at < run.scheduled_at)
+                .max_by_key(|p| p.scheduled_at);
+            predecessor.is_some_and(|p| {
+                let missed_at = p.due_at.saturating_add(task.misfire_threshold_ms);
+                p.started_at.is_none()
+                    && matches!(
+                        p.state,
+                        RunState::Pending | RunState::Claimed | RunState::Skipped
+                    )
+                    && missed_at < now
+                    && run.created_at <= missed_at
+            })
+        })
+        .map(|run| run.id)
+        .collect())
 }
 
 /// The schedule points of `task` after `after_ms` up to `now`, oldest first, at most `limit`

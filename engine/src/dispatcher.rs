@@ -374,7 +374,12 @@ impl Dispatcher {
         let now = self.clock.now_ms();
         let written = async {
             let mut tx = self.store.begin().await?;
-            let held = tx.record_dispatch_intent(&items, now).await?;
+            // In slices: each statement stays far below the database's statement timeout
+            // when the database is saturated, so a big round is slowed, never thrown away.
+            let mut held = Vec::with_capacity(items.len());
+            for slice in items.chunks(INTENT_SLICE) {
+                held.extend(tx.record_dispatch_intent(slice, now).await?);
+            }
             tx.commit().await?;
             Ok::<_, StoreError>(held)
         }
@@ -734,6 +739,9 @@ pub fn run_request(fire: &Fire, sent_at: i64) -> RunRequest {
         },
     }
 }
+
+/// Runs per statement when recording dispatch intents.
+const INTENT_SLICE: usize = 500;
 
 /// How long a wrapper may take to answer a run request (it answers before running anything).
 pub const ACK_TIMEOUT: Duration = Duration::from_secs(3);

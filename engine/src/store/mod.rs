@@ -534,6 +534,10 @@ pub trait Tx: Send {
     async fn insert_runs(&mut self, runs: &[NewRun], now: i64) -> Result<Vec<Run>>;
     async fn get_run(&mut self, tenant: TenantId, id: RunId) -> Result<Run>;
     async fn list_runs(&mut self, tenant: TenantId, filter: &RunFilter) -> Result<Vec<Run>>;
+    /// Engine internal: for each `(task, instant)`, the task's latest first-attempt run of
+    /// its schedule scheduled strictly before the instant, if any (one statement for a whole
+    /// claim batch; the claim uses it to tell an outage that goes on from a late run).
+    async fn latest_scheduled_runs_before(&mut self, items: &[(TaskId, i64)]) -> Result<Vec<Run>>;
     /// Engine internal: a run by id.
     async fn find_run(&mut self, id: RunId) -> Result<Option<Run>>;
     /// Claims up to `limit` runs of the given groups that are pending, or claimed with an
@@ -620,6 +624,15 @@ pub trait Tx: Send {
     async fn runs_not_started(&mut self, now: i64, limit: i64) -> Result<Vec<Run>>;
     /// Running runs on the given executor instances.
     async fn running_runs_on_executors(&mut self, executors: &[ExecutorId]) -> Result<Vec<Run>>;
+    /// Engine internal, without locking: running runs on `executor` that are not among `held`
+    /// and were sent (or started) before `sent_before` — the runs an instance's heartbeat says
+    /// it no longer holds. Cheap when there are none (the usual case).
+    async fn running_runs_missing_from(
+        &mut self,
+        executor: ExecutorId,
+        held: &[i64],
+        sent_before: i64,
+    ) -> Result<Vec<RunId>>;
     /// Runs of a task that are not final: pending, claimed or running (for overlap policies).
     async fn unfinished_runs_of_task(&mut self, task: TaskId) -> Result<Vec<Run>>;
     /// Every run (all shards and attempts) of one occurrence of a task, ordered by shard and

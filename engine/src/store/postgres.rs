@@ -203,7 +203,7 @@ tx_impl!(
                      dispatch_attempts = r.dispatch_attempts + 1
                  FROM UNNEST($1::bigint[], $2::text[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[])
                    AS u(id, owner, fence, executor_id, dispatched_at, deadline_at)
-                 WHERE r.id = u.id AND r.claim_owner = u.owner AND r.fence = u.fence
+                 WHERE r.id = ANY($1) AND r.id = u.id AND r.claim_owner = u.owner AND r.fence = u.fence
                    AND ((r.state = 'claimed' AND r.lease_until > $7)
                         OR (r.state IN ('succeeded', 'failed', 'timed_out', 'cancelled') AND r.dispatched_at IS NULL))
                  RETURNING r.id",
@@ -220,6 +220,28 @@ tx_impl!(
             Ok(rows.into_iter().map(|(id,)| id).collect())
         }
 
+        async fn latest_scheduled_runs_before(
+            &mut self,
+            items: &[(TaskId, i64)],
+        ) -> Result<Vec<Run>> {
+            if items.is_empty() {
+                return Ok(Vec::new());
+            }
+            // One index probe (runs_task_scheduled, backwards) per item.
+            Ok(sqlx::query_as(
+                "SELECT p.* FROM UNNEST($1::bigint[], $2::bigint[]) AS u(task_id, before)
+                 CROSS JOIN LATERAL (
+                     SELECT * FROM runs r
+                     WHERE r.task_id = u.task_id AND r.scheduled_at < u.before
+                       AND r.trigger_kind = 'schedule' AND r.attempt = 1
+                     ORDER BY r.scheduled_at DESC LIMIT 1) p",
+            )
+            .bind(items.iter().map(|(t, _)| t.0).collect::<Vec<_>>())
+            .bind(items.iter().map(|(_, at)| *at).collect::<Vec<_>>())
+            .fetch_all(&mut *self.tx)
+            .await?)
+        }
+
         async fn record_dispatch_intent(
             &mut self,
             items: &[(Fence, ExecutorId)],
@@ -232,7 +254,7 @@ tx_impl!(
                 "UPDATE runs r SET executor_id = u.executor_id
                  FROM UNNEST($1::bigint[], $2::text[], $3::bigint[], $4::bigint[])
                    AS u(id, owner, fence, executor_id)
-                 WHERE r.id = u.id AND r.state = 'claimed' AND r.claim_owner = u.owner
+                 WHERE r.id = ANY($1) AND r.id = u.id AND r.state = 'claimed' AND r.claim_owner = u.owner
                    AND r.fence = u.fence AND r.lease_until > $5
                  RETURNING r.id",
             )
@@ -287,7 +309,7 @@ tx_impl!(
                 "UPDATE runs r SET state = 'pending', claim_owner = NULL, lease_until = NULL,
                      dispatch_attempts = r.dispatch_attempts + 1
                  FROM UNNEST($1::bigint[], $2::text[], $3::bigint[]) AS u(id, owner, fence)
-                 WHERE r.id = u.id AND r.state = 'claimed' AND r.claim_owner = u.owner
+                 WHERE r.id = ANY($1) AND r.id = u.id AND r.state = 'claimed' AND r.claim_owner = u.owner
                    AND r.fence = u.fence AND r.lease_until > $4
                  RETURNING r.id",
             )
@@ -326,7 +348,7 @@ tx_impl!(
             sqlx::query(
                 "UPDATE tasks t SET fires_scheduled = t.fires_scheduled + u.n
                  FROM UNNEST($1::bigint[], $2::bigint[]) AS u(id, n)
-                 WHERE t.id = u.id",
+                 WHERE t.id = ANY($1) AND t.id = u.id",
             )
             .bind(sums.iter().map(|(t, _)| t.0).collect::<Vec<_>>())
             .bind(sums.iter().map(|(_, n)| *n).collect::<Vec<_>>())
@@ -381,7 +403,7 @@ tx_impl!(
                      FROM UNNEST($1::bigint[], $2::text[], $3::jsonb[], $4::text[], $5::text[],
                                  $6::bigint[], $7::bigint[])
                        AS u(id, state, output, error, log_tail, started_at, finished_at)
-                     WHERE r.id = u.id AND r.state IN ('pending', 'claimed', 'running')
+                     WHERE r.id = ANY($1) AND r.id = u.id AND r.state IN ('pending', 'claimed', 'running')
                      RETURNING r.*",
                 )
                 .bind(w.iter().map(|(id, _, _)| id.0).collect::<Vec<_>>())
@@ -562,6 +584,25 @@ tx_impl!(
             .bind(raw_ids(executors, |i| i.0))
             .fetch_all(&mut *self.tx)
             .await?)
+        }
+
+        async fn running_runs_missing_from(
+            &mut self,
+            executor: ExecutorId,
+            held: &[i64],
+            sent_before: i64,
+        ) -> Result<Vec<RunId>> {
+            let rows: Vec<(RunId,)> = sqlx::query_as(
+                "SELECT id FROM runs WHERE state = 'running' AND executor_id = $1
+                   AND NOT (id = ANY($2)) AND COALESCE(dispatched_at, started_at) <= $3
+                 ORDER BY id",
+            )
+            .bind(executor)
+            .bind(held)
+            .bind(sent_before)
+            .fetch_all(&mut *self.tx)
+            .await?;
+            Ok(rows.into_iter().map(|(id,)| id).collect())
         }
 
         async fn lock_chain_runs(

@@ -380,6 +380,23 @@ tx_impl!(SqliteTx, for_update = "", skip_locked = "", {
         Ok(rows.into_iter().map(|(t,)| t).collect())
     }
 
+    async fn latest_scheduled_runs_before(&mut self, items: &[(TaskId, i64)]) -> Result<Vec<Run>> {
+        let mut found = Vec::with_capacity(items.len());
+        for (task, before) in items {
+            let row: Option<Run> = sqlx::query_as(
+                "SELECT * FROM runs
+                 WHERE task_id = $1 AND scheduled_at < $2 AND trigger_kind = 'schedule' AND attempt = 1
+                 ORDER BY scheduled_at DESC LIMIT 1",
+            )
+            .bind(task)
+            .bind(before)
+            .fetch_optional(&mut *self.tx)
+            .await?;
+            found.extend(row);
+        }
+        Ok(found)
+    }
+
     async fn try_lock_runs(&mut self, ids: &[RunId]) -> Result<Vec<RunId>> {
         // One writer at a time: every row is free to this transaction.
         let rows: Vec<(RunId,)> = sqlx::query_as(
@@ -414,6 +431,26 @@ tx_impl!(SqliteTx, for_update = "", skip_locked = "", {
         .bind(json_ids(executors, |i| i.0))
         .fetch_all(&mut *self.tx)
         .await?)
+    }
+
+    async fn running_runs_missing_from(
+        &mut self,
+        executor: ExecutorId,
+        held: &[i64],
+        sent_before: i64,
+    ) -> Result<Vec<RunId>> {
+        let rows: Vec<(RunId,)> = sqlx::query_as(
+            "SELECT id FROM runs WHERE state = 'running' AND executor_id = $1
+               AND id NOT IN (SELECT value FROM json_each($2))
+               AND COALESCE(dispatched_at, started_at) <= $3
+             ORDER BY id",
+        )
+        .bind(executor)
+        .bind(serde_json::Value::from(held.to_vec()).to_string())
+        .bind(sent_before)
+        .fetch_all(&mut *self.tx)
+        .await?;
+        Ok(rows.into_iter().map(|(id,)| id).collect())
     }
 
     async fn lock_chain_runs(&mut self, chain_root: RunId, tasks: &[TaskId]) -> Result<Vec<Run>> {
