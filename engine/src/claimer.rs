@@ -174,8 +174,8 @@ impl Claimer {
                 && run.attempt == 1
                 && run.shard_index == 0;
             let late_ms = now - run.due_at;
-            let misfire = scheduled
-                && (late_ms > task.misfire_threshold_ms || outage.contains(&run.id));
+            let misfire =
+                scheduled && (late_ms > task.misfire_threshold_ms || outage.contains(&run.id));
 
             // Where the schedule continues from (none: a later occurrence carries it on), and
             // whether this run fires.
