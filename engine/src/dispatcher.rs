@@ -556,6 +556,7 @@ impl Dispatcher {
                 .iter()
                 .map(|p| run_request(&p.fire, sent_at))
                 .collect(),
+            instance_id: Some(instance.instance_id.clone()),
         };
         let answer = entry
             .client

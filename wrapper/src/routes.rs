@@ -125,6 +125,8 @@ async fn start_run(
 #[derive(Deserialize)]
 struct BatchEnvelope {
     runs: Vec<Value>,
+    #[serde(default)]
+    instance_id: Option<String>,
 }
 
 async fn start_batch(
@@ -145,6 +147,15 @@ async fn start_batch(
             );
         }
     };
+    let me = wrapper.instance_id();
+    if let Some(meant) = envelope.instance_id.as_deref()
+        && meant != me
+    {
+        return error(
+            ErrorCode::WrongInstance,
+            format!("this batch is for executor instance {meant:?}; this is instance {me:?}"),
+        );
+    }
     if envelope.runs.len() > MAX_BATCH_ITEMS {
         return error(
             ErrorCode::Malformed,

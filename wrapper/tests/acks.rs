@@ -123,6 +123,7 @@ async fn same_run_id_twice_starts_handler_once() -> anyhow::Result<()> {
     // Twice in one batch: the second item is refused too.
     let batch = RunBatchRequest {
         runs: vec![run_request(11, "count"), run_request(11, "count")],
+        instance_id: None,
     };
     let resp = post(&client, &w.url, paths::RUNS_BATCH, &batch).await?;
     assert_eq!(resp.status.as_u16(), 200);
@@ -323,5 +324,45 @@ async fn cancel_and_deadline_reach_the_handler_context() -> anyhow::Result<()> {
         .post_json(&w.url, &paths::run_cancel(1), &json!({}))
         .await?;
     assert_eq!(finished.status, CancelStatus::AlreadyFinished);
+    Ok(())
+}
+
+/// A batch meant for another instance (one that ran on this address before a restart) is refused
+/// whole with 409 `wrong_instance`, and nothing in it starts; the same batch for this instance
+/// starts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_meant_for_another_instance_starts_nothing() -> anyhow::Result<()> {
+    let engine = EngineStandIn::start()?;
+    let spool = tempfile::tempdir()?;
+    let started = Arc::new(AtomicU32::new(0));
+    let counter = started.clone();
+    let w = TestWrapper::start(&[&engine.url], spool.path(), move |b| {
+        b.async_handler("count", move |_ctx| {
+            counter.fetch_add(1, Ordering::SeqCst);
+            async { Ok(json!(null)) }
+        })
+    })?;
+    let client = engine_client()?;
+    let mut batch = RunBatchRequest {
+        runs: vec![run_request(21, "count")],
+        instance_id: Some("someone-else".to_owned()),
+    };
+    let resp = post(&client, &w.url, paths::RUNS_BATCH, &batch).await?;
+    assert_eq!(resp.status.as_u16(), 409);
+    let body: mthpt_wrapper::protocol::ErrorBody = resp.json()?;
+    assert_eq!(
+        body.error,
+        mthpt_wrapper::protocol::ErrorCode::WrongInstance
+    );
+    assert!(body.message.contains("someone-else"), "{}", body.message);
+    assert!(w.wrapper.run_status(21).is_none(), "nothing was accepted");
+    assert_eq!(started.load(Ordering::SeqCst), 0);
+
+    batch.instance_id = Some(w.wrapper.instance_id().to_owned());
+    let resp = post(&client, &w.url, paths::RUNS_BATCH, &batch).await?;
+    assert_eq!(resp.status.as_u16(), 200);
+    let acks: RunBatchResponse = resp.json()?;
+    assert_eq!(acks.acks[0].status, AckStatus::Accepted);
+    assert!(eventually(WAIT, || started.load(Ordering::SeqCst) == 1).await);
     Ok(())
 }

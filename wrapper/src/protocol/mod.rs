@@ -163,6 +163,11 @@ impl RunRequest {
 pub struct RunBatchRequest {
     /// The runs, at most [`MAX_BATCH_ITEMS`].
     pub runs: Vec<RunRequest>,
+    /// The instance the engine means to start them on. A wrapper that is another instance (one
+    /// restarted on the same address under a new id) refuses the whole batch with 409
+    /// `wrong_instance` and starts nothing: the engine then knows that instance is not there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_id: Option<String>,
 }
 
 /// The wrapper's answer to a run start, one per run.
@@ -635,6 +640,8 @@ pub enum ErrorCode {
     HostNotAllowed,
     /// 404: no such resource (e.g. unknown run).
     NotFound,
+    /// 409: a run batch meant for another instance (its `instance_id` is not this one's).
+    WrongInstance,
     /// 408: the request body did not arrive in time.
     Timeout,
     /// 411: the request has a body without a `Content-Length` (e.g. chunked).
@@ -655,6 +662,7 @@ impl ErrorCode {
             Self::Malformed => 400,
             Self::HostNotAllowed => 403,
             Self::NotFound => 404,
+            Self::WrongInstance => 409,
             Self::Timeout => 408,
             Self::LengthRequired => 411,
             Self::TooLarge => 413,
