@@ -21,7 +21,7 @@ use mthpt_wrapper::protocol::{
 };
 use tokio::sync::{Semaphore, oneshot};
 
-use crate::app::{AppId, ExecutorId};
+use crate::app::{AppId, ExecutorId, ExecutorState};
 use crate::claimer::{Cancellation, Fire};
 use crate::clock::{Clock, ms_to_datetime};
 use crate::directory::{AppEntry, Directory, lock};
@@ -30,6 +30,7 @@ use crate::routing::{self, RoutingState};
 use crate::run::{ClaimedTransition, Fence, NewRun, RunId, RunState, TriggerKind};
 use crate::store::{Result, StartClaimed, Store, StoreError};
 use crate::task::{Routing, Task};
+use crate::tenant::TenantId;
 
 /// Dispatch settings.
 #[derive(Debug, Clone, PartialEq)]
@@ -71,6 +72,9 @@ pub struct DispatchReport {
     /// Back to pending for the instance they were sent to, which may hold them but could not
     /// be asked (unreachable, or no clear answer): only that instance gets them next.
     pub held: Vec<RunId>,
+    /// Last sent to an instance that is now lost or gone: ended `lost` (recovered as new runs
+    /// when their tasks allow), never sent elsewhere under the same id.
+    pub lost: Vec<RunId>,
     /// Extra shard runs created for broadcast tasks.
     pub shards_created: usize,
     /// Batch requests sent.
@@ -197,9 +201,9 @@ impl Dispatcher {
         let fires = self
             .shard_broadcasts(fires, &entries, now, &mut report)
             .await?;
+        let (fires, mut released) = self.settle_orphaned(fires, &entries, &mut report).await?;
 
         let mut pending: Vec<Pending> = Vec::with_capacity(fires.len());
-        let mut released: Vec<Fence> = Vec::new();
         {
             let mut state = lock(&self.routing);
             for fire in fires {
@@ -352,6 +356,79 @@ impl Dispatcher {
         self.record(started, released, malformed, &mut report)
             .await?;
         Ok(report)
+    }
+
+    /// Runs last sent to an instance that is no longer live are never sent elsewhere under the
+    /// same id: that instance may hold them, and its result must still find them. While it may
+    /// come back (up but silent, or draining) they are held for it (returned as fences to
+    /// release); once it is lost or gone they end `lost`, recovered as a new run when the task
+    /// allows, and the instance's late success still counts. Returns the runs to send.
+    async fn settle_orphaned(
+        &self,
+        fires: Vec<Fire>,
+        entries: &HashMap<AppId, Arc<AppEntry>>,
+        report: &mut DispatchReport,
+    ) -> Result<(Vec<Fire>, Vec<Fence>)> {
+        let (orphaned, fires): (Vec<Fire>, Vec<Fire>) = fires.into_iter().partition(|f| {
+            f.run.executor_id.is_some_and(|x| {
+                entries
+                    .get(&f.task.app_id)
+                    .is_none_or(|e| e.executor(x).is_none())
+            })
+        });
+        if orphaned.is_empty() {
+            return Ok((fires, Vec::new()));
+        }
+        let mut apps: Vec<(TenantId, AppId)> = orphaned
+            .iter()
+            .map(|f| (f.task.tenant_id, f.task.app_id))
+            .collect();
+        apps.sort_unstable();
+        apps.dedup();
+        let mut states: HashMap<ExecutorId, ExecutorState> = HashMap::new();
+        {
+            let mut tx = self.store.begin_read().await?;
+            for (tenant, app) in apps {
+                for e in tx.list_executors(tenant, Some(app)).await? {
+                    states.insert(e.id, e.state);
+                }
+            }
+        }
+        let now = self.clock.now_ms();
+        let mut hold = Vec::new();
+        let mut lost: Vec<(RunId, Finish)> = Vec::new();
+        for f in orphaned {
+            let Some(x) = f.run.executor_id else { continue };
+            match states.get(&x) {
+                Some(ExecutorState::Up | ExecutorState::Draining) => {
+                    tracing::debug!(run = %f.run.id, executor = %x, "the instance the run was sent to is silent or draining; holding the run for it");
+                    report.held.push(f.run.id);
+                    hold.extend(f.run.fence());
+                }
+                state => {
+                    let why = match state {
+                        Some(s) => format!("the executor instance it was sent to is {s}"),
+                        None => "the executor instance it was sent to is gone".to_owned(),
+                    };
+                    let finish = Finish::decided(
+                        RunState::Lost,
+                        format!("{why} and never confirmed the run"),
+                        true,
+                        now,
+                    );
+                    lost.push((f.run.id, finish));
+                }
+            }
+        }
+        if !lost.is_empty() {
+            lost.sort_by_key(|(id, _)| *id);
+            let mut tx = self.store.begin().await?;
+            let finished = finish_runs(tx.as_mut(), None, &lost, &mut rand::random).await?;
+            tx.commit().await?;
+            report.lost.extend(lost.iter().map(|(id, _)| *id));
+            log_finished(&finished, Some(&self.directory));
+        }
+        Ok((fires, hold))
     }
 
     /// Records, before a round is sent, which instance each run goes to (the dispatch intent):

@@ -22,7 +22,7 @@ use crate::app::AppId;
 use crate::directory::Directory;
 use crate::run::{NewRun, Run, RunCompletion, RunId, RunState, TriggerKind};
 use crate::schedule::{Schedule, ScheduleKind};
-use crate::store::{Completion, Result, StoreError, Tx};
+use crate::store::{Completion, Result, Revival, StoreError, Tx};
 use crate::task::{Dependency, Task, TaskId};
 
 /// A run's end as reported (or decided by the watchdog).
@@ -127,16 +127,25 @@ pub async fn finish_runs(
         .map(|(id, f)| (*id, f.completion.clone()))
         .collect();
     let mut completed = tx.complete_runs(app, &completions).await?;
-    // A late success from the executor a lost run was dispatched to wins over a recovery run
-    // that has not started: the recovery is withdrawn and the occurrence ends in success.
+    // A late success from the executor a run was dispatched to, for a run the engine ended
+    // without it (lost, or timed out though it finished in time), is never dropped: it takes the
+    // place of the retry or recovery when that has not started, else it is recorded alone.
     for ((_, finish), completion) in items.iter().zip(completed.iter_mut()) {
         if let Ok(Completion::AlreadyFinal(run)) = completion
-            && run.state == RunState::Lost
             && finish.completion.reported_by.is_some()
-            && let Some(revived) = tx.revive_lost_run(run, &finish.completion).await?
+            && matches!(run.state, RunState::Lost | RunState::TimedOut)
         {
-            tracing::info!(run = %revived.id, "a late success for a lost run withdrew its unstarted recovery");
-            *completion = Ok(Completion::Applied(revived));
+            match tx.revive_ended_run(run, &finish.completion).await? {
+                Revival::Revived(revived) => {
+                    tracing::info!(run = %revived.id, was = %run.state, "a late success withdrew the run's unstarted retry or recovery");
+                    *completion = Ok(Completion::Applied(revived));
+                }
+                Revival::Recorded(recorded) => {
+                    tracing::info!(run = %recorded.id, was = %run.state, "a late success recorded; its retry or recovery had already started");
+                    *completion = Ok(Completion::AlreadyFinal(recorded));
+                }
+                Revival::Refused => {}
+            }
         }
     }
     let mut task_ids: Vec<TaskId> = completed

@@ -57,6 +57,7 @@ on_both_backends!(
     run_an_executor_no_longer_holds_is_lost_and_recovered,
     more_runs_due_at_once_than_one_request_carries_all_reach_the_wrapper,
     results_count_only_from_the_instance_and_attempt_a_run_was_sent_to,
+    run_sent_to_an_instance_that_went_silent_is_held_for_it_and_lost_with_it,
 );
 
 const WAIT: Duration = Duration::from_secs(15);
@@ -783,5 +784,109 @@ async fn results_count_only_from_the_instance_and_attempt_a_run_was_sent_to(
         Some(RunState::Succeeded)
     );
     engine.shutdown().await;
+    Ok(())
+}
+
+/// A run last sent to an instance that is no longer live is never sent elsewhere under the same
+/// id (that instance may hold it, and its result must still find the run): while the instance
+/// may come back (up but silent) the run is held for it; once the instance is lost the run ends
+/// `lost` and one recovery run, under a new id, takes its place.
+async fn run_sent_to_an_instance_that_went_silent_is_held_for_it_and_lost_with_it(
+    store: Arc<dyn Store>,
+) -> Result<()> {
+    use mthpt_engine::app::{ExecutorRegistration, ExecutorState};
+    use mthpt_engine::claimer::{ClaimConfig, Claimer};
+    use mthpt_engine::directory::Directory;
+    use mthpt_engine::dispatcher::{DispatchConfig, Dispatcher};
+
+    let t = tenancy(&*store, "acme", "billing").await?;
+    let start = now();
+    let mut tx = store.begin().await?;
+    let reg = ExecutorRegistration {
+        app_id: t.app.id,
+        instance_id: "cut-off".into(),
+        base_url: "http://127.0.0.1:9".into(),
+        capacity: 4,
+        handlers: vec!["work".into()],
+        labels: Default::default(),
+    };
+    // Registered, then silent for longer than the executor timeout (not live any more).
+    let silent = tx.register_executor(&reg, start - 60_000).await?;
+    tx.commit().await?;
+    let task = create(
+        &*store,
+        &t,
+        &TaskDefinition::new(t.app.id, "work", "work", ScheduleSpec::Manual),
+    )
+    .await?;
+    let run = trigger(&*store, &t, &task).await?;
+    let claimer = Claimer::new(
+        store.clone(),
+        ClaimConfig {
+            node: "node-a".into(),
+            groups: vec!["default".into()],
+            horizon_ms: 0,
+            lease_ms: 60_000,
+            batch: 10,
+        },
+    );
+    let claim = || async {
+        let fires = claimer.run_once(now()).await?.fires;
+        anyhow::Ok(fires)
+    };
+    let fire = claim().await?.remove(0);
+    let mut tx = store.begin().await?;
+    tx.record_dispatch_intent(&[(fire.run.fence().expect("fence"), silent.id)], now())
+        .await?;
+    tx.commit().await?;
+    // Taken over (here: the same claim, read again) with its intent on it.
+    let fire = mthpt_engine::claimer::Fire {
+        run: {
+            let mut tx = store.begin_read().await?;
+            tx.get_run(t.tenant.id, run.id).await?
+        },
+        task: fire.task,
+    };
+    assert_eq!(fire.run.executor_id, Some(silent.id));
+    let directory = Arc::new(Directory::new(
+        store.clone(),
+        reqwest::Client::new(),
+        0,
+        4_000,
+    ));
+    let dispatcher = Dispatcher::new(
+        store.clone(),
+        Arc::new(SystemClock),
+        directory,
+        DispatchConfig::default(),
+    );
+
+    let report = dispatcher.dispatch(vec![fire]).await?;
+    assert_eq!(
+        report.held,
+        vec![run.id],
+        "held for the silent instance: {report:?}"
+    );
+    assert_eq!(report.requests, 0, "sent nowhere");
+    let all = runs(&*store, &t, &task).await?;
+    assert_eq!(all.len(), 1);
+    assert_eq!(all[0].state, RunState::Pending);
+    assert_eq!(all[0].executor_id, Some(silent.id), "still held for it");
+
+    let mut tx = store.begin().await?;
+    tx.set_executor_state(t.app.id, "cut-off", ExecutorState::Lost, now())
+        .await?;
+    tx.commit().await?;
+    let fire = claim().await?.remove(0);
+    let report = dispatcher.dispatch(vec![fire]).await?;
+    assert_eq!(report.lost, vec![run.id], "{report:?}");
+    assert_eq!(report.requests, 0, "sent nowhere under its id");
+    let all = runs(&*store, &t, &task).await?;
+    let lost = all.iter().find(|r| r.id == run.id).expect("the run");
+    assert_eq!(lost.state, RunState::Lost);
+    let recovery: Vec<&Run> = all.iter().filter(|r| r.id != run.id).collect();
+    assert_eq!(recovery.len(), 1, "one recovery run: {all:?}");
+    assert_eq!(recovery[0].trigger_kind, TriggerKind::Recovery);
+    assert_eq!(recovery[0].attempt, 2);
     Ok(())
 }

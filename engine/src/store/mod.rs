@@ -248,6 +248,19 @@ pub enum Completion {
     AlreadyFinal(Run),
 }
 
+/// What a late success did to a run the engine had ended without its result.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Revival {
+    /// The success takes the run's place: its retry or recovery had not started and was
+    /// withdrawn; the run is `succeeded` and what follows a success (chain children) follows.
+    Revived(Run),
+    /// The retry or recovery had started (or there was none): the success is recorded on the run
+    /// (`succeeded`, with its output) and nothing else follows from it.
+    Recorded(Run),
+    /// Not a late success this rule covers: the run stays as it is.
+    Refused,
+}
+
 /// A change to a user; `None` leaves a field as it is.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct UserUpdate {
@@ -596,16 +609,15 @@ pub trait Tx: Send {
         progress: &RunProgress,
         now: i64,
     ) -> Result<bool>;
-    /// A late success for `lost` (a run declared lost with its executor, whose handler in fact
-    /// succeeded): when its recovery run has not started — pending, or claimed but not yet
-    /// sent anywhere — and no other transaction holds it, the recovery is withdrawn (deleted)
-    /// and `lost` becomes `succeeded` with `completion`; returns it. `None`: the recovery has
-    /// started (or there is none), and the run stays lost.
-    async fn revive_lost_run(
+    /// A late success for `ended`, a run the engine ended without its result: declared `lost`
+    /// with its executor, or `timed_out` although the handler finished before the deadline (see
+    /// [`Revival`]). Its retry or recovery run is withdrawn (deleted) when it has not started —
+    /// pending, or claimed but not yet sent anywhere — and no other transaction holds it.
+    async fn revive_ended_run(
         &mut self,
-        lost: &Run,
+        ended: &Run,
         completion: &RunCompletion,
-    ) -> Result<Option<Run>>;
+    ) -> Result<Revival>;
     /// Locks those of `ids` no other transaction holds, without waiting; returns them. For a
     /// caller that already holds task locks: waiting on a run there could close a cycle with a
     /// transaction that holds the run and waits on the task (runs are locked before tasks).

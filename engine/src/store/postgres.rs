@@ -12,9 +12,9 @@ use sqlx::{Connection, FromRow, Postgres, Row, Transaction};
 
 use super::shared::{check_or, fk_or, found, is_fk, plan_completions, tx_impl, unique_or};
 use super::{
-    Backend, ClaimRequest, Completion, DUE_CHANNEL, DueListener, MigrationReport, Result, Scope,
-    StartClaimed, Store, StoreError, Tx, UserUpdate, apply_migrations, like_escape, page_limit,
-    redact_url, sum_per_task,
+    Backend, ClaimRequest, Completion, DUE_CHANNEL, DueListener, MigrationReport, Result, Revival,
+    Scope, StartClaimed, Store, StoreError, Tx, UserUpdate, apply_migrations, like_escape,
+    page_limit, redact_url, sum_per_task,
 };
 use crate::alarm::{Alarm, AlarmFilter, AlarmId, NewAlarm};
 use crate::app::{

@@ -17,8 +17,9 @@ use tokio::sync::broadcast;
 
 use super::shared::{check_or, fk_or, found, is_fk, tx_impl, unique_or};
 use super::{
-    Backend, ClaimRequest, Completion, DueListener, MigrationReport, Result, Scope, StartClaimed,
-    Store, StoreError, Tx, UserUpdate, apply_migrations, like_escape, page_limit, sum_per_task,
+    Backend, ClaimRequest, Completion, DueListener, MigrationReport, Result, Revival, Scope,
+    StartClaimed, Store, StoreError, Tx, UserUpdate, apply_migrations, like_escape, page_limit,
+    sum_per_task,
 };
 use crate::alarm::{Alarm, AlarmFilter, AlarmId, NewAlarm};
 use crate::app::{

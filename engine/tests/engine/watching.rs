@@ -362,7 +362,7 @@ pub async fn late_success_for_a_lost_run_wins_over_its_unstarted_recovery(store:
     assert!(left.is_empty(), "the recovery run is withdrawn: {left:?}");
 }
 
-pub async fn late_success_after_the_recovery_started_leaves_the_run_lost(store: Arc<dyn Store>) {
+pub async fn late_success_after_the_recovery_started_is_recorded_alone(store: Arc<dyn Store>) {
     let w = world(&*store, "acme").await;
     let run = running(&store, &w, "parent", "host-slow", None).await;
     watchdog(&store)
@@ -404,9 +404,14 @@ pub async fn late_success_after_the_recovery_started_leaves_the_run_lost(store: 
     )
     .await
     .unwrap());
-    assert!(
-        matches!(&finished, Finished::AlreadyFinal(r) if r.state == RunState::Lost),
-        "{finished:?}"
+    // Never dropped: recorded on the run, and nothing else follows (the recovery goes on).
+    let Finished::AlreadyFinal(recorded) = &finished else {
+        panic!("the late success changed more than its run: {finished:?}");
+    };
+    assert_eq!(recorded.state, RunState::Succeeded);
+    assert_eq!(
+        recorded.output.as_ref().map(|o| o.0.clone()),
+        Some(serde_json::json!({"late": true}))
     );
     let left = read(&*store)
         .await
@@ -417,4 +422,70 @@ pub async fn late_success_after_the_recovery_started_leaves_the_run_lost(store: 
         left.iter().map(|r| r.id).collect::<Vec<_>>(),
         vec![recovery.run.id]
     );
+}
+
+/// A run timed out while its result was held up (a partition): the handler had finished before
+/// the deadline, so its late success counts and takes the place of the unstarted retry; a
+/// success that finished after the deadline does not.
+pub async fn late_success_finished_before_the_deadline_wins_over_the_timeout(
+    store: Arc<dyn Store>,
+) {
+    let w = world(&*store, "acme").await;
+    let deadline = T0 + 10 * SECOND;
+    let in_time = running(&store, &w, "in-time", "host-1", Some(deadline)).await;
+    let too_late = running(&store, &w, "too-late", "host-1", Some(deadline)).await;
+    let beat = ExecutorHeartbeat {
+        capacity: 4,
+        running: 2,
+    };
+    in_tx!(&*store, |tx| tx
+        .heartbeat_executor(w.app.id, "host-1", beat, T0 + 11 * SECOND)
+        .await
+        .unwrap());
+    let report = watchdog(&store)
+        .run_once(T0 + 11 * SECOND, 0.0)
+        .await
+        .unwrap();
+    assert_eq!(report.retried, 2, "both timed out and retried");
+    let executor = in_time.executor_id.unwrap();
+
+    let finished = in_tx!(&*store, |tx| finish_run(
+        tx.as_mut(),
+        in_time.id,
+        Some(w.app.id),
+        &late_success(executor, deadline - SECOND),
+        0.0
+    )
+    .await
+    .unwrap());
+    let Finished::Applied { run: done, .. } = &finished else {
+        panic!("the success that finished in time was not applied: {finished:?}");
+    };
+    assert_eq!(done.state, RunState::Succeeded);
+    let left = read(&*store)
+        .await
+        .unfinished_runs_of_task(in_time.task_id)
+        .await
+        .unwrap();
+    assert!(left.is_empty(), "its retry is withdrawn: {left:?}");
+
+    let finished = in_tx!(&*store, |tx| finish_run(
+        tx.as_mut(),
+        too_late.id,
+        Some(w.app.id),
+        &late_success(executor, deadline + SECOND),
+        0.0
+    )
+    .await
+    .unwrap());
+    assert!(
+        matches!(&finished, Finished::AlreadyFinal(r) if r.state == RunState::TimedOut),
+        "a success after the deadline leaves the run timed out: {finished:?}"
+    );
+    let left = read(&*store)
+        .await
+        .unfinished_runs_of_task(too_late.task_id)
+        .await
+        .unwrap();
+    assert_eq!(left.len(), 1, "its retry stays");
 }

@@ -63,6 +63,9 @@ pub struct Facts {
     pub chain_parents: HashSet<i64>,
     /// Wrapper processes the suite killed, and when.
     pub killed_wrappers: HashMap<i64, i64>,
+    /// Wrapper processes the suite cut off from every engine (longer than the executor
+    /// timeout, so engines declare them lost and they stop their scripts), from when until when.
+    pub cut_off_wrappers: HashMap<i64, Vec<(i64, i64)>>,
     /// Script pids still alive when the facts were gathered.
     pub alive_pids: HashSet<i64>,
     pub faults: Vec<Fault>,
@@ -193,13 +196,21 @@ pub fn analyse(facts: &Facts) -> Counts {
             if overlaps {
                 c.concurrent_duplicate_starts += 1;
             }
-            // One recovery after an executor's death, once every earlier start's process is
-            // known to be gone.
+            // One recovery after an executor's death — killed, or cut off from every engine
+            // and declared lost — once every earlier start's process is known to be gone.
             let after_death = earlier.iter().any(|e| {
-                facts
+                let killed = facts
                     .killed_wrappers
                     .get(&e.wrapper_pid)
-                    .is_some_and(|&killed| killed <= s.at)
+                    .is_some_and(|&killed| killed <= s.at);
+                let cut_off = facts.log.ends.contains_key(&e.pid)
+                    && facts
+                        .cut_off_wrappers
+                        .get(&e.wrapper_pid)
+                        .is_some_and(|cuts| {
+                            cuts.iter().any(|&(from, to)| e.at <= to && from <= s.at)
+                        });
+                killed || cut_off
             });
             if !excused && after_death && !overlaps {
                 excused = true;
@@ -410,6 +421,47 @@ mod tests {
         assert_eq!(c.duplicate_starts, 1);
         assert_eq!(c.concurrent_duplicate_starts, 1);
         assert_eq!(c.lost_results, 1);
+    }
+
+    #[test]
+    fn one_recovery_after_a_cut_off_wrapper_stopped_its_script_is_excused() {
+        // Cut off from 1,500 to 11,500; its script was stopped (143) at 4,000; the recovery
+        // started at 5,200 on the other wrapper, under the same run id.
+        let mut f = facts(
+            vec![start(5, 1_010, 100, 9), start(5, 5_200, 101, 8)],
+            &[(100, 4_000, 143), (101, 5_500, 0)],
+            vec![run(5, "succeeded")],
+        );
+        f.cut_off_wrappers.insert(9, vec![(1_500, 11_500)]);
+        let c = analyse(&f);
+        assert_eq!(c.recovery_starts, 1);
+        assert_eq!(c.violations(), 0);
+    }
+
+    #[test]
+    fn a_restart_next_to_a_cut_off_wrappers_live_script_is_a_violation() {
+        // The cut-off wrapper did not stop its script before the other one started the run.
+        let mut f = facts(
+            vec![start(5, 1_010, 100, 9), start(5, 5_200, 101, 8)],
+            &[(100, 6_000, 143), (101, 5_500, 0)],
+            vec![run(5, "succeeded")],
+        );
+        f.cut_off_wrappers.insert(9, vec![(1_500, 11_500)]);
+        let c = analyse(&f);
+        assert_eq!(c.duplicate_starts, 1);
+        assert_eq!(c.concurrent_duplicate_starts, 1);
+    }
+
+    #[test]
+    fn a_second_start_without_any_fault_is_a_duplicate_even_after_a_cut_elsewhere() {
+        let mut f = facts(
+            vec![start(5, 1_010, 100, 9), start(5, 5_200, 101, 8)],
+            &[(100, 2_000, 0), (101, 5_500, 0)],
+            vec![run(5, "succeeded")],
+        );
+        // Wrapper 8 was cut off, not the one that ran the first start.
+        f.cut_off_wrappers.insert(8, vec![(1_500, 11_500)]);
+        assert_eq!(analyse(&f).duplicate_starts, 1);
     }
 
     #[test]

@@ -44,6 +44,8 @@ pub struct Injector<'a> {
     pub handler_log: &'a Path,
     /// Wrapper pids killed, and when.
     pub killed_wrappers: HashMap<i64, i64>,
+    /// Wrapper pids cut off from every engine, and from when until when.
+    pub cut_off_wrappers: HashMap<i64, Vec<(i64, i64)>>,
     /// Faults of each kind so far (the next target).
     rotation: HashMap<&'static str, usize>,
 }
@@ -70,6 +72,7 @@ impl<'a> Injector<'a> {
             http,
             handler_log,
             killed_wrappers: HashMap::new(),
+            cut_off_wrappers: HashMap::new(),
             rotation: HashMap::new(),
         }
     }
@@ -182,6 +185,11 @@ impl<'a> Injector<'a> {
                 for p in &wrapper.outbound {
                     p.heal();
                 }
+                let pid = i64::from(wrapper.proc.pid().unwrap_or(0));
+                self.cut_off_wrappers
+                    .entry(pid)
+                    .or_default()
+                    .push((fault.start_ms, now_ms()));
             }
         }
         fault.end_ms = now_ms();

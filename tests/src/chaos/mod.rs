@@ -288,6 +288,7 @@ async fn run_in(config: &ChaosConfig, work: &Path) -> anyhow::Result<Report> {
     let mut injector = Injector::new(config, &mut cluster, &mut pg, &http, &handler_log);
     let faults = injector.inject_until(from, until).await;
     let killed_wrappers = injector.killed_wrappers.clone();
+    let cut_off_wrappers = injector.cut_off_wrappers.clone();
     let faults = faults?;
     sleep_until_ms(until).await;
     progress(format_args!(
@@ -324,6 +325,7 @@ async fn run_in(config: &ChaosConfig, work: &Path) -> anyhow::Result<Report> {
         expected,
         chain_parents,
         killed_wrappers,
+        cut_off_wrappers,
         alive_pids,
         faults,
         read_at,

@@ -40,6 +40,26 @@ pub(in crate::store) fn completed_tail(
     }
 }
 
+/// Whether a wrapper's success may still be recorded on `ended`, a run the engine ended itself
+/// without a result: declared `lost` with its executor, or `timed_out` although the handler
+/// finished before the deadline (its result was held up, by a partition say). A success from
+/// the executor in that attempt ([`report_refused`] checks which) is never dropped.
+pub(in crate::store) fn late_success_counts(
+    ended: &crate::run::Run,
+    completion: &crate::run::RunCompletion,
+) -> bool {
+    use crate::run::RunState;
+    completion.state == RunState::Succeeded
+        && completion.reported_by.is_some()
+        && match ended.state {
+            RunState::Lost => true,
+            RunState::TimedOut => ended
+                .deadline_at
+                .is_some_and(|deadline| completion.finished_at <= deadline),
+            _ => false,
+        }
+}
+
 /// Why a wrapper's result may not complete `run`: results are accepted only for runs that were
 /// dispatched to the reporting executor instance, in the attempt the result names. `None`: it
 /// may (or the engine decided the end itself).

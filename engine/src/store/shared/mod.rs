@@ -26,7 +26,9 @@ use sqlx::error::ErrorKind;
 
 use super::StoreError;
 
-pub(super) use self::completion::{completed_tail, not_final, plan_completions, report_refused};
+pub(super) use self::completion::{
+    completed_tail, late_success_counts, not_final, plan_completions, report_refused,
+};
 pub(crate) use self::runs::fenced_update;
 pub(crate) use self::tasks::bind_task_definition;
 

@@ -189,54 +189,60 @@ macro_rules! run_ops {
                 }
             }
 
-            async fn revive_lost_run(
+            async fn revive_ended_run(
                 &mut self,
-                lost: &Run,
+                ended: &Run,
                 completion: &RunCompletion,
-            ) -> Result<Option<Run>> {
-                if lost.state != $crate::run::RunState::Lost
-                    || completion.state != $crate::run::RunState::Succeeded
-                {
-                    return Ok(None);
+            ) -> Result<Revival> {
+                if !$crate::store::shared::late_success_counts(ended, completion) {
+                    return Ok(Revival::Refused);
                 }
-                let recovery: Option<(RunId,)> = sqlx::query_as(
+                let next: Option<(RunId,)> = sqlx::query_as(
                     "SELECT id FROM runs
                      WHERE task_id = $1 AND scheduled_at = $2 AND shard_index = $3 AND attempt = $4",
                 )
-                .bind(lost.task_id)
-                .bind(lost.scheduled_at)
-                .bind(lost.shard_index)
-                .bind(lost.attempt + 1)
+                .bind(ended.task_id)
+                .bind(ended.scheduled_at)
+                .bind(ended.shard_index)
+                .bind(ended.attempt + 1)
                 .fetch_optional(&mut *self.tx)
                 .await?;
-                let Some((recovery,)) = recovery else { return Ok(None) };
-                // Never wait on it: runs are locked in id order, and this one comes later.
-                if self.try_lock_runs(&[recovery]).await?.is_empty() {
-                    return Ok(None);
+                // The retry or recovery is withdrawn when it has not started (pending, or claimed
+                // but not yet sent anywhere) and nobody holds it: never wait on it, runs are
+                // locked in id order and this one comes later.
+                let mut withdrawn = false;
+                if let Some((next,)) = next
+                    && !self.try_lock_runs(&[next]).await?.is_empty()
+                {
+                    withdrawn = sqlx::query(
+                        "DELETE FROM runs WHERE id = $1
+                           AND (state = 'pending' OR (state = 'claimed' AND executor_id IS NULL))",
+                    )
+                    .bind(next)
+                    .execute(&mut *self.tx)
+                    .await?
+                    .rows_affected()
+                        > 0;
                 }
-                let withdrawn = sqlx::query(
-                    "DELETE FROM runs WHERE id = $1
-                       AND (state = 'pending' OR (state = 'claimed' AND executor_id IS NULL))",
-                )
-                .bind(recovery)
-                .execute(&mut *self.tx)
-                .await?;
-                if withdrawn.rows_affected() == 0 {
-                    return Ok(None);
-                }
-                let tail = $crate::store::shared::completed_tail(lost, completion);
-                Ok(sqlx::query_as(
+                let tail = $crate::store::shared::completed_tail(ended, completion);
+                let row: Option<Run> = sqlx::query_as(
                     "UPDATE runs SET state = 'succeeded', output = $2, error = NULL, log_tail = $3,
                          started_at = COALESCE($4, started_at), finished_at = $5
-                     WHERE id = $1 AND state = 'lost' RETURNING *",
+                     WHERE id = $1 AND state = $6 RETURNING *",
                 )
-                .bind(lost.id)
+                .bind(ended.id)
                 .bind(completion.output.as_ref().map(Json))
                 .bind(tail)
                 .bind(completion.started_at)
                 .bind(completion.finished_at)
+                .bind(ended.state.as_str())
                 .fetch_optional(&mut *self.tx)
-                .await?)
+                .await?;
+                Ok(match row {
+                    None => Revival::Refused,
+                    Some(run) if withdrawn => Revival::Revived(run),
+                    Some(run) => Revival::Recorded(run),
+                })
             }
 
             async fn record_progress(
