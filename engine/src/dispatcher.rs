@@ -81,10 +81,12 @@ pub struct DispatchReport {
     pub requests: usize,
 }
 
-/// The group commit of dispatch outcomes: rounds queue their starts and releases; whoever
-/// holds `writer` writes everything queued in one transaction. Rounds that end while a write is
-/// in progress are written together by the next one, so a steady stream of small rounds costs
-/// one transaction at a time instead of one per round.
+/// The group commit of dispatch writes: rounds queue their dispatch intents (before sending)
+/// and their starts and releases (after); whoever holds `writer` writes everything queued in
+/// one transaction. Rounds that queue while a write is in progress are written together by the
+/// next one, so a steady stream of small rounds costs one transaction at a time — carrying the
+/// intents of the rounds about to send and the starts of those that sent — instead of two per
+/// round.
 #[derive(Debug, Default)]
 struct Recorder {
     queue: Mutex<Vec<Ticket>>,
@@ -94,6 +96,8 @@ struct Recorder {
 /// One round's outcome waiting to be written, and where to send what became of it.
 #[derive(Debug)]
 struct Ticket {
+    /// Where runs are about to be sent.
+    intents: Vec<(Fence, ExecutorId)>,
     started: Vec<StartClaimed>,
     released: Vec<Fence>,
     reply: oneshot::Sender<std::result::Result<Recorded, String>>,
@@ -102,6 +106,8 @@ struct Ticket {
 /// What the write did to one round's runs.
 #[derive(Debug)]
 struct Recorded {
+    /// Runs whose intent was written: still held by this node, free to be sent.
+    intended: HashSet<RunId>,
     started: Vec<RunId>,
     /// Accepted by an executor, but no longer held by this node.
     fenced: Vec<Fence>,
@@ -328,6 +334,11 @@ impl Dispatcher {
                                         .unwrap_or_else(|| "malformed".to_owned());
                                     malformed.push((p.fire, why));
                                 }
+                                Some(AckStatus::Expired) => {
+                                    // Read after this node's lease on it ended: nothing was
+                                    // started, and the run is no longer this node's to send.
+                                    report.expiring.push(p.fire.run.id);
+                                }
                                 None => {
                                     // The instance read the batch but said nothing of this run.
                                     report.held.push(p.fire.run.id);
@@ -448,23 +459,10 @@ impl Dispatcher {
                     .filter_map(move |p| p.fire.run.fence().map(|f| (f, *executor)))
             })
             .collect();
-        let now = self.clock.now_ms();
-        let written = async {
-            let mut tx = self.store.begin().await?;
-            // In slices: each statement stays far below the database's statement timeout
-            // when the database is saturated, so a big round is slowed, never thrown away.
-            let mut held = Vec::with_capacity(items.len());
-            for slice in items.chunks(INTENT_SLICE) {
-                held.extend(tx.record_dispatch_intent(slice, now).await?);
-            }
-            tx.commit().await?;
-            Ok::<_, StoreError>(held)
-        }
-        .await;
-        let held: HashSet<RunId> = match written {
-            Ok(held) => held.into_iter().collect(),
+        let held: HashSet<RunId> = match self.commit(items, Vec::new(), Vec::new()).await {
+            Ok(recorded) => recorded.intended,
             Err(e) => {
-                tracing::warn!(error = %e, runs = items.len(), "could not record where runs go; not sending them");
+                tracing::warn!(error = %e, "could not record where runs go; not sending them");
                 HashSet::new()
             }
         };
@@ -480,6 +478,38 @@ impl Dispatcher {
             .collect()
     }
 
+    /// Queues a round's writes for the group commit ([`Recorder`]) and waits until they are
+    /// written: by this call when no write is in progress, else together with whatever else
+    /// queued meanwhile.
+    async fn commit(
+        &self,
+        intents: Vec<(Fence, ExecutorId)>,
+        started: Vec<StartClaimed>,
+        released: Vec<Fence>,
+    ) -> Result<Recorded> {
+        let (reply, answer) = oneshot::channel();
+        lock(&self.recorder.queue).push(Ticket {
+            intents,
+            started,
+            released,
+            reply,
+        });
+        {
+            let _writing = self.recorder.writer.lock().await;
+            let tickets = std::mem::take(&mut *lock(&self.recorder.queue));
+            if !tickets.is_empty() {
+                self.write(tickets).await;
+            }
+        }
+        match answer.await {
+            Ok(Ok(recorded)) => Ok(recorded),
+            Ok(Err(why)) => Err(StoreError::Unavailable(why)),
+            Err(_) => Err(StoreError::Unavailable(
+                "the dispatch record was abandoned".to_owned(),
+            )),
+        }
+    }
+
     /// Writes the round's outcome: starts and releases go through the group commit
     /// ([`Recorder`]); runs an executor refused as malformed fail in a transaction of their own.
     async fn record(
@@ -490,28 +520,7 @@ impl Dispatcher {
         report: &mut DispatchReport,
     ) -> Result<()> {
         if !started.is_empty() || !released.is_empty() {
-            let (reply, answer) = oneshot::channel();
-            lock(&self.recorder.queue).push(Ticket {
-                started,
-                released,
-                reply,
-            });
-            {
-                let _writing = self.recorder.writer.lock().await;
-                let tickets = std::mem::take(&mut *lock(&self.recorder.queue));
-                if !tickets.is_empty() {
-                    self.write(tickets).await;
-                }
-            }
-            let recorded = match answer.await {
-                Ok(Ok(recorded)) => recorded,
-                Ok(Err(why)) => return Err(StoreError::Unavailable(why)),
-                Err(_) => {
-                    return Err(StoreError::Unavailable(
-                        "the dispatch record was abandoned".to_owned(),
-                    ));
-                }
-            };
+            let recorded = self.commit(Vec::new(), started, released).await?;
             for fence in &recorded.fenced {
                 tracing::warn!(
                     run = %fence.run_id,
@@ -549,10 +558,16 @@ impl Dispatcher {
         Ok(())
     }
 
-    /// Writes the starts and releases of every queued round in one transaction and answers
-    /// each round with its share.
+    /// Writes the intents, starts and releases of every queued round in one transaction and
+    /// answers each round with its share. The intents go in slices: each statement stays far
+    /// below the database's statement timeout when the database is saturated, so a big round is
+    /// slowed, never thrown away.
     async fn write(&self, tickets: Vec<Ticket>) {
         let now = self.clock.now_ms();
+        let intents: Vec<(Fence, ExecutorId)> = tickets
+            .iter()
+            .flat_map(|t| t.intents.iter().cloned())
+            .collect();
         let started: Vec<StartClaimed> = tickets
             .iter()
             .flat_map(|t| t.started.iter().cloned())
@@ -563,14 +578,30 @@ impl Dispatcher {
             .collect();
         let outcome = async {
             let mut tx = self.store.begin().await?;
+            if !intents.is_empty() && !(started.is_empty() && released.is_empty()) {
+                // Several sets of runs in one transaction: all locked in id order first.
+                let mut ids: Vec<RunId> = intents
+                    .iter()
+                    .map(|(f, _)| f.run_id)
+                    .chain(started.iter().map(|s| s.fence.run_id))
+                    .chain(released.iter().map(|f| f.run_id))
+                    .collect();
+                ids.sort_unstable();
+                ids.dedup();
+                tx.lock_runs(&ids).await?;
+            }
+            let mut intended = HashSet::with_capacity(intents.len());
+            for slice in intents.chunks(INTENT_SLICE) {
+                intended.extend(tx.record_dispatch_intent(slice, now).await?);
+            }
             let moved = tx.start_claimed_runs(&started, now).await?;
             let back = tx.release_claimed_runs(&released, now).await?;
             tx.commit().await?;
-            Ok::<_, StoreError>((moved, back))
+            Ok::<_, StoreError>((intended, moved, back))
         }
         .await;
         match outcome {
-            Ok((moved, back)) => {
+            Ok((intended, moved, back)) => {
                 let moved: HashSet<RunId> = moved.into_iter().collect();
                 let back: HashSet<RunId> = back.into_iter().collect();
                 for t in tickets {
@@ -579,6 +610,12 @@ impl Dispatcher {
                         .into_iter()
                         .partition(|s| moved.contains(&s.fence.run_id));
                     let _ = t.reply.send(Ok(Recorded {
+                        intended: t
+                            .intents
+                            .iter()
+                            .map(|(f, _)| f.run_id)
+                            .filter(|id| intended.contains(id))
+                            .collect(),
                         started: started.into_iter().map(|s| s.fence.run_id).collect(),
                         fenced: fenced.into_iter().map(|s| s.fence).collect(),
                         released: t
@@ -815,6 +852,7 @@ pub fn run_request(fire: &Fire, sent_at: i64) -> RunRequest {
             TriggerKind::Chain => Trigger::Chain,
             TriggerKind::Recovery => Trigger::Recovery,
         },
+        not_after: run.lease_until.map(ms_to_datetime),
     }
 }
 

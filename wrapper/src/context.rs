@@ -339,6 +339,7 @@ mod tests {
             shard_total: 1,
             deadline: None,
             trigger: Trigger::Manual,
+            not_after: None,
         };
         let ctx = RunContext::new(ContextParts {
             request,

@@ -407,6 +407,17 @@ impl Inner {
                     message: Some(format!("run {run_id} is already known on this instance")),
                 };
             }
+            if let Some(not_after) = request.not_after
+                && started_at > not_after
+            {
+                return refuse(
+                    AckStatus::Expired,
+                    format!(
+                        "the request expired at {} (its sender's hold on run {run_id} ended; another engine node may have the run now); if fresh requests are refused so, this host's clock runs ahead of the engines'",
+                        not_after.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+                    ),
+                );
+            }
             if self.draining.load(Ordering::SeqCst) {
                 return refuse(
                     AckStatus::Draining,

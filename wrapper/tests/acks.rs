@@ -136,6 +136,53 @@ async fn same_run_id_twice_starts_handler_once() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A request held up in the network past its sender's hold on the run (a partition that
+/// heals and delivers what it buffered) starts nothing: another node may have the run by then.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stale_request_past_its_not_after_starts_nothing() -> anyhow::Result<()> {
+    let engine = EngineStandIn::start()?;
+    let spool = tempfile::tempdir()?;
+    let calls = Arc::new(AtomicU32::new(0));
+    let c = calls.clone();
+    let w = TestWrapper::start(&[&engine.url], spool.path(), |b| {
+        b.blocking_handler("count", move |ctx| {
+            c.fetch_add(1, Ordering::SeqCst);
+            Ok(json!({"run": ctx.run_id()}))
+        })
+    })?;
+    let client = engine_client()?;
+    let mut stale = run_request(20, "count");
+    stale.not_after = Some(chrono::Utc::now() - chrono::Duration::milliseconds(1));
+    let resp = post(&client, &w.url, paths::RUNS, &stale).await?;
+    assert_eq!(resp.status.as_u16(), 410);
+    let ack: RunAck = resp.json()?;
+    assert_eq!(ack.status, AckStatus::Expired);
+    assert!(
+        ack.message
+            .as_deref()
+            .is_some_and(|m| m.contains("expired")),
+        "{ack:?}"
+    );
+    assert!(w.wrapper.run_status(20).is_none(), "nothing recorded");
+
+    // Within its hold it starts; a stale repeat of a known run is still `already_known`.
+    let mut fresh = run_request(21, "count");
+    fresh.not_after = Some(chrono::Utc::now() + chrono::Duration::seconds(5));
+    let resp = post(&client, &w.url, paths::RUNS, &fresh).await?;
+    assert_eq!(resp.status.as_u16(), 202);
+    let mut repeat = fresh.clone();
+    repeat.not_after = Some(chrono::Utc::now() - chrono::Duration::seconds(5));
+    let resp = post(&client, &w.url, paths::RUNS, &repeat).await?;
+    assert_eq!(resp.status.as_u16(), 409);
+    assert!(eventually(WAIT, || engine.results_for(21).len() == 1).await);
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        1,
+        "only the fresh request ran"
+    );
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn full_capacity_answers_503_until_a_slot_frees() -> anyhow::Result<()> {
     let engine = EngineStandIn::start()?;

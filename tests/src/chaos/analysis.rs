@@ -266,18 +266,26 @@ pub fn analyse(facts: &Facts) -> Counts {
             children.entry(parent).or_default().push(r.id);
         }
     }
-    for r in &facts.runs {
-        let parent_done = facts.chain_parents.contains(&r.task_id)
-            && r.state == "succeeded"
-            && r.finished_at.is_some_and(|f| f <= settled);
-        if parent_done
-            && !children
-                .get(&r.id)
-                .is_some_and(|kids| kids.iter().any(|k| started_runs.contains(k)))
-        {
-            c.chain_children_missing += 1;
-        }
+    // Per occurrence of a chain parent: once one of its runs succeeded (a late success
+    // recorded next to a recovery counts once), one of its runs has a child that started.
+    let mut parent_occurrences: HashMap<(i64, i64), (bool, bool)> = HashMap::new();
+    for r in facts
+        .runs
+        .iter()
+        .filter(|r| facts.chain_parents.contains(&r.task_id))
+    {
+        let o = parent_occurrences
+            .entry((r.task_id, r.scheduled_at))
+            .or_default();
+        o.0 |= r.state == "succeeded" && r.finished_at.is_some_and(|f| f <= settled);
+        o.1 |= children
+            .get(&r.id)
+            .is_some_and(|kids| kids.iter().any(|k| started_runs.contains(k)));
     }
+    c.chain_children_missing = parent_occurrences
+        .values()
+        .filter(|(done, has_child)| *done && !has_child)
+        .count();
 
     let max_lateness_in = |from: i64, until: i64| {
         let within: Vec<&(i64, i64)> = facts
@@ -462,6 +470,26 @@ mod tests {
         // Wrapper 8 was cut off, not the one that ran the first start.
         f.cut_off_wrappers.insert(8, vec![(1_500, 11_500)]);
         assert_eq!(analyse(&f).duplicate_starts, 1);
+    }
+
+    #[test]
+    fn a_parent_occurrence_needs_one_started_child_whichever_of_its_runs_succeeded() {
+        // Attempt 1 was declared lost, its late success recorded; the recovery (attempt 2)
+        // succeeded too and started the child.
+        let mut first = run(7, "succeeded");
+        first.task_id = 2;
+        let mut recovery = run(8, "succeeded");
+        recovery.task_id = 2;
+        let mut child = run(9, "succeeded");
+        child.task_id = 3;
+        child.parent_run_id = Some(8);
+        let mut f = facts(
+            vec![start(9, 2_500, 100, 1)],
+            &[(100, 2_600, 0)],
+            vec![first, recovery, child],
+        );
+        f.chain_parents.insert(2);
+        assert_eq!(analyse(&f).chain_children_missing, 0);
     }
 
     #[test]

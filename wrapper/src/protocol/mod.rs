@@ -134,6 +134,15 @@ pub struct RunRequest {
     pub deadline: Option<DateTime<Utc>>,
     /// Why the run was created.
     pub trigger: Trigger,
+    /// Until when the sender holds the run (epoch milliseconds; its claim's lease). A request
+    /// read after that is stale — delayed in the network while another engine node may have
+    /// taken the run over — and is refused with `expired`, starting nothing. Absent: no limit.
+    #[serde(
+        default,
+        with = "chrono::serde::ts_milliseconds_option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub not_after: Option<DateTime<Utc>>,
 }
 
 impl RunRequest {
@@ -186,6 +195,8 @@ pub enum AckStatus {
     UnknownHandler,
     /// 400: the request (or this batch item) is malformed.
     Malformed,
+    /// 410: read after its `not_after` (a stale request); nothing is started.
+    Expired,
 }
 
 impl AckStatus {
@@ -197,6 +208,7 @@ impl AckStatus {
             Self::AtCapacity | Self::Draining => 503,
             Self::UnknownHandler => 404,
             Self::Malformed => 400,
+            Self::Expired => 410,
         }
     }
 
@@ -718,6 +730,7 @@ mod tests {
             shard_total: 1,
             deadline: None,
             trigger: Trigger::Manual,
+            not_after: None,
         };
         assert!(req.validate().is_ok());
         req.shard_index = 1;

@@ -312,6 +312,7 @@ pub fn run_request(run_id: RunId, handler: &str) -> RunRequest {
         shard_total: 1,
         deadline: None,
         trigger: Trigger::Manual,
+        not_after: None,
     }
 }
 
