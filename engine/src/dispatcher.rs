@@ -81,12 +81,12 @@ pub struct DispatchReport {
     pub requests: usize,
 }
 
-/// The group commit of dispatch writes: rounds queue their dispatch intents (before sending)
-/// and their starts and releases (after); whoever holds `writer` writes everything queued in
-/// one transaction. Rounds that queue while a write is in progress are written together by the
-/// next one, so a steady stream of small rounds costs one transaction at a time — carrying the
-/// intents of the rounds about to send and the starts of those that sent — instead of two per
-/// round.
+/// A group commit of dispatch writes: rounds queue their writes; whoever holds `writer` writes
+/// everything queued in one transaction. Rounds that queue while a write is in progress are
+/// written together by the next one, so a steady stream of small rounds costs one transaction
+/// at a time instead of one per round. A dispatcher has two: one for the intents rounds write
+/// before sending, one for the starts and releases they write after, so a round about to send
+/// never waits behind the (larger, lock-heavier) outcome writes of earlier rounds.
 #[derive(Debug, Default)]
 struct Recorder {
     queue: Mutex<Vec<Ticket>>,
@@ -123,7 +123,10 @@ pub struct Dispatcher {
     config: DispatchConfig,
     permits: Arc<Semaphore>,
     routing: Mutex<RoutingState>,
-    recorder: Recorder,
+    /// Dispatch intents.
+    intents: Recorder,
+    /// Starts and releases.
+    outcomes: Recorder,
 }
 
 /// A batch an instance answered: who, its heartbeat as this node last saw it, when the batch
@@ -180,7 +183,8 @@ impl Dispatcher {
             config,
             permits,
             routing: Mutex::new(RoutingState::default()),
-            recorder: Recorder::default(),
+            intents: Recorder::default(),
+            outcomes: Recorder::default(),
         }
     }
 
@@ -459,7 +463,10 @@ impl Dispatcher {
                     .filter_map(move |p| p.fire.run.fence().map(|f| (f, *executor)))
             })
             .collect();
-        let held: HashSet<RunId> = match self.commit(items, Vec::new(), Vec::new()).await {
+        let held: HashSet<RunId> = match self
+            .commit(&self.intents, items, Vec::new(), Vec::new())
+            .await
+        {
             Ok(recorded) => recorded.intended,
             Err(e) => {
                 tracing::warn!(error = %e, "could not record where runs go; not sending them");
@@ -478,25 +485,26 @@ impl Dispatcher {
             .collect()
     }
 
-    /// Queues a round's writes for the group commit ([`Recorder`]) and waits until they are
+    /// Queues a round's writes for a group commit ([`Recorder`]) and waits until they are
     /// written: by this call when no write is in progress, else together with whatever else
     /// queued meanwhile.
     async fn commit(
         &self,
+        recorder: &Recorder,
         intents: Vec<(Fence, ExecutorId)>,
         started: Vec<StartClaimed>,
         released: Vec<Fence>,
     ) -> Result<Recorded> {
         let (reply, answer) = oneshot::channel();
-        lock(&self.recorder.queue).push(Ticket {
+        lock(&recorder.queue).push(Ticket {
             intents,
             started,
             released,
             reply,
         });
         {
-            let _writing = self.recorder.writer.lock().await;
-            let tickets = std::mem::take(&mut *lock(&self.recorder.queue));
+            let _writing = recorder.writer.lock().await;
+            let tickets = std::mem::take(&mut *lock(&recorder.queue));
             if !tickets.is_empty() {
                 self.write(tickets).await;
             }
@@ -520,7 +528,9 @@ impl Dispatcher {
         report: &mut DispatchReport,
     ) -> Result<()> {
         if !started.is_empty() || !released.is_empty() {
-            let recorded = self.commit(Vec::new(), started, released).await?;
+            let recorded = self
+                .commit(&self.outcomes, Vec::new(), started, released)
+                .await?;
             for fence in &recorded.fenced {
                 tracing::warn!(
                     run = %fence.run_id,
@@ -558,10 +568,10 @@ impl Dispatcher {
         Ok(())
     }
 
-    /// Writes the intents, starts and releases of every queued round in one transaction and
-    /// answers each round with its share. The intents go in slices: each statement stays far
-    /// below the database's statement timeout when the database is saturated, so a big round is
-    /// slowed, never thrown away.
+    /// Writes what every queued round asked for (a recorder's tickets carry intents only, or
+    /// starts and releases only) in one transaction and answers each round with its share. The
+    /// intents go in slices: each statement stays far below the database's statement timeout
+    /// when the database is saturated, so a big round is slowed, never thrown away.
     async fn write(&self, tickets: Vec<Ticket>) {
         let now = self.clock.now_ms();
         let intents: Vec<(Fence, ExecutorId)> = tickets
@@ -578,18 +588,6 @@ impl Dispatcher {
             .collect();
         let outcome = async {
             let mut tx = self.store.begin().await?;
-            if !intents.is_empty() && !(started.is_empty() && released.is_empty()) {
-                // Several sets of runs in one transaction: all locked in id order first.
-                let mut ids: Vec<RunId> = intents
-                    .iter()
-                    .map(|(f, _)| f.run_id)
-                    .chain(started.iter().map(|s| s.fence.run_id))
-                    .chain(released.iter().map(|f| f.run_id))
-                    .collect();
-                ids.sort_unstable();
-                ids.dedup();
-                tx.lock_runs(&ids).await?;
-            }
             let mut intended = HashSet::with_capacity(intents.len());
             for slice in intents.chunks(INTENT_SLICE) {
                 intended.extend(tx.record_dispatch_intent(slice, now).await?);

@@ -618,9 +618,6 @@ pub trait Tx: Send {
         ended: &Run,
         completion: &RunCompletion,
     ) -> Result<Revival>;
-    /// Locks `ids` in id order (waiting for them), as every path that changes several runs
-    /// does first, so that writes to several sets of runs in one transaction never deadlock.
-    async fn lock_runs(&mut self, ids: &[RunId]) -> Result<()>;
     /// Locks those of `ids` no other transaction holds, without waiting; returns them. For a
     /// caller that already holds task locks: waiting on a run there could close a cycle with a
     /// transaction that holds the run and waits on the task (runs are locked before tasks).

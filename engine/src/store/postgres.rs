@@ -543,17 +543,6 @@ tx_impl!(
             Ok(rows.into_iter().map(|(t,)| t).collect())
         }
 
-        async fn lock_runs(&mut self, ids: &[RunId]) -> Result<()> {
-            if ids.is_empty() {
-                return Ok(());
-            }
-            sqlx::query("SELECT id FROM runs WHERE id = ANY($1) ORDER BY id FOR UPDATE")
-                .bind(raw_ids(ids, |i| i.0))
-                .execute(&mut *self.tx)
-                .await?;
-            Ok(())
-        }
-
         async fn try_lock_runs(&mut self, ids: &[RunId]) -> Result<Vec<RunId>> {
             if ids.is_empty() {
                 return Ok(Vec::new());

@@ -398,11 +398,6 @@ tx_impl!(SqliteTx, for_update = "", skip_locked = "", {
         Ok(found)
     }
 
-    async fn lock_runs(&mut self, _ids: &[RunId]) -> Result<()> {
-        // One writer at a time: the transaction holds every row already.
-        Ok(())
-    }
-
     async fn try_lock_runs(&mut self, ids: &[RunId]) -> Result<Vec<RunId>> {
         // One writer at a time: every row is free to this transaction.
         let rows: Vec<(RunId,)> = sqlx::query_as(
