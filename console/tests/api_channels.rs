@@ -63,7 +63,14 @@ async fn channels_are_created_validated_changed_audited_and_deleted(app: TestApp
         "name": "ops", "min_severity": "critical",
         "config": { "kind": "webhook", "url": "https://hooks.example.com/mthpt?team=ops" }
     });
-    let (s, created) = call(&app, Method::POST, "/tenants/acme/channels", &admin, Some(hook.clone())).await;
+    let (s, created) = call(
+        &app,
+        Method::POST,
+        "/tenants/acme/channels",
+        &admin,
+        Some(hook.clone()),
+    )
+    .await;
     assert_eq!(s, 201, "{created}");
     let secret = created["secret"].as_str().unwrap().to_owned();
     assert!(secret.len() >= 32, "a generated secret: {secret}");
@@ -79,39 +86,95 @@ async fn channels_are_created_validated_changed_audited_and_deleted(app: TestApp
         assert_eq!(list.as_array().unwrap().len(), 1);
         assert!(!list.to_string().contains(&secret), "{list}");
     }
-    let (s, one) = call(&app, Method::GET, &format!("/tenants/acme/channels/{id}"), &viewer, None).await;
-    assert_eq!((s, one["config"]["url"].as_str()), (200, Some("https://hooks.example.com/mthpt?team=ops")));
+    let (s, one) = call(
+        &app,
+        Method::GET,
+        &format!("/tenants/acme/channels/{id}"),
+        &viewer,
+        None,
+    )
+    .await;
+    assert_eq!(
+        (s, one["config"]["url"].as_str()),
+        (200, Some("https://hooks.example.com/mthpt?team=ops"))
+    );
     assert!(one.get("secret").is_none());
 
     // Changed by admins only.
     for token in [&viewer, &operator] {
-        let (s, _) = call(&app, Method::POST, "/tenants/acme/channels", token, Some(json!({
-            "name": "mine", "config": { "kind": "webhook", "url": "https://x.example.com/" }
-        }))).await;
+        let (s, _) = call(
+            &app,
+            Method::POST,
+            "/tenants/acme/channels",
+            token,
+            Some(json!({
+                "name": "mine", "config": { "kind": "webhook", "url": "https://x.example.com/" }
+            })),
+        )
+        .await;
         assert_eq!(s, 403);
-        let (s, _) = call(&app, Method::PATCH, &format!("/tenants/acme/channels/{id}"), token, Some(json!({ "enabled": false }))).await;
+        let (s, _) = call(
+            &app,
+            Method::PATCH,
+            &format!("/tenants/acme/channels/{id}"),
+            token,
+            Some(json!({ "enabled": false })),
+        )
+        .await;
         assert_eq!(s, 403);
     }
 
     // Validation names the field.
     let cases = [
-        (json!({ "name": "x", "config": { "kind": "webhook", "url": "ftp://h/x" } }), "config.url"),
-        (json!({ "name": "Bad Name", "config": { "kind": "webhook", "url": "https://h/x" } }), "name"),
-        (json!({ "name": "x", "min_severity": "loud", "config": { "kind": "webhook", "url": "https://h/x" } }), "min_severity"),
-        (json!({ "name": "m", "config": { "kind": "email", "smtp_host": "smtp.example.com", "smtp_port": 587,
-            "from": "a@example.com", "to": [] } }), "config.to"),
-        (json!({ "name": "m", "config": { "kind": "email", "smtp_host": "smtp.example.com", "smtp_port": 587,
-            "from": "a@example.com", "to": ["ok@example.com", "not an address"] } }), "config.to[1]"),
-        (json!({ "name": "m", "config": { "kind": "email", "smtp_host": "smtp.example.com", "smtp_port": 587,
-            "username": "u", "from": "a@example.com", "to": ["ok@example.com"] } }), "secret"),
+        (
+            json!({ "name": "x", "config": { "kind": "webhook", "url": "ftp://h/x" } }),
+            "config.url",
+        ),
+        (
+            json!({ "name": "Bad Name", "config": { "kind": "webhook", "url": "https://h/x" } }),
+            "name",
+        ),
+        (
+            json!({ "name": "x", "min_severity": "loud", "config": { "kind": "webhook", "url": "https://h/x" } }),
+            "min_severity",
+        ),
+        (
+            json!({ "name": "m", "config": { "kind": "email", "smtp_host": "smtp.example.com", "smtp_port": 587,
+            "from": "a@example.com", "to": [] } }),
+            "config.to",
+        ),
+        (
+            json!({ "name": "m", "config": { "kind": "email", "smtp_host": "smtp.example.com", "smtp_port": 587,
+            "from": "a@example.com", "to": ["ok@example.com", "not an address"] } }),
+            "config.to[1]",
+        ),
+        (
+            json!({ "name": "m", "config": { "kind": "email", "smtp_host": "smtp.example.com", "smtp_port": 587,
+            "username": "u", "from": "a@example.com", "to": ["ok@example.com"] } }),
+            "secret",
+        ),
     ];
     for (body, field) in cases {
-        let (s, p) = call(&app, Method::POST, "/tenants/acme/channels", &admin, Some(body.clone())).await;
+        let (s, p) = call(
+            &app,
+            Method::POST,
+            "/tenants/acme/channels",
+            &admin,
+            Some(body.clone()),
+        )
+        .await;
         assert_eq!(s, 422, "{body} → {p}");
         assert_eq!(p["code"], "validation_failed");
         assert_eq!(p["errors"][0]["field"], field, "{p}");
     }
-    let (s, p) = call(&app, Method::POST, "/tenants/acme/channels", &admin, Some(hook)).await;
+    let (s, p) = call(
+        &app,
+        Method::POST,
+        "/tenants/acme/channels",
+        &admin,
+        Some(hook),
+    )
+    .await;
     assert_eq!((s, p["code"].as_str()), (409, Some("conflict")), "{p}");
 
     // An e-mail channel; its password is never shown.
@@ -129,16 +192,47 @@ async fn channels_are_created_validated_changed_audited_and_deleted(app: TestApp
     let (s, p) = call(&app, Method::PATCH, &format!("/tenants/acme/channels/{id}"), &admin, Some(json!({
         "config": { "kind": "email", "smtp_host": "h", "smtp_port": 25, "from": "a@b.c", "to": ["d@e.f"] }
     }))).await;
-    assert_eq!((s, p["errors"][0]["field"].as_str()), (422, Some("config.kind")), "{p}");
-    let (s, changed) = call(&app, Method::PATCH, &format!("/tenants/acme/channels/{id}"), &admin, Some(json!({
-        "min_severity": "info", "secret": "rotated-secret", "enabled": false
-    }))).await;
+    assert_eq!(
+        (s, p["errors"][0]["field"].as_str()),
+        (422, Some("config.kind")),
+        "{p}"
+    );
+    let (s, changed) = call(
+        &app,
+        Method::PATCH,
+        &format!("/tenants/acme/channels/{id}"),
+        &admin,
+        Some(json!({
+            "min_severity": "info", "secret": "rotated-secret", "enabled": false
+        })),
+    )
+    .await;
     assert_eq!(s, 200, "{changed}");
-    assert_eq!((changed["min_severity"].as_str(), changed["enabled"].as_bool()), (Some("info"), Some(false)));
+    assert_eq!(
+        (
+            changed["min_severity"].as_str(),
+            changed["enabled"].as_bool()
+        ),
+        (Some("info"), Some(false))
+    );
 
-    let (s, _) = call(&app, Method::DELETE, &format!("/tenants/acme/channels/{id}"), &admin, None).await;
+    let (s, _) = call(
+        &app,
+        Method::DELETE,
+        &format!("/tenants/acme/channels/{id}"),
+        &admin,
+        None,
+    )
+    .await;
     assert_eq!(s, 204);
-    let (s, _) = call(&app, Method::GET, &format!("/tenants/acme/channels/{id}"), &admin, None).await;
+    let (s, _) = call(
+        &app,
+        Method::GET,
+        &format!("/tenants/acme/channels/{id}"),
+        &admin,
+        None,
+    )
+    .await;
     assert_eq!(s, 404);
 
     // Audited, without secrets.
@@ -166,7 +260,15 @@ async fn delivery_log_shows_attempts(app: TestApp) {
     let alarm = {
         let mut tx = app.store().begin().await.unwrap();
         let a = tx
-            .insert_alarm(&NewAlarm::new(Some(acme.id), AlarmKind::TimedOut, Severity::Critical, "too slow"), now + 1)
+            .insert_alarm(
+                &NewAlarm::new(
+                    Some(acme.id),
+                    AlarmKind::TimedOut,
+                    Severity::Critical,
+                    "too slow",
+                ),
+                now + 1,
+            )
             .await
             .unwrap()
             .unwrap();
@@ -177,7 +279,14 @@ async fn delivery_log_shows_attempts(app: TestApp) {
     let report = notifier.run_once(now + 10).await.unwrap();
     assert_eq!((report.attempted, report.retrying), (1, 1), "{report:?}");
 
-    let (s, page) = call(&app, Method::GET, &format!("/tenants/acme/channels/{id}/deliveries"), &app.operator_token, None).await;
+    let (s, page) = call(
+        &app,
+        Method::GET,
+        &format!("/tenants/acme/channels/{id}/deliveries"),
+        &app.operator_token,
+        None,
+    )
+    .await;
     assert_eq!(s, 200, "{page}");
     let items = page["items"].as_array().unwrap();
     assert_eq!(items.len(), 1);
@@ -185,8 +294,18 @@ async fn delivery_log_shows_attempts(app: TestApp) {
     assert_eq!(items[0]["state"], "pending");
     assert_eq!(items[0]["attempts"], 1);
     assert!(items[0]["next_attempt_at"].is_string());
-    assert!(items[0]["last_error"].as_str().unwrap().contains("connect"), "{page}");
-    let (s, p) = call(&app, Method::GET, &format!("/tenants/acme/channels/{id}/deliveries?cursor=zzz"), &app.operator_token, None).await;
+    assert!(
+        items[0]["last_error"].as_str().unwrap().contains("connect"),
+        "{page}"
+    );
+    let (s, p) = call(
+        &app,
+        Method::GET,
+        &format!("/tenants/acme/channels/{id}/deliveries?cursor=zzz"),
+        &app.operator_token,
+        None,
+    )
+    .await;
     assert_eq!((s, p["errors"][0]["field"].as_str()), (422, Some("cursor")));
     app.stop().await;
 }

@@ -89,7 +89,8 @@ async fn cross_tenant_matrix(app: TestApp) {
         .unwrap();
     let c = channel["id"].as_i64().unwrap();
     let (u, t, o, e) = (a_user.id, a_token_id, op_user.id, executor);
-    let hook = json!({ "name": "evil", "config": { "kind": "webhook", "url": "http://evil.example/x" } });
+    let hook =
+        json!({ "name": "evil", "config": { "kind": "webhook", "url": "http://evil.example/x" } });
     let user =
         json!({ "username": "intruder", "password": "long enough pw", "role": "tenant_admin" });
     let endpoints: Vec<(Method, String, Option<Value>)> = vec![

@@ -86,7 +86,11 @@ fn free_port() -> u16 {
 /// Scrapes `base/metrics` and parses it.
 async fn scrape(http: &reqwest::Client, base: &str) -> Result<Scrape> {
     let res = http.get(format!("{base}/metrics")).send().await?;
-    anyhow::ensure!(res.status() == 200, "{base}/metrics answered {}", res.status());
+    anyhow::ensure!(
+        res.status() == 200,
+        "{base}/metrics answered {}",
+        res.status()
+    );
     let content_type = res
         .headers()
         .get("content-type")
@@ -222,7 +226,11 @@ async fn every_process_kind_serves_metrics_that_move_with_runs() -> Result<()> {
     })
     .await?;
     for path in ["/api/v1/me", "/api/v1/me", "/api/v1/tenants"] {
-        let status = http.get(format!("{console_url}{path}")).send().await?.status();
+        let status = http
+            .get(format!("{console_url}{path}"))
+            .send()
+            .await?
+            .status();
         assert_eq!(status, 401, "{path} without credentials");
     }
 
@@ -236,16 +244,29 @@ async fn every_process_kind_serves_metrics_that_move_with_runs() -> Result<()> {
     let engine = scrape(&http, &engine_url).await?;
     assert_eq!(finished(&engine), 3.0);
     assert_eq!(
-        value(&engine, "mthpt_callback_results_total", &[("outcome", "accepted")]),
+        value(
+            &engine,
+            "mthpt_callback_results_total",
+            &[("outcome", "accepted")]
+        ),
         3.0
     );
-    assert!(value(&engine, "mthpt_dispatch_acks_total", &[("status", "accepted")]) >= 3.0);
+    assert!(
+        value(
+            &engine,
+            "mthpt_dispatch_acks_total",
+            &[("status", "accepted")]
+        ) >= 3.0
+    );
     assert!(value(&engine, "mthpt_dispatch_ack_seconds", &[]) >= 1.0);
     assert!(value(&engine, "mthpt_fire_lateness_seconds", &[]) >= 3.0);
     assert!(value(&engine, "mthpt_claim_batch_size", &[]) >= 1.0);
     assert_eq!(value(&engine, "mthpt_dispatch_in_flight", &[]), 0.0);
     assert!(
-        engine.samples.iter().any(|s| s.metric == "mthpt_outbox_backlog"),
+        engine
+            .samples
+            .iter()
+            .any(|s| s.metric == "mthpt_outbox_backlog"),
         "the outbox gauge is there"
     );
 
@@ -278,7 +299,11 @@ async fn every_process_kind_serves_metrics_that_move_with_runs() -> Result<()> {
         value(
             s,
             "mthpt_console_requests_total",
-            &[("route", "/api/v1/me"), ("status", "4xx"), ("method", "GET")],
+            &[
+                ("route", "/api/v1/me"),
+                ("status", "4xx"),
+                ("method", "GET"),
+            ],
         )
     };
     assert_eq!(refused(&console) - refused(&before.2), 2.0);

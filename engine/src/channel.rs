@@ -145,7 +145,10 @@ impl ChannelConfig {
                 if *smtp_port == 0 {
                     return Err(FieldError::new("config.smtp_port", "must be 1 to 65535"));
                 }
-                if username.as_ref().is_some_and(|u| u.is_empty() || u.len() > 200) {
+                if username
+                    .as_ref()
+                    .is_some_and(|u| u.is_empty() || u.len() > 200)
+                {
                     return Err(FieldError::new(
                         "config.username",
                         "must be 1 to 200 characters",
@@ -225,9 +228,12 @@ impl NewChannel {
 /// A secret: at most 500 characters, none of them control characters.
 pub fn check_secret(secret: Option<&str>) -> Result<(), FieldError> {
     match secret {
-        Some(s) if s.is_empty() || s.len() > 500 || s.chars().any(char::is_control) => Err(
-            FieldError::new("secret", "must be 1 to 500 characters, none of them control characters"),
-        ),
+        Some(s) if s.is_empty() || s.len() > 500 || s.chars().any(char::is_control) => {
+            Err(FieldError::new(
+                "secret",
+                "must be 1 to 500 characters, none of them control characters",
+            ))
+        }
         _ => Ok(()),
     }
 }

@@ -283,7 +283,11 @@ pub async fn refresh_gauges(store: &dyn Store, now: i64) -> Result<()> {
     gauge!("mthpt_outbox_oldest_age_seconds").set(age);
     gauge!("mthpt_notification_backlog").set(snapshot.notification_backlog as f64);
     let mut previous = crate::directory::lock(&LIVE_APPS);
-    let now_apps: BTreeSet<String> = snapshot.live_executors.iter().map(|(k, _)| k.clone()).collect();
+    let now_apps: BTreeSet<String> = snapshot
+        .live_executors
+        .iter()
+        .map(|(k, _)| k.clone())
+        .collect();
     for gone in previous.difference(&now_apps) {
         gauge!("mthpt_executors_live", "app" => gone.clone()).set(0.0);
     }

@@ -180,7 +180,9 @@ impl Notifier {
 
     /// The wait before attempt `attempts + 1`, after `attempts` failed ones.
     pub fn backoff_ms(&self, attempts: i32) -> i64 {
-        let exp = u32::try_from(attempts.saturating_sub(1)).unwrap_or(0).min(30);
+        let exp = u32::try_from(attempts.saturating_sub(1))
+            .unwrap_or(0)
+            .min(30);
         self.config
             .backoff_ms
             .saturating_mul(1_i64 << exp)
@@ -280,7 +282,10 @@ impl Notifier {
                 },
             };
             out.push(Attempt {
-                tenant: tenants.get(&delivery.tenant_id).cloned().unwrap_or_default(),
+                tenant: tenants
+                    .get(&delivery.tenant_id)
+                    .cloned()
+                    .unwrap_or_default(),
                 delivery,
                 channel,
                 alarm,
@@ -291,7 +296,10 @@ impl Notifier {
 
     /// Makes one attempt: `Ok` with the HTTP status (webhooks) when delivered, `Err` with the
     /// status (if any) and why not.
-    async fn attempt(&self, a: &Attempt) -> std::result::Result<Option<i32>, (Option<i32>, String)> {
+    async fn attempt(
+        &self,
+        a: &Attempt,
+    ) -> std::result::Result<Option<i32>, (Option<i32>, String)> {
         match &a.channel.config.0 {
             ChannelConfig::Webhook { url } => self.post_webhook(a, url).await,
             ChannelConfig::Email {
@@ -353,7 +361,9 @@ impl Notifier {
                 Some(i32::from(resp.status().as_u16())),
                 format!("the receiver answered {}", resp.status()),
             )),
-            Err(e) if e.is_timeout() => Err((None, "the receiver did not answer in time".to_owned())),
+            Err(e) if e.is_timeout() => {
+                Err((None, "the receiver did not answer in time".to_owned()))
+            }
             Err(e) if e.is_connect() => Err((None, format!("cannot connect: {e}"))),
             Err(e) => Err((None, e.to_string())),
         }
@@ -417,7 +427,9 @@ async fn send_email(
         .subject(subject)
         .header(ContentType::TEXT_PLAIN);
     for rcpt in to {
-        message = message.to(rcpt.parse().map_err(|e| format!("recipient {rcpt:?}: {e}"))?);
+        message = message.to(rcpt
+            .parse()
+            .map_err(|e| format!("recipient {rcpt:?}: {e}"))?);
     }
     let message = message
         .body(text)

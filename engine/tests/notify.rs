@@ -76,7 +76,12 @@ mod notify {
         let mut tx = store.begin().await.unwrap();
         let alarm = tx
             .insert_alarm(
-                &NewAlarm::new(Some(w.tenant.id), AlarmKind::RetriesExhausted, severity, "nightly failed 3 times"),
+                &NewAlarm::new(
+                    Some(w.tenant.id),
+                    AlarmKind::RetriesExhausted,
+                    severity,
+                    "nightly failed 3 times",
+                ),
                 at,
             )
             .await
@@ -86,7 +91,13 @@ mod notify {
         alarm.id.0
     }
 
-    async fn channel(store: &dyn Store, w: &World, name: &str, config: ChannelConfig, secret: Option<&str>) -> mthpt_engine::channel::Channel {
+    async fn channel(
+        store: &dyn Store,
+        w: &World,
+        name: &str,
+        config: ChannelConfig,
+        secret: Option<&str>,
+    ) -> mthpt_engine::channel::Channel {
         let mut tx = store.begin().await.unwrap();
         let c = tx
             .create_channel(
@@ -117,7 +128,9 @@ mod notify {
         }
     }
 
-    pub async fn webhook_answering_500_three_times_gets_the_alarm_once_signed(store: Arc<dyn Store>) {
+    pub async fn webhook_answering_500_three_times_gets_the_alarm_once_signed(
+        store: Arc<dyn Store>,
+    ) {
         let rx = web::Data::new(Receiver::default());
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
@@ -140,7 +153,9 @@ mod notify {
             &*store,
             &w,
             "ops",
-            ChannelConfig::Webhook { url: format!("http://{addr}/hooks/ops?src=mthpt") },
+            ChannelConfig::Webhook {
+                url: format!("http://{addr}/hooks/ops?src=mthpt"),
+            },
             Some("hook-secret"),
         )
         .await;
@@ -149,7 +164,9 @@ mod notify {
             &*store,
             &w,
             "dead",
-            ChannelConfig::Webhook { url: "http://127.0.0.1:1/hook".into() },
+            ChannelConfig::Webhook {
+                url: "http://127.0.0.1:1/hook".into(),
+            },
             Some("other-secret"),
         )
         .await;
@@ -178,15 +195,35 @@ mod notify {
             assert_eq!(s.path, "/hooks/ops?src=mthpt");
             let headers = SignatureHeaders::from_all_values(|n| header(s, n)).unwrap();
             assert_eq!(headers.app, "acme.ops");
-            verify_signature(b"hook-secret", "POST", &s.path, &headers, &s.body, unix_now())
-                .unwrap_or_else(|e| panic!("attempt {}: {e}", i + 1));
+            verify_signature(
+                b"hook-secret",
+                "POST",
+                &s.path,
+                &headers,
+                &s.body,
+                unix_now(),
+            )
+            .unwrap_or_else(|e| panic!("attempt {}: {e}", i + 1));
             // Another secret does not verify.
-            assert!(verify_signature(b"other-secret", "POST", &s.path, &headers, &s.body, unix_now()).is_err());
+            assert!(
+                verify_signature(
+                    b"other-secret",
+                    "POST",
+                    &s.path,
+                    &headers,
+                    &s.body,
+                    unix_now()
+                )
+                .is_err()
+            );
             let body: WebhookBody = serde_json::from_slice(&s.body).unwrap();
             assert_eq!(body.alarm.id, alarm);
             assert_eq!(body.alarm.severity, "critical");
             assert_eq!(body.alarm.kind, "retries_exhausted");
-            assert_eq!((body.tenant.as_str(), body.channel.as_str()), ("acme", "ops"));
+            assert_eq!(
+                (body.tenant.as_str(), body.channel.as_str()),
+                ("acme", "ops")
+            );
             assert_eq!(body.attempt, i32::try_from(i + 1).unwrap());
             let delivery = header(s, DELIVERY_HEADER);
             assert_eq!(delivery.len(), 1);
@@ -194,20 +231,38 @@ mod notify {
             assert_eq!(delivery[0], body.delivery_id.to_string().as_bytes());
         }
         delivery_ids.dedup();
-        assert_eq!(delivery_ids.len(), 1, "every attempt names the same delivery");
+        assert_eq!(
+            delivery_ids.len(),
+            1,
+            "every attempt names the same delivery"
+        );
 
         let mut tx = store.begin_read().await.unwrap();
-        let log = tx.list_deliveries(w.tenant.id, ops.id, None, 10).await.unwrap();
+        let log = tx
+            .list_deliveries(w.tenant.id, ops.id, None, 10)
+            .await
+            .unwrap();
         assert_eq!(log.len(), 1);
         assert_eq!(log[0].state, DeliveryState::Delivered);
         assert_eq!((log[0].attempts, log[0].last_status), (4, Some(200)));
         assert!(log[0].delivered_at.is_some());
         // The dead receiver's delivery was tried up to the limit, then given up, without
         // holding the other channel back.
-        let log = tx.list_deliveries(w.tenant.id, dead.id, None, 10).await.unwrap();
+        let log = tx
+            .list_deliveries(w.tenant.id, dead.id, None, 10)
+            .await
+            .unwrap();
         assert_eq!(log.len(), 1);
         assert_eq!((log[0].state, log[0].attempts), (DeliveryState::Failed, 5));
-        assert!(log[0].last_error.as_deref().unwrap_or_default().contains("connect"), "{:?}", log[0].last_error);
+        assert!(
+            log[0]
+                .last_error
+                .as_deref()
+                .unwrap_or_default()
+                .contains("connect"),
+            "{:?}",
+            log[0].last_error
+        );
         drop(tx);
         assert_eq!(reports[0].enqueued, 2);
         assert_eq!(reports.iter().map(|r| r.delivered).sum::<usize>(), 1);
@@ -218,7 +273,9 @@ mod notify {
     /// A minimal SMTP server: accepts one message per connection and keeps its DATA.
     async fn smtp_server(listener: tokio::net::TcpListener, messages: Arc<Mutex<Vec<String>>>) {
         loop {
-            let Ok((socket, _)) = listener.accept().await else { return };
+            let Ok((socket, _)) = listener.accept().await else {
+                return;
+            };
             let messages = messages.clone();
             tokio::spawn(async move {
                 let (read, mut write) = socket.into_split();
@@ -290,11 +347,20 @@ mod notify {
         let messages = messages.lock().unwrap().clone();
         assert_eq!(messages.len(), 1);
         let m = &messages[0];
-        assert!(m.contains("Subject: [mthpt acme] warning retries_exhausted"), "{m}");
+        assert!(
+            m.contains("Subject: [mthpt acme] warning retries_exhausted"),
+            "{m}"
+        );
         assert!(m.contains("nightly failed 3 times"), "{m}");
         assert!(m.contains(&format!("(id {alarm})")), "{m}");
         let mut tx = store.begin_read().await.unwrap();
-        let log = tx.list_deliveries(w.tenant.id, mail.id, None, 10).await.unwrap();
-        assert_eq!((log[0].state, log[0].attempts), (DeliveryState::Delivered, 1));
+        let log = tx
+            .list_deliveries(w.tenant.id, mail.id, None, 10)
+            .await
+            .unwrap();
+        assert_eq!(
+            (log[0].state, log[0].attempts),
+            (DeliveryState::Delivered, 1)
+        );
     }
 }

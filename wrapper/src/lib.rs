@@ -159,15 +159,15 @@ impl Wrapper {
                 .configure(extra.clone())
                 .service(wrapper.scope())
         })
-                .backlog(4096)
-                .max_connections(25_000)
-                .keep_alive(KEEP_ALIVE)
-                .client_request_timeout(HEADER_READ_TIMEOUT)
-                .client_disconnect_timeout(DISCONNECT_TIMEOUT)
-                .disable_signals()
-                .shutdown_timeout(5)
-                .listen(listener)?
-                .run();
+        .backlog(4096)
+        .max_connections(25_000)
+        .keep_alive(KEEP_ALIVE)
+        .client_request_timeout(HEADER_READ_TIMEOUT)
+        .client_disconnect_timeout(DISCONNECT_TIMEOUT)
+        .disable_signals()
+        .shutdown_timeout(5)
+        .listen(listener)?
+        .run();
         Ok(server)
     }
 

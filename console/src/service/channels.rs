@@ -29,7 +29,12 @@ pub async fn list(services: &Services, caller: &Caller, tenant: &str) -> ApiResu
     Ok(tx.list_channels(tenant.id).await?)
 }
 
-pub async fn get(services: &Services, caller: &Caller, tenant: &str, id: i64) -> ApiResult<Channel> {
+pub async fn get(
+    services: &Services,
+    caller: &Caller,
+    tenant: &str,
+    id: i64,
+) -> ApiResult<Channel> {
     let tenant = tenant_access(services, caller, tenant, Action::Read).await?;
     let mut tx = services.read().await?;
     Ok(tx.get_channel(tenant.id, ChannelId(id)).await?)
@@ -115,7 +120,9 @@ pub async fn update(
         config.validate()?;
     }
     check_secret(update.secret.as_deref())?;
-    let channel = tx.update_channel(tenant.id, current.id, &update, now).await?;
+    let channel = tx
+        .update_channel(tenant.id, current.id, &update, now)
+        .await?;
     let mut changed = serde_json::Map::new();
     if let Some(s) = update.min_severity {
         changed.insert("min_severity".into(), json!(s.as_str()));

@@ -796,8 +796,11 @@ pub trait Tx: Send {
         now: i64,
     ) -> Result<crate::channel::Channel>;
     /// Deletes a channel and its delivery log.
-    async fn delete_channel(&mut self, tenant: TenantId, id: crate::channel::ChannelId)
-    -> Result<()>;
+    async fn delete_channel(
+        &mut self,
+        tenant: TenantId,
+        id: crate::channel::ChannelId,
+    ) -> Result<()>;
     /// A channel's deliveries, newest first (keyset paging by id).
     async fn list_deliveries(
         &mut self,
@@ -815,8 +818,7 @@ pub trait Tx: Send {
     /// tenant, their minimum severity, not muted, raised since the channel was created), looking
     /// back `settle_ms` before where the last pass stopped, at most `limit` per channel.
     /// Channels another node is working on are skipped. Returns the rows made.
-    async fn enqueue_notifications(&mut self, now: i64, settle_ms: i64, limit: i64)
-    -> Result<u64>;
+    async fn enqueue_notifications(&mut self, now: i64, settle_ms: i64, limit: i64) -> Result<u64>;
     /// Engine internal: takes up to `limit` pending deliveries due at `now`, counting their
     /// attempt and holding them until `lease_until` (concurrent nodes get disjoint sets; a
     /// node that dies mid-attempt leaves them due again then).

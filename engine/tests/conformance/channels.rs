@@ -53,7 +53,10 @@ pub async fn channels_are_kept_per_tenant_and_deleted_with_their_log(store: Arc<
         .unwrap());
 
     let mut tx = read(store).await;
-    assert_eq!(tx.list_channels(a.tenant.id).await.unwrap(), vec![hook.clone()]);
+    assert_eq!(
+        tx.list_channels(a.tenant.id).await.unwrap(),
+        vec![hook.clone()]
+    );
     // Tenant B cannot read, change or delete tenant A's channel: "not found".
     assert!(matches!(
         tx.get_channel(b.tenant.id, hook.id).await,
@@ -72,7 +75,10 @@ pub async fn channels_are_kept_per_tenant_and_deleted_with_their_log(store: Arc<
             T0 + SECOND,
         )
         .await;
-    assert!(matches!(changed, Err(StoreError::NotFound(_))), "{changed:?}");
+    assert!(
+        matches!(changed, Err(StoreError::NotFound(_))),
+        "{changed:?}"
+    );
     assert!(matches!(
         tx.delete_channel(b.tenant.id, hook.id).await,
         Err(StoreError::NotFound(_))
@@ -94,7 +100,11 @@ pub async fn channels_are_kept_per_tenant_and_deleted_with_their_log(store: Arc<
         .unwrap());
     assert!(!off.enabled);
     assert_eq!(off.min_severity, Severity::Critical);
-    assert_eq!(off.secret.as_deref(), Some("s3cret"), "a secret left out stays");
+    assert_eq!(
+        off.secret.as_deref(),
+        Some("s3cret"),
+        "a secret left out stays"
+    );
     // Enabled again later: it starts from then.
     let on = in_tx!(store, |tx| tx
         .update_channel(
@@ -125,7 +135,10 @@ pub async fn channels_are_kept_per_tenant_and_deleted_with_their_log(store: Arc<
     assert_eq!(log.len(), 1);
     assert_eq!(log[0].alarm_id.0, alarm);
     drop(tx);
-    in_tx!(store, |tx| tx.delete_channel(a.tenant.id, hook.id).await.unwrap());
+    in_tx!(store, |tx| tx
+        .delete_channel(a.tenant.id, hook.id)
+        .await
+        .unwrap());
     let mut tx = read(store).await;
     assert!(
         tx.list_deliveries(a.tenant.id, hook.id, None, 10)
@@ -168,17 +181,26 @@ pub async fn deliveries_follow_severity_mutes_and_tenants_and_are_claimed_once(
         "quiet failed",
     );
     muted.task_id = Some(task.id);
-    in_tx!(store, |tx| tx.insert_alarm(&muted, T0 + 4 * SECOND).await.unwrap());
+    in_tx!(store, |tx| tx
+        .insert_alarm(&muted, T0 + 4 * SECOND)
+        .await
+        .unwrap());
     let _ = info;
 
     let now = T0 + 5 * SECOND;
     assert_eq!(
-        in_tx!(store, |tx| tx.enqueue_notifications(now, MINUTE, 100).await.unwrap()),
+        in_tx!(store, |tx| tx
+            .enqueue_notifications(now, MINUTE, 100)
+            .await
+            .unwrap()),
         2
     );
     // Passes again (this node or another) make nothing twice.
     assert_eq!(
-        in_tx!(store, |tx| tx.enqueue_notifications(now, MINUTE, 100).await.unwrap()),
+        in_tx!(store, |tx| tx
+            .enqueue_notifications(now, MINUTE, 100)
+            .await
+            .unwrap()),
         0
     );
     // An alarm whose transaction committed late (raised before the last pass's end) is
@@ -197,17 +219,28 @@ pub async fn deliveries_follow_severity_mutes_and_tenants_and_are_claimed_once(
     // Two nodes claim: disjoint sets, each counting its attempt.
     let lease = now + 2 * SECOND + MINUTE;
     let mut tx1 = store.begin().await.unwrap();
-    let first = tx1.claim_deliveries(now + 2 * SECOND, lease, 2).await.unwrap();
+    let first = tx1
+        .claim_deliveries(now + 2 * SECOND, lease, 2)
+        .await
+        .unwrap();
     tx1.commit().await.unwrap();
     let mut tx2 = store.begin().await.unwrap();
-    let second = tx2.claim_deliveries(now + 2 * SECOND, lease, 10).await.unwrap();
+    let second = tx2
+        .claim_deliveries(now + 2 * SECOND, lease, 10)
+        .await
+        .unwrap();
     tx2.commit().await.unwrap();
     assert_eq!(first.len(), 2);
     assert_eq!(second.len(), 1);
     let mut alarms: Vec<i64> = first.iter().chain(&second).map(|d| d.alarm_id.0).collect();
     alarms.sort_unstable();
     assert_eq!(alarms, vec![warning, critical, late]);
-    assert!(first.iter().chain(&second).all(|d| d.attempts == 1 && d.next_attempt_at == lease));
+    assert!(
+        first
+            .iter()
+            .chain(&second)
+            .all(|d| d.attempts == 1 && d.next_attempt_at == lease)
+    );
     // Nothing more is due while they are held.
     let none = in_tx!(store, |tx| tx
         .claim_deliveries(now + 3 * SECOND, lease + MINUTE, 10)
