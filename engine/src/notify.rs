@@ -21,6 +21,7 @@
 //! `POST\n<path>\n<timestamp>\n<nonce>\n<body>`; a receiver can verify them with the same code.
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -259,16 +260,14 @@ impl Notifier {
         let mut alarms: HashMap<AlarmId, Alarm> = HashMap::new();
         let mut out = Vec::with_capacity(claimed.len());
         for delivery in claimed {
-            if !channels.contains_key(&delivery.channel_id) {
-                let c = tx.find_channel(delivery.channel_id).await?.map(Arc::new);
-                channels.insert(delivery.channel_id, c);
+            if let Entry::Vacant(slot) = channels.entry(delivery.channel_id) {
+                slot.insert(tx.find_channel(delivery.channel_id).await?.map(Arc::new));
             }
             let Some(Some(channel)) = channels.get(&delivery.channel_id).cloned() else {
                 continue;
             };
-            if !tenants.contains_key(&delivery.tenant_id) {
-                let name = tx.get_tenant(delivery.tenant_id).await?.name;
-                tenants.insert(delivery.tenant_id, name);
+            if let Entry::Vacant(slot) = tenants.entry(delivery.tenant_id) {
+                slot.insert(tx.get_tenant(delivery.tenant_id).await?.name);
             }
             let alarm = match alarms.get(&delivery.alarm_id) {
                 Some(a) => a.clone(),

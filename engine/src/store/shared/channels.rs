@@ -187,16 +187,21 @@ macro_rules! channel_ops {
                         .rows_affected();
                     }
                     // A full page: go on from the last one next time (the look-back finds the
-                    // rest); otherwise everything raised up to now has its row.
+                    // rest); otherwise everything raised up to now has its row. An idle
+                    // channel's mark moves only every half look-back (the window is then at
+                    // most one and a half look-backs), so idle passes write nothing.
+                    let full = i64::try_from(alarms.len()).unwrap_or(i64::MAX) >= limit;
                     let until = match alarms.last() {
-                        Some((_, at)) if i64::try_from(alarms.len()).unwrap_or(i64::MAX) >= limit => *at,
+                        Some((_, at)) if full => *at,
                         _ => now.max(channel.scanned_until),
                     };
-                    sqlx::query("UPDATE notification_channels SET scanned_until = $2 WHERE id = $1")
-                        .bind(channel.id)
-                        .bind(until)
-                        .execute(&mut *self.tx)
-                        .await?;
+                    if full || until - channel.scanned_until >= settle_ms / 2 {
+                        sqlx::query("UPDATE notification_channels SET scanned_until = $2 WHERE id = $1")
+                            .bind(channel.id)
+                            .bind(until)
+                            .execute(&mut *self.tx)
+                            .await?;
+                    }
                 }
                 Ok(made)
             }
