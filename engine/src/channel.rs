@@ -106,6 +106,12 @@ impl ChannelConfig {
     pub fn validate(&self) -> Result<(), FieldError> {
         match self {
             ChannelConfig::Webhook { url } => {
+                if url.chars().any(|c| c.is_control() || c.is_whitespace()) {
+                    return Err(FieldError::new(
+                        "config.url",
+                        "must not contain spaces or control characters",
+                    ));
+                }
                 let parsed = reqwest::Url::parse(url).map_err(|e| {
                     FieldError::new("config.url", format!("{url:?} is not a URL: {e}"))
                 })?;
@@ -145,13 +151,12 @@ impl ChannelConfig {
                 if *smtp_port == 0 {
                     return Err(FieldError::new("config.smtp_port", "must be 1 to 65535"));
                 }
-                if username
-                    .as_ref()
-                    .is_some_and(|u| u.is_empty() || u.len() > 200)
-                {
+                if username.as_ref().is_some_and(|u| {
+                    u.is_empty() || u.len() > 200 || u.chars().any(char::is_control)
+                }) {
                     return Err(FieldError::new(
                         "config.username",
-                        "must be 1 to 200 characters",
+                        "must be 1 to 200 characters, none of them control characters",
                     ));
                 }
                 check_address("config.from", from)?;
@@ -281,4 +286,62 @@ pub struct AttemptOutcome {
     pub error: Option<String>,
     /// When to try again (`None` with `delivered == false`: give up, `failed`).
     pub retry_at: Option<i64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn email(to: Vec<&str>, username: Option<&str>) -> ChannelConfig {
+        ChannelConfig::Email {
+            smtp_host: "smtp.example.com".into(),
+            smtp_port: 587,
+            tls: SmtpTls::Starttls,
+            username: username.map(str::to_owned),
+            from: "mthpt@example.com".into(),
+            to: to.into_iter().map(str::to_owned).collect(),
+        }
+    }
+
+    fn field(c: &ChannelConfig) -> Option<String> {
+        c.validate().err().map(|e| e.field)
+    }
+
+    #[test]
+    fn configs_are_checked_naming_the_field() {
+        let hook = |url: &str| ChannelConfig::Webhook { url: url.into() };
+        assert_eq!(field(&hook("https://hooks.example.com/x?a=1")), None);
+        for bad in [
+            "ftp://h/x",
+            "mailto:a@b.c",
+            "not a url",
+            "https://h/\0x",
+            "https://h/a b",
+        ] {
+            assert_eq!(field(&hook(bad)).as_deref(), Some("config.url"), "{bad:?}");
+        }
+        assert_eq!(field(&email(vec!["a@example.com"], Some("u"))), None);
+        assert_eq!(field(&email(vec![], None)).as_deref(), Some("config.to"));
+        assert_eq!(
+            field(&email(vec!["a@example.com", "Ann <a@example.com>"], None)).as_deref(),
+            Some("config.to[1]")
+        );
+        assert_eq!(
+            field(&email(vec!["a@example.com"], Some("u\0"))).as_deref(),
+            Some("config.username")
+        );
+    }
+
+    #[test]
+    fn severities_from_a_minimum_include_the_more_urgent() {
+        assert_eq!(severities_from(Severity::Info), Severity::ALL.to_vec());
+        assert_eq!(
+            severities_from(Severity::Warning),
+            vec![Severity::Warning, Severity::Critical]
+        );
+        assert_eq!(
+            severities_from(Severity::Critical),
+            vec![Severity::Critical]
+        );
+    }
 }
