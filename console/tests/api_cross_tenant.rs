@@ -26,6 +26,9 @@ async fn snapshot(app: &TestApp) -> String {
         for e in tx.list_executors(t.id, None).await.unwrap() {
             out += &format!("{:?} {:?}\n", e.id, e.state);
         }
+        for c in tx.list_channels(t.id).await.unwrap() {
+            out += &format!("{c:?}\n");
+        }
     }
     for u in tx.list_users(Scope::Cluster).await.unwrap() {
         out += &format!("{u:?} {}\n", u.password_hash);
@@ -75,7 +78,19 @@ async fn cross_tenant_matrix(app: TestApp) {
         tx.commit().await.unwrap();
         e.id
     };
+    let channel: Value = app
+        .op(Method::POST, "/api/v1/tenants/acme/channels")
+        .json(&json!({ "name": "ops", "config": { "kind": "webhook", "url": "http://127.0.0.1:9/hook" } }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let c = channel["id"].as_i64().unwrap();
     let (u, t, o, e) = (a_user.id, a_token_id, op_user.id, executor);
+    let hook =
+        json!({ "name": "evil", "config": { "kind": "webhook", "url": "http://evil.example/x" } });
     let user =
         json!({ "username": "intruder", "password": "long enough pw", "role": "tenant_admin" });
     let endpoints: Vec<(Method, String, Option<Value>)> = vec![
@@ -157,6 +172,36 @@ async fn cross_tenant_matrix(app: TestApp) {
             None,
         ),
         (Method::DELETE, format!("/tokens/{t}"), None),
+        (Method::GET, "/tenants/acme/channels".into(), None),
+        (
+            Method::POST,
+            "/tenants/acme/channels".into(),
+            Some(hook.clone()),
+        ),
+        (Method::GET, format!("/tenants/acme/channels/{c}"), None),
+        (
+            Method::PATCH,
+            format!("/tenants/acme/channels/{c}"),
+            Some(json!({ "enabled": false })),
+        ),
+        (Method::DELETE, format!("/tenants/acme/channels/{c}"), None),
+        (
+            Method::GET,
+            format!("/tenants/acme/channels/{c}/deliveries"),
+            None,
+        ),
+        (Method::GET, format!("/tenants/other/channels/{c}"), None),
+        (
+            Method::PATCH,
+            format!("/tenants/other/channels/{c}"),
+            Some(json!({ "config": { "kind": "webhook", "url": "http://evil.example/x" } })),
+        ),
+        (Method::DELETE, format!("/tenants/other/channels/{c}"), None),
+        (
+            Method::GET,
+            format!("/tenants/other/channels/{c}/deliveries"),
+            None,
+        ),
         (Method::GET, "/nodes".into(), None),
         (Method::GET, "/users".into(), None),
         (Method::POST, "/users".into(), Some(user.clone())),
@@ -227,6 +272,7 @@ async fn cross_tenant_matrix(app: TestApp) {
             "/tenants/other/users".into(),
             Some(user.clone()),
         ),
+        (Method::POST, "/tenants/other/channels".into(), Some(hook)),
     ];
     for (method, path, body) in own_unsafe {
         let mut req = app.request(method.clone(), &format!("/api/v1{path}"), viewer);

@@ -401,6 +401,7 @@ fn ok<T: Serialize>(body: &T) -> Result<HttpResponse, ApiError> {
 }
 
 fn unauthorized(req: &Incoming, app: &str, why: &str) -> ApiError {
+    crate::metrics::unauthorized();
     tracing::warn!(path = %req.path, app, peer = ?req.peer, reason = why, "refused unsigned or badly signed request");
     ApiError::Unauthorized(why.to_owned())
 }
@@ -719,6 +720,7 @@ async fn results(
                 item.status = status;
                 item.message = message;
             }
+            crate::metrics::results(&items);
             Ok(ResultBatchResponse { items })
         },
     )

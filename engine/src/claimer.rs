@@ -122,6 +122,7 @@ impl Claimer {
         let mut tx = self.store.begin().await?;
         let report = self.claim_in(tx.as_mut(), now).await?;
         tx.commit().await?;
+        crate::metrics::claimed(report.claimed(), report.skipped);
         Ok(report)
     }
 

@@ -201,6 +201,7 @@ impl Dispatcher {
             .into_iter()
             .partition(|f| f.run.lease_until.unwrap_or(0) - now >= self.config.min_lease_left_ms);
         report.expiring = expiring.iter().map(|f| f.run.id).collect();
+        crate::metrics::fired(now, fires.iter().map(|f| f.run.due_at));
         if fires.is_empty() {
             return Ok(report);
         }
@@ -310,6 +311,7 @@ impl Dispatcher {
                         sent_at,
                         acks,
                     }) => {
+                        crate::metrics::acks(&acks);
                         let by_run: HashMap<RunId, RunAck> = acks
                             .into_iter()
                             .filter_map(|a| a.run_id.map(|id| (RunId(id), a)))
@@ -662,6 +664,7 @@ impl Dispatcher {
                 )),
             );
         };
+        let _in_flight = crate::metrics::InFlight::start();
         let sent_at = self.clock.now_ms();
         let body = RunBatchRequest {
             runs: items
@@ -701,6 +704,7 @@ impl Dispatcher {
                     .collect::<String>()
             ))),
         };
+        crate::metrics::dispatch_request(outcome.is_ok());
         if let Err(refusal) = &outcome {
             tracing::debug!(app = %entry.key, instance = %instance.instance_id, why = %refusal.why, "batch not delivered");
             // Its heartbeat view is stale or it died: look again next time.

@@ -222,6 +222,7 @@ pub async fn finish_runs(
 /// cached), state, attempt and duration (start to finish, when it started). Call it once the
 /// transaction that finished them committed.
 pub fn log_finished(outcomes: &[Result<Finished>], directory: Option<&Directory>) {
+    crate::metrics::runs_finished(outcomes);
     if !tracing::enabled!(tracing::Level::INFO) {
         return;
     }

@@ -300,6 +300,7 @@ impl EngineNode {
         let server = HttpServer::new(move || {
             let node_id = node_id.clone();
             App::new()
+                .configure(crate::metrics::route)
                 .configure(CallbackApi::configure(api.clone()))
                 .route(
                     "/health",
@@ -337,6 +338,16 @@ impl EngineNode {
         let (stop, stop_rx) = watch::channel(false);
         background.spawn(shared.clone().watchdog_loop(stop_rx.clone()));
         background.spawn(shared.clone().heartbeat_loop(stop_rx.clone()));
+        background.spawn(crate::metrics::gauge_loop(
+            shared.store.clone(),
+            shared.clock.clone(),
+            stop_rx.clone(),
+        ));
+        background.spawn(crate::notify::run_loop(
+            shared.store.clone(),
+            shared.clock.clone(),
+            stop_rx.clone(),
+        ));
         let scheduler = tokio::spawn(shared.clone().scheduler_loop(stop_rx));
         tracing::info!(
             node = %shared.config.node_id,

@@ -10,7 +10,7 @@
 mod conformance;
 mod support;
 
-use conformance::{alarms, apps, claims, isolation, runs, tasks, tenants, views};
+use conformance::{alarms, apps, channels, claims, isolation, runs, tasks, tenants, views};
 
 on_both_backends!(
     tenants::migrating_twice_changes_nothing,
@@ -53,6 +53,9 @@ on_both_backends!(
     runs::runs_are_listed_with_filters_and_pages,
     claims::concurrent_claimers_claim_every_run_exactly_once,
     alarms::alarms_are_raised_once_published_once_and_acknowledged,
+    channels::channels_are_kept_per_tenant_and_deleted_with_their_log,
+    channels::deliveries_follow_severity_mutes_and_tenants_and_are_claimed_once,
+    channels::metrics_snapshot_counts_outbox_and_live_executors,
     isolation::tenant_b_sees_and_changes_nothing_of_tenant_a,
     views::runs_are_filtered_by_trigger_executor_and_finish_time,
     views::alarms_are_filtered_by_severity_task_and_acknowledgement,

@@ -83,6 +83,7 @@ pub mod client;
 mod context;
 mod handler;
 pub mod intake;
+mod metrics;
 pub mod protocol;
 mod routes;
 mod runtime;
@@ -139,18 +140,34 @@ impl Wrapper {
     /// [`body_limits`](WrapperBuilder::body_limits). OS signals are not handled: call
     /// [`shutdown`](Self::shutdown), then stop the server through its handle.
     pub fn http_server(&self, listener: TcpListener) -> std::io::Result<actix_web::dev::Server> {
+        self.http_server_with(listener, |_| {})
+    }
+
+    /// [`http_server`](Self::http_server) with routes of the host's own beside the protocol's
+    /// (e.g. `GET /metrics`), added by `extra` to every worker's app.
+    pub fn http_server_with<F>(
+        &self,
+        listener: TcpListener,
+        extra: F,
+    ) -> std::io::Result<actix_web::dev::Server>
+    where
+        F: Fn(&mut actix_web::web::ServiceConfig) + Send + Clone + 'static,
+    {
         let wrapper = self.clone();
-        let server =
-            actix_web::HttpServer::new(move || actix_web::App::new().service(wrapper.scope()))
-                .backlog(4096)
-                .max_connections(25_000)
-                .keep_alive(KEEP_ALIVE)
-                .client_request_timeout(HEADER_READ_TIMEOUT)
-                .client_disconnect_timeout(DISCONNECT_TIMEOUT)
-                .disable_signals()
-                .shutdown_timeout(5)
-                .listen(listener)?
-                .run();
+        let server = actix_web::HttpServer::new(move || {
+            actix_web::App::new()
+                .configure(extra.clone())
+                .service(wrapper.scope())
+        })
+        .backlog(4096)
+        .max_connections(25_000)
+        .keep_alive(KEEP_ALIVE)
+        .client_request_timeout(HEADER_READ_TIMEOUT)
+        .client_disconnect_timeout(DISCONNECT_TIMEOUT)
+        .disable_signals()
+        .shutdown_timeout(5)
+        .listen(listener)?
+        .run();
         Ok(server)
     }
 

@@ -100,10 +100,15 @@ fn malformed(run_id: Option<RunId>, problem: impl std::fmt::Display) -> RunAck {
 
 fn accept_value(wrapper: &Wrapper, value: Value) -> RunAck {
     let run_id = run_id_of(&value);
-    match serde_json::from_value::<RunRequest>(value) {
+    let ack = match serde_json::from_value::<RunRequest>(value) {
         Ok(request) => wrapper.inner.accept(request),
         Err(e) => malformed(run_id, e),
+    };
+    crate::metrics::run_request(ack.status);
+    if ack.status == AckStatus::Accepted {
+        crate::metrics::load(wrapper.inner.running(), wrapper.inner.pending_results());
     }
+    ack
 }
 
 async fn start_run(

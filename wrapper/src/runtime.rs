@@ -594,7 +594,10 @@ impl Inner {
             table.forget_old(self.settings.remember_finished);
         }
         tracing::debug!(run_id, ?outcome, "run finished");
+        let took = (result.finished_at - started_at).num_milliseconds() as f64 / 1000.0;
+        crate::metrics::run_finished(outcome, took);
         lock(&self.outbox).insert(run_id, result);
+        crate::metrics::load(self.running(), self.pending_results());
         self.outbox_changed.notify_one();
         self.run_finished.notify_waiters();
     }
@@ -621,6 +624,8 @@ impl Inner {
                 tracing::warn!(run_id = id, error = %e, "could not remove a delivered result from the spool");
             }
         }
+        crate::metrics::results_confirmed(run_ids.len());
+        crate::metrics::load(self.running(), self.pending_results());
         self.outbox_changed.notify_one();
     }
 

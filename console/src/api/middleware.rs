@@ -24,8 +24,14 @@ pub(super) async fn request_id(
     let started = Instant::now();
     let method = req.method().clone();
     let path = req.path().to_owned();
+    // The route's pattern (`/api/v1/tenants/{tenant}/runs`), never the path itself: the
+    // label's values are bounded by the routes.
+    let route = req
+        .match_pattern()
+        .unwrap_or_else(|| "unmatched".to_owned());
     let res = next.call(req).await?;
     let status = res.status();
+    record(&method, route, status, started.elapsed());
     let api_error = res
         .response()
         .error()
@@ -52,4 +58,35 @@ pub(super) async fn request_id(
             .insert(HeaderName::from_static("x-request-id"), value);
     }
     Ok(res)
+}
+
+/// Counts a request in `mthpt_console_requests_total{method,route,status}` and its time in
+/// `mthpt_console_request_seconds` (see docs/metrics.md).
+fn record(
+    method: &actix_web::http::Method,
+    route: String,
+    status: actix_web::http::StatusCode,
+    took: std::time::Duration,
+) {
+    use actix_web::http::Method;
+    let method = match *method {
+        Method::GET => "GET",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::PATCH => "PATCH",
+        Method::DELETE => "DELETE",
+        Method::HEAD => "HEAD",
+        Method::OPTIONS => "OPTIONS",
+        _ => "other",
+    };
+    let class = match status.as_u16() {
+        100..=199 => "1xx",
+        200..=299 => "2xx",
+        300..=399 => "3xx",
+        400..=499 => "4xx",
+        _ => "5xx",
+    };
+    metrics::counter!("mthpt_console_requests_total", "method" => method, "route" => route, "status" => class)
+        .increment(1);
+    metrics::histogram!("mthpt_console_request_seconds").record(took.as_secs_f64());
 }

@@ -11,6 +11,7 @@ pub mod apps;
 pub mod audit;
 pub mod auth;
 pub mod bulk;
+pub mod channels;
 pub mod dependencies;
 pub mod error;
 pub mod executors;
@@ -68,6 +69,7 @@ fn resources(cfg: &mut utoipa_actix_web::service_config::ServiceConfig<'_>) {
     dependencies::routes(cfg);
     runs::routes(cfg);
     alarms::routes(cfg);
+    channels::routes(cfg);
     audit::routes(cfg);
     stats::routes(cfg);
     apps::routes(cfg);
@@ -84,6 +86,7 @@ pub fn configure(
 ) -> impl FnOnce(&mut web::ServiceConfig) + Clone {
     move |cfg: &mut web::ServiceConfig| {
         let spec = openapi();
+        cfg.configure(mthpt_engine::metrics::route);
         cfg.service(
             utoipa_swagger_ui::SwaggerUi::new("/api/docs/{_:.*}")
                 .config(utoipa_swagger_ui::Config::new(["/api/v1/openapi.json"])),

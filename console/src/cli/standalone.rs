@@ -128,7 +128,7 @@ async fn serve(args: StandaloneArgs) -> anyhow::Result<()> {
             .with_context(|| format!("cannot listen on {}", args.wrapper_listen))?;
         let wrapper_url = format!("http://{}", listener.local_addr()?);
         let w = demo_wrapper(&engine.url(), &wrapper_url, secret, &args.data)?;
-        let server = w.http_server(listener)?;
+        let server = w.http_server_with(listener, mthpt_engine::metrics::route)?;
         let handle = server.handle();
         tokio::spawn(server);
         println!(

@@ -205,7 +205,7 @@ async fn serve(args: WrapperArgs) -> Result<(), WrapperCliError> {
     }
     let wrapper = builder.build()?;
     let server = wrapper
-        .http_server(listener)
+        .http_server_with(listener, mthpt_engine::metrics::route)
         .map_err(WrapperCliError::Serve)?;
     let handle = server.handle();
     let mut server = tokio::spawn(server);

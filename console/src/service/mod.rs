@@ -7,6 +7,7 @@ pub mod alarms;
 pub mod apps;
 pub mod audit_log;
 pub mod bulk;
+pub mod channels;
 pub mod credentials;
 pub mod nodes;
 pub mod runs;

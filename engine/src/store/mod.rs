@@ -32,6 +32,7 @@
 //! | `shared/audit.rs` | the audit trail |
 //! | `shared/views.rs` | console views: statistics samples, occurrence runs, idempotency keys, alarm mutes |
 //! | `shared/sessions.rs` | console sessions and sign-in attempts |
+//! | `shared/channels.rs` | notification channels, their deliveries, metrics aggregates |
 //! | `ops.rs` | operations composed of several primitives, written once for both backends |
 //! | `reports.rs` | the types of the console views' operations |
 //!
@@ -782,6 +783,72 @@ pub trait Tx: Send {
     /// Deletes up to `limit` trigger idempotency keys first used before `created_before`;
     /// returns how many.
     async fn purge_trigger_keys(&mut self, created_before: i64, limit: i64) -> Result<u64>;
+
+    // ---- notification channels and deliveries (shared/channels.rs) ---------------------
+
+    /// Creates a tenant's notification channel; it is sent the alarms raised from `now` on.
+    async fn create_channel(
+        &mut self,
+        tenant: TenantId,
+        new: &crate::channel::NewChannel,
+        now: i64,
+    ) -> Result<crate::channel::Channel>;
+    async fn list_channels(&mut self, tenant: TenantId) -> Result<Vec<crate::channel::Channel>>;
+    async fn get_channel(
+        &mut self,
+        tenant: TenantId,
+        id: crate::channel::ChannelId,
+    ) -> Result<crate::channel::Channel>;
+    /// Changes a channel; enabling a disabled one starts it from `now`.
+    async fn update_channel(
+        &mut self,
+        tenant: TenantId,
+        id: crate::channel::ChannelId,
+        update: &crate::channel::ChannelUpdate,
+        now: i64,
+    ) -> Result<crate::channel::Channel>;
+    /// Deletes a channel and its delivery log.
+    async fn delete_channel(
+        &mut self,
+        tenant: TenantId,
+        id: crate::channel::ChannelId,
+    ) -> Result<()>;
+    /// A channel's deliveries, newest first (keyset paging by id).
+    async fn list_deliveries(
+        &mut self,
+        tenant: TenantId,
+        channel: crate::channel::ChannelId,
+        before: Option<crate::channel::DeliveryId>,
+        limit: i64,
+    ) -> Result<Vec<crate::channel::Delivery>>;
+    /// Engine internal: a channel by id.
+    async fn find_channel(
+        &mut self,
+        id: crate::channel::ChannelId,
+    ) -> Result<Option<crate::channel::Channel>>;
+    /// Engine internal: makes the delivery rows of alarms raised for enabled channels (their
+    /// tenant, their minimum severity, not muted, raised since the channel was created), looking
+    /// back `settle_ms` before where the last pass stopped, at most `limit` per channel.
+    /// Channels another node is working on are skipped. Returns the rows made.
+    async fn enqueue_notifications(&mut self, now: i64, settle_ms: i64, limit: i64) -> Result<u64>;
+    /// Engine internal: takes up to `limit` pending deliveries due at `now`, counting their
+    /// attempt and holding them until `lease_until` (concurrent nodes get disjoint sets; a
+    /// node that dies mid-attempt leaves them due again then).
+    async fn claim_deliveries(
+        &mut self,
+        now: i64,
+        lease_until: i64,
+        limit: i64,
+    ) -> Result<Vec<crate::channel::Delivery>>;
+    /// Engine internal: what became of claimed attempts; an outcome for an attempt that was
+    /// taken over meanwhile changes nothing. Returns the rows changed.
+    async fn record_attempts(
+        &mut self,
+        outcomes: &[crate::channel::AttemptOutcome],
+        now: i64,
+    ) -> Result<u64>;
+    /// Engine internal: the aggregates behind the database-backed metrics gauges.
+    async fn metrics_snapshot(&mut self) -> Result<crate::metrics::MetricsSnapshot>;
 }
 
 /// What `migrate` did.

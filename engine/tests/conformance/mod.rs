@@ -2,6 +2,7 @@
 
 pub mod alarms;
 pub mod apps;
+pub mod channels;
 pub mod claims;
 pub mod isolation;
 pub mod runs;

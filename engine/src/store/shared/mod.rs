@@ -13,6 +13,7 @@
 pub(super) mod alarms;
 pub(super) mod apps;
 pub(super) mod audit;
+pub(super) mod channels;
 mod completion;
 pub(super) mod nodes;
 pub(super) mod runs;
@@ -88,6 +89,7 @@ macro_rules! tx_impl {
             audit::audit_ops,
             views::view_ops,
             sessions::session_ops,
+            channels::channel_ops,
         ], {
             $($dialect)*
         });
