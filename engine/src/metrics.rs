@@ -237,6 +237,7 @@ pub fn ack_status(status: mthpt_wrapper::protocol::AckStatus) -> &'static str {
         A::Draining => "draining",
         A::UnknownHandler => "unknown_handler",
         A::Malformed => "malformed",
+        A::Expired => "expired",
     }
 }
 

@@ -16,6 +16,7 @@ pub(crate) fn run_request(status: AckStatus) {
         AckStatus::Draining => "draining",
         AckStatus::UnknownHandler => "unknown_handler",
         AckStatus::Malformed => "malformed",
+        AckStatus::Expired => "expired",
     };
     counter!("mthpt_wrapper_run_requests_total", "status" => status).increment(1);
 }
