@@ -62,6 +62,8 @@ pub struct Effects {
     /// The next occurrence of a fixed-delay task.
     pub next_occurrence: Option<Run>,
     pub alarms: Vec<Alarm>,
+    /// Alarms of the task this success resolved.
+    pub resolved: Vec<Alarm>,
 }
 
 /// The result of [`finish_run`].
@@ -272,6 +274,9 @@ async fn effects_of(
         if let Some(a) = tx.insert_alarm(&alarm, now).await? {
             effects.alarms.push(a);
         }
+    }
+    if run.state == RunState::Succeeded {
+        effects.resolved = tx.resolve_task_alarms(run.task_id, now).await?;
     }
     // A broadcast occurrence is over when every shard's last attempt is; the last shard to
     // finish decides (under the occurrence's lock) and succeeded only if all shards did.

@@ -53,6 +53,8 @@ on_both_backends!(
     runs::runs_are_listed_with_filters_and_pages,
     claims::concurrent_claimers_claim_every_run_exactly_once,
     alarms::alarms_are_raised_once_published_once_and_acknowledged,
+    alarms::repeats_count_on_the_open_alarm_and_every_transition_is_an_event,
+    alarms::concurrent_relays_take_disjoint_batches_of_events,
     isolation::tenant_b_sees_and_changes_nothing_of_tenant_a,
     views::runs_are_filtered_by_trigger_executor_and_finish_time,
     views::alarms_are_filtered_by_severity_task_and_acknowledgement,

@@ -13,6 +13,7 @@ pub mod auth;
 pub mod bulk;
 pub mod dependencies;
 pub mod error;
+pub mod events;
 pub mod executors;
 pub mod me;
 pub mod middleware;
@@ -68,6 +69,7 @@ fn resources(cfg: &mut utoipa_actix_web::service_config::ServiceConfig<'_>) {
     dependencies::routes(cfg);
     runs::routes(cfg);
     alarms::routes(cfg);
+    events::routes(cfg);
     audit::routes(cfg);
     stats::routes(cfg);
     apps::routes(cfg);

@@ -16,7 +16,7 @@ use super::{
     StartClaimed, Store, StoreError, Tx, UserUpdate, apply_migrations, like_escape, page_limit,
     redact_url, sum_per_task,
 };
-use crate::alarm::{Alarm, AlarmFilter, AlarmId, NewAlarm};
+use crate::alarm::{Alarm, AlarmEvent, AlarmEventId, AlarmEventKind, AlarmFilter, AlarmId, NewAlarm};
 use crate::app::{
     App, AppId, Executor, ExecutorHeartbeat, ExecutorId, ExecutorRegistration, ExecutorState,
     NewApp,
@@ -630,6 +630,30 @@ tx_impl!(
                 "UPDATE alarms SET published_at = $2 WHERE id = ANY($1) AND published_at IS NULL",
             )
             .bind(raw_ids(ids, |i| i.0))
+            .bind(now)
+            .execute(&mut *self.tx)
+            .await?;
+            Ok(done.rows_affected())
+        }
+
+        async fn mark_alarm_events_published(
+            &mut self,
+            ids: &[AlarmEventId],
+            now: i64,
+        ) -> Result<u64> {
+            let ids = raw_ids(ids, |i| i.0);
+            let done = sqlx::query(
+                "UPDATE alarm_events SET published_at = $2 WHERE id = ANY($1) AND published_at IS NULL",
+            )
+            .bind(&ids)
+            .bind(now)
+            .execute(&mut *self.tx)
+            .await?;
+            sqlx::query(
+                "UPDATE alarms SET published_at = $2 WHERE published_at IS NULL AND id IN
+                     (SELECT alarm_id FROM alarm_events WHERE id = ANY($1) AND event = 'raised')",
+            )
+            .bind(&ids)
             .bind(now)
             .execute(&mut *self.tx)
             .await?;
