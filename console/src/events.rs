@@ -94,6 +94,15 @@ impl EventHub {
         self.tx.send(Arc::new(frame)).unwrap_or(0)
     }
 
+    /// Ends every session of this node (the node is stopping): each gets a close frame
+    /// ("going away") and can reconnect to another node.
+    pub fn close_sessions(&self) {
+        self.send(Frame {
+            audience: Audience::All,
+            text: String::new(),
+        });
+    }
+
     /// A new session's feed.
     pub fn subscribe(&self) -> broadcast::Receiver<Arc<Frame>> {
         self.tx.subscribe()
@@ -183,11 +192,23 @@ pub async fn run_session(
     msgs: actix_ws::MessageStream,
     mut frames: broadcast::Receiver<Arc<Frame>>,
 ) {
-    let mut msgs = msgs.aggregate_continuations().max_continuation_size(64 * 1024);
+    let mut msgs = msgs
+        .aggregate_continuations()
+        .max_continuation_size(64 * 1024);
     let mut ping = tokio::time::interval_at(tokio::time::Instant::now() + PING_EVERY, PING_EVERY);
     loop {
         tokio::select! {
             frame = frames.recv() => match frame {
+                Ok(frame) if frame.text.is_empty() => {
+                    // The node is stopping (see `EventHub::close_sessions`).
+                    let _ = session
+                        .close(Some(actix_ws::CloseReason {
+                            code: actix_ws::CloseCode::Away,
+                            description: Some("console node stopping".to_owned()),
+                        }))
+                        .await;
+                    return;
+                }
                 Ok(frame) => {
                     if viewer.sees(frame.audience) && session.text(frame.text.clone()).await.is_err() {
                         break;

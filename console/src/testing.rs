@@ -20,9 +20,9 @@ use mthpt_engine::testing::{self, TestDb};
 
 use crate::api::{self, ApiLimits};
 use crate::events;
-use mthpt_engine::bus::Bus;
 use crate::service::Services;
 use crate::service::credentials::{hash_password, new_token, token_hash};
+use mthpt_engine::bus::Bus;
 
 /// A running API over its own database.
 pub struct TestApp {
@@ -82,6 +82,7 @@ impl ConsoleNode {
 
     pub async fn stop(self) {
         self.feeder.abort();
+        self.services.events.close_sessions();
         self.server.stop(true).await;
     }
 }
@@ -225,6 +226,7 @@ impl TestApp {
         for f in &self.feeders {
             f.abort();
         }
+        self.services.events.close_sessions();
         self.server.stop(true).await;
         self.db.cleanup().await;
     }

@@ -172,8 +172,9 @@ async fn alarm_of_a_failing_run_reaches_both_nodes_and_an_ack_on_one_reaches_the
     assert_eq!(acked["alarm"]["acknowledged_by"], "root (token test-root)");
     next_where(&mut one, &mut skipped, is("alarm.acknowledged", alarm)).await;
     assert!(
-        skipped.iter().all(|v| v["type"] != "alarm.raised"
-            || v["alarm"]["id"] != alarm),
+        skipped
+            .iter()
+            .all(|v| v["type"] != "alarm.raised" || v["alarm"]["id"] != alarm),
         "no event shown twice: {skipped:?}"
     );
 
@@ -222,12 +223,22 @@ async fn a_tenants_users_never_receive_another_tenants_events() {
     next_where(&mut op, &mut seen_op, is("alarm.raised", b_last)).await;
 
     assert_eq!(seen_a.len(), 5, "{seen_a:?}");
-    assert!(seen_a.iter().all(|v| v["tenant_id"] == acme.id.0), "{seen_a:?}");
+    assert!(
+        seen_a.iter().all(|v| v["tenant_id"] == acme.id.0),
+        "{seen_a:?}"
+    );
     assert_eq!(seen_b.len(), 5, "{seen_b:?}");
-    assert!(seen_b.iter().all(|v| v["tenant_id"] == globex.id.0), "{seen_b:?}");
+    assert!(
+        seen_b.iter().all(|v| v["tenant_id"] == globex.id.0),
+        "{seen_b:?}"
+    );
     // The operator sees both tenants and the cluster-level alarm.
     assert_eq!(seen_op.len(), 12, "{seen_op:?}");
-    assert!(seen_op.iter().any(|v| v["alarm"]["id"] == cluster && v["tenant_id"].is_null()));
+    assert!(
+        seen_op
+            .iter()
+            .any(|v| v["alarm"]["id"] == cluster && v["tenant_id"].is_null())
+    );
 
     // Nothing else arrives for the tenants afterwards.
     for socket in [&mut a, &mut b] {
@@ -322,7 +333,10 @@ async fn standalone_delivers_through_the_in_process_bus() {
     assert_eq!(acked["alarm"]["acknowledged_by"], "ada (token test-ada)");
 
     // The socket answers pings (the browser's keep-alive).
-    socket.send(Message::Ping(b"hi".to_vec().into())).await.unwrap();
+    socket
+        .send(Message::Ping(b"hi".to_vec().into()))
+        .await
+        .unwrap();
     let pong = tokio::time::timeout(WAIT, async {
         loop {
             match socket.next().await {

@@ -193,8 +193,14 @@ mod tests {
     fn topic_patterns_match_like_amqp() {
         assert!(topic_matches("alarm.#", "alarm.7.critical.run_failed"));
         assert!(topic_matches("alarm.#", "alarm"));
-        assert!(topic_matches("alarm.*.critical.*", "alarm.7.critical.run_failed"));
-        assert!(!topic_matches("alarm.*.critical.*", "alarm.7.warning.run_failed"));
+        assert!(topic_matches(
+            "alarm.*.critical.*",
+            "alarm.7.critical.run_failed"
+        ));
+        assert!(!topic_matches(
+            "alarm.*.critical.*",
+            "alarm.7.warning.run_failed"
+        ));
         assert!(!topic_matches("alarm.*", "alarm.7.critical"));
         assert!(topic_matches("#.run_failed", "alarm.7.critical.run_failed"));
         assert!(!topic_matches("run.#", "alarm.7.critical.run_failed"));

@@ -39,7 +39,12 @@ pub struct AlarmRelay {
 
 impl AlarmRelay {
     /// A relay taking up to `batch` events per pass.
-    pub fn new(store: Arc<dyn Store>, bus: Arc<dyn Bus>, clock: Arc<dyn Clock>, batch: i64) -> Self {
+    pub fn new(
+        store: Arc<dyn Store>,
+        bus: Arc<dyn Bus>,
+        clock: Arc<dyn Clock>,
+        batch: i64,
+    ) -> Self {
         Self {
             store,
             bus,

@@ -26,12 +26,12 @@ use tokio::time::Instant;
 
 use crate::api::CallbackApi;
 use crate::bus::Bus;
-use crate::relay::AlarmRelay;
 use crate::claimer::{Cancellation, ClaimConfig, Claimer, Fire};
 use crate::clock::Clock;
 use crate::directory::Directory;
 use crate::dispatcher::{ACK_TIMEOUT, DispatchConfig, Dispatcher};
 use crate::node::{NodeHeartbeat, NodeState};
+use crate::relay::AlarmRelay;
 use crate::run::{Fence, RunId};
 use crate::store::{DueListener, Store, StoreError};
 use crate::watchdog::{HealthProbe, WatchConfig, Watchdog};

@@ -71,18 +71,33 @@ async fn take(rx: &mut mpsc::Receiver<Delivery>, n: usize) -> Vec<mthpt_engine::
 
 async fn unpublished(store: &dyn Store) -> usize {
     let mut tx = read(store).await;
-    tx.list_unpublished_alarm_events(100_000).await.unwrap().len()
+    tx.list_unpublished_alarm_events(100_000)
+        .await
+        .unwrap()
+        .len()
 }
 
-async fn relay_publishes_each_event_once_with_its_id_and_key(store: Arc<dyn Store>, bus: Arc<dyn Bus>) {
+async fn relay_publishes_each_event_once_with_its_id_and_key(
+    store: Arc<dyn Store>,
+    bus: Arc<dyn Bus>,
+) {
     let w = world(&*store, "acme").await;
     let name = format!("test.{}", uuid::Uuid::new_v4().simple());
     let mut rx = bus.subscribe(&name, &["alarm.#".to_owned()]).await.unwrap();
     raise(&*store, &w, 2).await;
-    let relay = AlarmRelay::new(store.clone(), bus.clone(), Arc::new(ManualClock::at_ms(T0)), 100);
+    let relay = AlarmRelay::new(
+        store.clone(),
+        bus.clone(),
+        Arc::new(ManualClock::at_ms(T0)),
+        100,
+    );
     let report = relay.run_once().await.unwrap();
     assert_eq!((report.published, report.failed), (3, 0));
-    assert_eq!(relay.run_once().await.unwrap().published, 0, "published once");
+    assert_eq!(
+        relay.run_once().await.unwrap().published,
+        0,
+        "published once"
+    );
     assert_eq!(unpublished(&*store).await, 0);
 
     let got = take(&mut rx, 3).await;
@@ -102,7 +117,10 @@ async fn relay_publishes_each_event_once_with_its_id_and_key(store: Arc<dyn Stor
         assert_eq!(body.kind, "alarm.raised");
     }
     let last: AlarmMessage = serde_json::from_slice(&got[2].body).unwrap();
-    assert_eq!((last.tenant_id, last.alarm.message.as_str()), (None, "node-b lost"));
+    assert_eq!(
+        (last.tenant_id, last.alarm.message.as_str()),
+        (None, "node-b lost")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -157,12 +175,17 @@ async fn two_relays_share_the_outbox_without_publishing_twice() {
         per_relay.push(t.await.unwrap());
     }
     assert_eq!(per_relay.iter().sum::<usize>(), 1000, "{per_relay:?}");
-    assert!(per_relay.iter().all(|n| *n > 0), "both relays worked: {per_relay:?}");
+    assert!(
+        per_relay.iter().all(|n| *n > 0),
+        "both relays worked: {per_relay:?}"
+    );
     let got = take(&mut rx, 1000).await;
     let ids: HashSet<_> = got.iter().map(|m| m.message_id.clone()).collect();
     assert_eq!(ids.len(), 1000, "no event published twice");
     assert!(
-        tokio::time::timeout(Duration::from_millis(300), rx.recv()).await.is_err(),
+        tokio::time::timeout(Duration::from_millis(300), rx.recv())
+            .await
+            .is_err(),
         "nothing more"
     );
     assert_eq!(unpublished(&*store).await, 0);

@@ -53,7 +53,11 @@ async fn events(
 fn check_origin(req: &HttpRequest) -> ApiResult<()> {
     let info = req.connection_info();
     let own = format!("{}://{}", info.scheme(), info.host());
-    match req.headers().get(header::ORIGIN).and_then(|v| v.to_str().ok()) {
+    match req
+        .headers()
+        .get(header::ORIGIN)
+        .and_then(|v| v.to_str().ok())
+    {
         Some(origin) if origin == own => Ok(()),
         _ => Err(ApiError::forbidden(
             "a cookie-authenticated WebSocket must come from the console's own origin; \

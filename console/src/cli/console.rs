@@ -19,9 +19,9 @@ use serde::{Deserialize, Serialize};
 use super::process::{LogFormat, init_logging, shutdown_signal};
 use crate::api::{self, ApiLimits};
 use crate::events;
+use crate::service::Services;
 use mthpt_engine::bus::{AmqpBus, AmqpConfig};
 use mthpt_engine::runtime::default_node_id;
-use crate::service::Services;
 
 /// Arguments of `mthpt console` (each also settable in the TOML file or as `MTHPT_<NAME>`).
 #[derive(Debug, Clone, Default, Args, Serialize)]
@@ -140,6 +140,7 @@ pub async fn run(args: ConsoleArgs) -> ExitCode {
         return ExitCode::FAILURE;
     }
     let services = Services::new(store.clone(), Arc::new(SystemClock));
+    let live = services.events.clone();
     let feeder = match &settings.amqp_url {
         Some(amqp) => match AmqpBus::new(AmqpConfig {
             url: amqp.clone(),
@@ -149,7 +150,11 @@ pub async fn run(args: ConsoleArgs) -> ExitCode {
                 let node = settings.node_id.clone().unwrap_or_else(default_node_id);
                 let queue = format!("mthpt.console.{node}");
                 tracing::info!(amqp = %redact_url(amqp), %queue, "live events from RabbitMQ");
-                Some(events::spawn_feeder(Arc::new(bus), queue, services.events.clone()))
+                Some(events::spawn_feeder(
+                    Arc::new(bus),
+                    queue,
+                    services.events.clone(),
+                ))
             }
             Err(e) => {
                 eprintln!("mthpt console: {e}");
@@ -184,6 +189,7 @@ pub async fn run(args: ConsoleArgs) -> ExitCode {
     let handle = server.handle();
     let serving = tokio::spawn(server);
     shutdown_signal().await;
+    live.close_sessions();
     handle.stop(true).await;
     let _ = serving.await;
     if let Some(feeder) = feeder {

@@ -246,15 +246,14 @@ pub async fn run(args: EngineArgs) -> ExitCode {
             None
         }
     };
-    let node = match EngineNode::start_with_bus(store.clone(), Arc::new(SystemClock), config, bus)
-        .await
-    {
-        Ok(node) => node,
-        Err(e) => {
-            eprintln!("mthpt engine: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
+    let node =
+        match EngineNode::start_with_bus(store.clone(), Arc::new(SystemClock), config, bus).await {
+            Ok(node) => node,
+            Err(e) => {
+                eprintln!("mthpt engine: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
     shutdown_signal().await;
     node.shutdown().await;
     store.close().await;

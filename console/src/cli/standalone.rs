@@ -30,9 +30,9 @@ use serde_json::json;
 use super::process::{LogFormat, init_logging, shutdown_signal};
 use crate::api::{self, ApiLimits};
 use crate::events;
+use crate::service::{Services, credentials};
 use mthpt_engine::alarm::AlarmMessage;
 use mthpt_engine::bus::{Bus, Delivery, InProcessBus};
-use crate::service::{Services, credentials};
 
 /// Arguments of `mthpt standalone`.
 #[derive(Debug, Args)]
@@ -88,6 +88,7 @@ async fn serve(args: StandaloneArgs) -> anyhow::Result<()> {
     let console_url = format!("http://{}", console_listener.local_addr()?);
     let services = Services::new(store.clone(), Arc::new(SystemClock));
     let bus = Arc::new(InProcessBus::new());
+    let live = services.events.clone();
     let feeder = events::spawn_feeder(
         bus.clone(),
         "standalone-console".to_owned(),
@@ -160,6 +161,7 @@ async fn serve(args: StandaloneArgs) -> anyhow::Result<()> {
     shutdown_signal().await;
     alarm_log.abort();
     feeder.abort();
+    live.close_sessions();
     if let Some((w, handle)) = wrapper {
         w.shutdown(Duration::from_secs(5)).await;
         handle.stop(true).await;
@@ -328,7 +330,10 @@ fn demo_wrapper(
 
 /// Writes every alarm event on the bus to the log.
 async fn log_alarms(bus: Arc<InProcessBus>) {
-    let mut rx = match bus.subscribe("standalone-log", &["alarm.#".to_owned()]).await {
+    let mut rx = match bus
+        .subscribe("standalone-log", &["alarm.#".to_owned()])
+        .await
+    {
         Ok(rx) => rx,
         Err(e) => {
             tracing::warn!(error = %e, "cannot log alarms");

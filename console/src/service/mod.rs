@@ -25,8 +25,8 @@ use mthpt_engine::store::{Store, Tx};
 use mthpt_engine::tenant::TenantId;
 
 use crate::api::auth::Caller;
-use crate::events::EventHub;
 use crate::api::error::ApiResult;
+use crate::events::EventHub;
 
 /// What every operation needs: the store and the clock; and the node's hub of live events
 /// (fed from the message bus, see [`crate::events`]).

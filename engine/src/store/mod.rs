@@ -56,7 +56,9 @@ pub use self::reports::{
     AlarmMute, MAX_RUN_SAMPLES, RunSample, RunSampleQuery, TRIGGER_KEY_WINDOW_MS, TriggerKey,
 };
 pub use self::sqlite::SqliteStore;
-use crate::alarm::{Alarm, AlarmEvent, AlarmEventId, AlarmEventKind, AlarmFilter, AlarmId, NewAlarm};
+use crate::alarm::{
+    Alarm, AlarmEvent, AlarmEventId, AlarmEventKind, AlarmFilter, AlarmId, NewAlarm,
+};
 use crate::app::{
     App, AppId, Executor, ExecutorHeartbeat, ExecutorId, ExecutorRegistration, ExecutorState,
     NewApp,
@@ -669,8 +671,7 @@ pub trait Tx: Send {
     async fn list_unpublished_alarm_events(&mut self, limit: i64) -> Result<Vec<AlarmEvent>>;
     /// Marks events published (and, for `raised` events, their alarms); returns how many
     /// events were not marked before.
-    async fn mark_alarm_events_published(&mut self, ids: &[AlarmEventId], now: i64)
-    -> Result<u64>;
+    async fn mark_alarm_events_published(&mut self, ids: &[AlarmEventId], now: i64) -> Result<u64>;
     /// Resolves a task's unresolved alarms of the kinds a success ends
     /// ([`AlarmKind::resolved_by_success`](crate::alarm::AlarmKind::resolved_by_success)),
     /// with a `resolved` event each (muted ones excepted); returns them. Cheap when there are

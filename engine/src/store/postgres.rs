@@ -16,7 +16,9 @@ use super::{
     StartClaimed, Store, StoreError, Tx, UserUpdate, apply_migrations, like_escape, page_limit,
     redact_url, sum_per_task,
 };
-use crate::alarm::{Alarm, AlarmEvent, AlarmEventId, AlarmEventKind, AlarmFilter, AlarmId, NewAlarm};
+use crate::alarm::{
+    Alarm, AlarmEvent, AlarmEventId, AlarmEventKind, AlarmFilter, AlarmId, NewAlarm,
+};
 use crate::app::{
     App, AppId, Executor, ExecutorHeartbeat, ExecutorId, ExecutorRegistration, ExecutorState,
     NewApp,

@@ -20,7 +20,9 @@ use super::{
     Backend, ClaimRequest, Completion, DueListener, MigrationReport, Result, Scope, StartClaimed,
     Store, StoreError, Tx, UserUpdate, apply_migrations, like_escape, page_limit, sum_per_task,
 };
-use crate::alarm::{Alarm, AlarmEvent, AlarmEventId, AlarmEventKind, AlarmFilter, AlarmId, NewAlarm};
+use crate::alarm::{
+    Alarm, AlarmEvent, AlarmEventId, AlarmEventKind, AlarmFilter, AlarmId, NewAlarm,
+};
 use crate::app::{
     App, AppId, Executor, ExecutorHeartbeat, ExecutorId, ExecutorRegistration, ExecutorState,
     NewApp,

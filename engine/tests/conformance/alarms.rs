@@ -243,12 +243,22 @@ pub async fn repeats_count_on_the_open_alarm_and_every_transition_is_an_event(
 
     // Acknowledged once (one event), then a new failure is a new alarm.
     let acked = in_tx!(store, |tx| tx
-        .acknowledge_alarm(Scope::Tenant(a.tenant.id), first.id, "alice", T0 + 10 * SECOND)
+        .acknowledge_alarm(
+            Scope::Tenant(a.tenant.id),
+            first.id,
+            "alice",
+            T0 + 10 * SECOND
+        )
         .await
         .unwrap());
     assert_eq!(acked.acknowledged_by.as_deref(), Some("alice"));
     in_tx!(store, |tx| tx
-        .acknowledge_alarm(Scope::Tenant(a.tenant.id), first.id, "bob", T0 + 11 * SECOND)
+        .acknowledge_alarm(
+            Scope::Tenant(a.tenant.id),
+            first.id,
+            "bob",
+            T0 + 11 * SECOND
+        )
         .await
         .unwrap());
     let after_ack = in_tx!(store, |tx| tx
@@ -267,7 +277,11 @@ pub async fn repeats_count_on_the_open_alarm_and_every_transition_is_an_event(
     let mut ids: Vec<_> = resolved.iter().map(|x| x.id).collect();
     ids.sort();
     assert_eq!(ids, vec![first.id, after_ack.id]);
-    assert!(resolved.iter().all(|x| x.resolved_at == Some(T0 + 20 * SECOND)));
+    assert!(
+        resolved
+            .iter()
+            .all(|x| x.resolved_at == Some(T0 + 20 * SECOND))
+    );
     assert!(
         in_tx!(store, |tx| tx
             .resolve_task_alarms(task.id, T0 + 21 * SECOND)
@@ -303,7 +317,8 @@ pub async fn repeats_count_on_the_open_alarm_and_every_transition_is_an_event(
         (Acknowledged, first.id.0, 3),
         (Raised, after_ack.id.0, 1),
     ];
-    let mut resolved_events: Vec<_> = vec![(Resolved, first.id.0, 3), (Resolved, after_ack.id.0, 1)];
+    let mut resolved_events: Vec<_> =
+        vec![(Resolved, first.id.0, 3), (Resolved, after_ack.id.0, 1)];
     let got = events(store).await;
     assert_eq!(got[..expected.len()], expected[..]);
     let mut tail = got[expected.len()..].to_vec();
@@ -324,7 +339,11 @@ pub async fn repeats_count_on_the_open_alarm_and_every_transition_is_an_event(
         .unwrap());
     assert!(muted.muted);
     assert_ne!(muted.id, elsewhere.id);
-    assert_eq!(events(store).await.len(), expected.len(), "no event while muted");
+    assert_eq!(
+        events(store).await.len(),
+        expected.len(),
+        "no event while muted"
+    );
 
     // Published in batches: marked once; `raised` marks its alarm published too.
     let mut tx = store.begin().await.unwrap();

@@ -229,11 +229,24 @@ pub async fn success_resolves_the_open_failure_alarms_of_its_task(store: Arc<dyn
     let (task, _) = create_task(store, &w, &manual(w.app.id, "flaky")).await;
     let (other, _) = create_task(store, &w, &manual(w.app.id, "steady")).await;
     let failing = insert(store, &occurrence(&w, &task, T0)).await;
-    let (_, effects) =
-        applied(end(store, &failing, &ending(RunState::Failed, false, T0 + SECOND)).await);
+    let (_, effects) = applied(
+        end(
+            store,
+            &failing,
+            &ending(RunState::Failed, false, T0 + SECOND),
+        )
+        .await,
+    );
     let raised = effects.alarms[0].clone();
     let elsewhere = insert(store, &occurrence(&w, &other, T0)).await;
-    applied(end(store, &elsewhere, &ending(RunState::Failed, false, T0 + SECOND)).await);
+    applied(
+        end(
+            store,
+            &elsewhere,
+            &ending(RunState::Failed, false, T0 + SECOND),
+        )
+        .await,
+    );
 
     // Another failure of the same task while the alarm is open: counted on it.
     let again = insert(store, &occurrence(&w, &task, T0 + MINUTE)).await;
@@ -245,7 +258,10 @@ pub async fn success_resolves_the_open_failure_alarms_of_its_task(store: Arc<dyn
         )
         .await,
     );
-    assert_eq!((effects.alarms[0].id, effects.alarms[0].count), (raised.id, 2));
+    assert_eq!(
+        (effects.alarms[0].id, effects.alarms[0].count),
+        (raised.id, 2)
+    );
 
     // The next success resolves it, in the same transaction; the other task's stays open.
     let ok = insert(store, &occurrence(&w, &task, T0 + 2 * MINUTE)).await;
