@@ -40,6 +40,7 @@ async fn amqp_bus() -> AmqpBus {
     let config = AmqpConfig {
         url: amqp_url(),
         exchange: format!("mthpt.alarms.test.{}", uuid::Uuid::new_v4().simple()),
+        connection_name: "mthpt-test".to_owned(),
     };
     AmqpBus::connect(config).await.unwrap_or_else(|e| {
         panic!(
@@ -402,4 +403,73 @@ async fn cookie_sockets_must_come_from_the_consoles_own_origin() {
     assert_eq!(attempt(Some(app.base_url.clone()), Some(cookie)).await, 101);
     assert_eq!(attempt(Some(app.base_url.clone()), None).await, 401);
     app.stop().await;
+}
+
+/// The pid of the broker connection named `name` (only this test's own connection is closed;
+/// the shared broker keeps running).
+async fn connection_pid(name: &str) -> Result<String, String> {
+    let out = tokio::process::Command::new("rabbitmqctl")
+        .args([
+            "list_connections",
+            "-q",
+            "--no-table-headers",
+            "pid",
+            "client_properties",
+        ])
+        .output()
+        .await
+        .expect("rabbitmqctl runs");
+    let listed = String::from_utf8_lossy(&out.stdout).into_owned();
+    listed
+        .lines()
+        .find(|line| line.contains(name))
+        .and_then(|line| line.split('\t').next())
+        .map(|pid| pid.trim().to_owned())
+        .ok_or(listed)
+}
+
+/// A console node whose broker connection is cut recovers its subscription and tells its
+/// browsers to re-sync; alarms raised afterwards arrive again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_node_whose_broker_connection_was_cut_tells_browsers_to_resync() {
+    let publisher = amqp_bus().await;
+    let name = format!("mthpt-test-console-{}", uuid::Uuid::new_v4().simple());
+    let consumer = AmqpBus::connect(AmqpConfig {
+        url: amqp_url(),
+        exchange: publisher.exchange().to_owned(),
+        connection_name: name.clone(),
+    })
+    .await
+    .unwrap();
+    let mut app = spawn_app(Backend::Postgres).await;
+    app.listen_to(Arc::new(consumer.clone()), &queue("node-1"));
+    let acme = app.tenant("acme").await;
+    let engine = engine_with(&app, Arc::new(publisher.clone()), "engine-1").await;
+    let mut socket = connect(&app.events_url(), &app.operator_token).await;
+    let before = raise(app.store(), Some(acme.id), "before").await;
+    next_where(&mut socket, &mut Vec::new(), is("alarm.raised", before)).await;
+
+    let pid = connection_pid(&name)
+        .await
+        .unwrap_or_else(|listed| panic!("{name} is not among the connections:\n{listed}"));
+    let closed = tokio::process::Command::new("rabbitmqctl")
+        .args([
+            "close_connection",
+            &pid,
+            "test: cut the console node's connection",
+        ])
+        .status()
+        .await
+        .unwrap();
+    assert!(closed.success());
+    next_where(&mut socket, &mut Vec::new(), |v| v["type"] == "resync").await;
+
+    let after = raise(app.store(), Some(acme.id), "after").await;
+    next_where(&mut socket, &mut Vec::new(), is("alarm.raised", after)).await;
+    let _ = socket.close(None).await;
+    engine.shutdown().await;
+    app.stop().await;
+    consumer.close().await;
+    publisher.delete_exchange().await.unwrap();
+    publisher.close().await;
 }

@@ -16,8 +16,9 @@ use crate::clock::Clock;
 use crate::store::{Result, Store};
 
 /// How long a batch may wait for the broker's confirms before the pass gives up (and the
-/// events stay unpublished for the next pass).
-pub const PUBLISH_TIMEOUT: Duration = Duration::from_secs(5);
+/// events stay unpublished for the next pass). Below PostgreSQL's idle-in-transaction limit
+/// (1.5 s), which would otherwise end the session holding the batch while it waits.
+pub const PUBLISH_TIMEOUT: Duration = Duration::from_millis(1_000);
 
 /// What one pass did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -29,6 +29,7 @@ async fn amqp_bus() -> AmqpBus {
     let config = AmqpConfig {
         url: amqp_url(),
         exchange: format!("mthpt.alarms.test.{}", uuid::Uuid::new_v4().simple()),
+        connection_name: "mthpt-test".to_owned(),
     };
     AmqpBus::connect(config).await.unwrap_or_else(|e| {
         panic!(

@@ -141,13 +141,14 @@ pub async fn run(args: ConsoleArgs) -> ExitCode {
     }
     let services = Services::new(store.clone(), Arc::new(SystemClock));
     let live = services.events.clone();
+    let node = settings.node_id.clone().unwrap_or_else(default_node_id);
     let feeder = match &settings.amqp_url {
         Some(amqp) => match AmqpBus::new(AmqpConfig {
             url: amqp.clone(),
             exchange: settings.amqp_exchange.clone(),
+            connection_name: format!("mthpt-console {node}"),
         }) {
             Ok(bus) => {
-                let node = settings.node_id.clone().unwrap_or_else(default_node_id);
                 let queue = format!("mthpt.console.{node}");
                 tracing::info!(amqp = %redact_url(amqp), %queue, "live events from RabbitMQ");
                 Some(events::spawn_feeder(

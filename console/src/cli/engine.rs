@@ -229,6 +229,7 @@ pub async fn run(args: EngineArgs) -> ExitCode {
         Some(amqp) => match AmqpBus::new(AmqpConfig {
             url: amqp.clone(),
             exchange: settings.amqp_exchange.clone(),
+            connection_name: format!("mthpt-engine {}", config.node_id),
         }) {
             Ok(bus) => {
                 tracing::info!(amqp = %redact_url(amqp), exchange = %settings.amqp_exchange, "alarm events are published to RabbitMQ");

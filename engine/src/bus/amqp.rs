@@ -32,6 +32,8 @@ pub struct AmqpConfig {
     pub url: String,
     /// The durable topic exchange (default [`EXCHANGE`](crate::alarm::EXCHANGE)).
     pub exchange: String,
+    /// How the connection shows in the broker's management tools (e.g. `mthpt-engine node-1`).
+    pub connection_name: String,
 }
 
 impl AmqpConfig {
@@ -40,6 +42,7 @@ impl AmqpConfig {
         Self {
             url: url.into(),
             exchange: crate::alarm::EXCHANGE.to_owned(),
+            connection_name: "mthpt".to_owned(),
         }
     }
 }
@@ -141,7 +144,9 @@ impl Inner {
         }
         let conn = Connection::connect(
             &self.config.url,
-            ConnectionProperties::default().enable_auto_recover(),
+            ConnectionProperties::default()
+                .enable_auto_recover()
+                .with_connection_name(self.config.connection_name.as_str().into()),
         )
         .await
         .map_err(|e| {
@@ -243,13 +248,11 @@ impl Inner {
         results
     }
 
-    /// Declares the subscriber's queue and bindings and starts consuming.
-    async fn consume(
-        &self,
-        name: &str,
-        patterns: &[String],
-    ) -> Result<(Channel, lapin::Consumer), BusError> {
-        let channel = self.channel().await?;
+    /// Declares the subscriber's queue and bindings and starts consuming; with the connection,
+    /// to notice recoveries (lapin replays the consumer without a word to it).
+    async fn consume(&self, name: &str, patterns: &[String]) -> Result<Subscription, BusError> {
+        let conn = self.connection().await?;
+        let channel = conn.create_channel().await.map_err(unavailable)?;
         self.declare_exchange(&channel).await?;
         channel
             .basic_qos(256, BasicQosOptions::default())
@@ -292,7 +295,33 @@ impl Inner {
             )
             .await
             .map_err(unavailable)?;
-        Ok((channel, consumer))
+        Ok(Subscription {
+            channel,
+            consumer,
+            connection: conn,
+        })
+    }
+}
+
+/// A subscriber's channel, consumer and connection.
+struct Subscription {
+    channel: Channel,
+    consumer: lapin::Consumer,
+    connection: Arc<Connection>,
+}
+
+/// How often a subscriber looks at its connection's state. A reconnection takes at least a
+/// second (lapin waits that long before it tries), so none goes unnoticed.
+const WATCH_EVERY: Duration = Duration::from_millis(200);
+
+/// After the connection came back, waits (at most 10 s) for the subscriber's channel to be
+/// recovered too, so a re-sync is not announced before the queue is bound again.
+async fn channel_recovered(channel: &Channel) {
+    for _ in 0..200 {
+        if channel.status().connected() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 
@@ -320,7 +349,11 @@ impl Bus for AmqpBus {
         tokio::spawn(async move {
             let mut current = Some(first);
             loop {
-                let (channel, mut consumer) = match current.take() {
+                let Subscription {
+                    channel,
+                    mut consumer,
+                    connection,
+                } = match current.take() {
                     Some(c) => c,
                     None => match inner.consume(&name, &patterns).await {
                         Ok(c) => {
@@ -340,8 +373,31 @@ impl Bus for AmqpBus {
                         }
                     },
                 };
+                let mut disrupted = false;
+                let mut watch = tokio::time::interval(WATCH_EVERY);
                 loop {
                     tokio::select! {
+                        _ = watch.tick() => {
+                            let status = connection.status();
+                            if status.closed() || status.errored() {
+                                tracing::warn!(queue = %name, "message bus connection closed; subscribing again");
+                                tokio::time::sleep(RETRY).await;
+                                break;
+                            }
+                            if !status.connected() {
+                                if !disrupted {
+                                    tracing::warn!(queue = %name, "message bus connection lost; waiting for recovery");
+                                }
+                                disrupted = true;
+                            } else if disrupted {
+                                channel_recovered(&channel).await;
+                                tracing::info!(queue = %name, "message bus connection recovered");
+                                disrupted = false;
+                                if tx.send(Delivery::Resync).await.is_err() {
+                                    return;
+                                }
+                            }
+                        }
                         () = tx.closed() => {
                             let _ = channel.close(200, "unsubscribed".into()).await;
                             return;
