@@ -674,9 +674,12 @@ pub trait Tx: Send {
     async fn mark_alarm_events_published(&mut self, ids: &[AlarmEventId], now: i64) -> Result<u64>;
     /// Resolves a task's unresolved alarms of the kinds a success ends
     /// ([`AlarmKind::resolved_by_success`](crate::alarm::AlarmKind::resolved_by_success)),
-    /// with a `resolved` event each (muted ones excepted); returns them. Cheap when there are
-    /// none (the usual case), so it runs in every success's transaction.
+    /// with a `resolved` event each (muted ones excepted); returns them. Runs in the success's
+    /// transaction, for the tasks [`Tx::tasks_with_unresolved_alarms`] names.
     async fn resolve_task_alarms(&mut self, task: TaskId, now: i64) -> Result<Vec<Alarm>>;
+    /// Those of `tasks` that have unresolved alarms a success resolves (one statement for a
+    /// batch of results; usually none).
+    async fn tasks_with_unresolved_alarms(&mut self, tasks: &[TaskId]) -> Result<Vec<TaskId>>;
     async fn get_alarm(&mut self, scope: Scope, id: AlarmId) -> Result<Alarm>;
     async fn list_alarms(&mut self, scope: Scope, filter: &AlarmFilter) -> Result<Vec<Alarm>>;
     /// Acknowledges an alarm (idempotent: the first acknowledgement is kept, and only it writes

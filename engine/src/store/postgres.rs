@@ -638,6 +638,18 @@ tx_impl!(
             Ok(done.rows_affected())
         }
 
+        async fn tasks_with_unresolved_alarms(&mut self, tasks: &[TaskId]) -> Result<Vec<TaskId>> {
+            let rows: Vec<(TaskId,)> = sqlx::query_as(concat!(
+                "SELECT DISTINCT task_id FROM alarms WHERE task_id = ANY($1)
+                   AND resolved_at IS NULL AND repeat_of IS NULL AND kind IN ",
+                crate::store::shared::alarms::resolved_by_success_sql!()
+            ))
+            .bind(raw_ids(tasks, |t| t.0))
+            .fetch_all(&mut *self.tx)
+            .await?;
+            Ok(rows.into_iter().map(|(t,)| t).collect())
+        }
+
         async fn mark_alarm_events_published(
             &mut self,
             ids: &[AlarmEventId],

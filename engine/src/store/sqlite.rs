@@ -483,6 +483,18 @@ tx_impl!(SqliteTx, for_update = "", skip_locked = "", {
         Ok(done.rows_affected())
     }
 
+    async fn tasks_with_unresolved_alarms(&mut self, tasks: &[TaskId]) -> Result<Vec<TaskId>> {
+        let rows: Vec<(TaskId,)> = sqlx::query_as(concat!(
+            "SELECT DISTINCT task_id FROM alarms WHERE task_id IN (SELECT value FROM json_each($1))
+               AND resolved_at IS NULL AND repeat_of IS NULL AND kind IN ",
+            crate::store::shared::alarms::resolved_by_success_sql!()
+        ))
+        .bind(json_ids(tasks, |t| t.0))
+        .fetch_all(&mut *self.tx)
+        .await?;
+        Ok(rows.into_iter().map(|(t,)| t).collect())
+    }
+
     async fn mark_alarm_events_published(&mut self, ids: &[AlarmEventId], now: i64) -> Result<u64> {
         let ids = json_ids(ids, |i| i.0);
         let done = sqlx::query(

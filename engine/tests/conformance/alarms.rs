@@ -269,6 +269,18 @@ pub async fn repeats_count_on_the_open_alarm_and_every_transition_is_an_event(
     assert_ne!(after_ack.id, first.id);
     assert_eq!(after_ack.count, 1);
 
+    // A batch of successes asks once which tasks have anything to resolve.
+    let unresolved = |tasks: Vec<mthpt_engine::task::TaskId>| async move {
+        let mut tx = read(store).await;
+        let mut found = tx.tasks_with_unresolved_alarms(&tasks).await.unwrap();
+        found.sort();
+        found
+    };
+    assert_eq!(
+        unresolved(vec![task.id, other.id]).await,
+        vec![task.id, other.id]
+    );
+
     // The task's success resolves both (acknowledged or not); the other task's stays open.
     let resolved = in_tx!(store, |tx| tx
         .resolve_task_alarms(task.id, T0 + 20 * SECOND)
@@ -290,6 +302,7 @@ pub async fn repeats_count_on_the_open_alarm_and_every_transition_is_an_event(
         .is_empty(),
         "resolved once"
     );
+    assert_eq!(unresolved(vec![task.id, other.id]).await, vec![other.id]);
     let mut tx = read(store).await;
     let open = tx
         .list_alarms(
