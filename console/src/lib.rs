@@ -2,10 +2,12 @@
 //!
 //! - [`api`]: HTTP handlers, authentication and roles, errors, OpenAPI;
 //! - [`service`]: the operations beneath the handlers (reused by the web UI);
+//! - [`events`]: live events from the message bus to WebSocket sessions;
 //! - [`cli`]: the `mthpt` subcommands.
 
 pub mod api;
 pub mod cli;
+pub mod events;
 pub mod service;
 #[cfg(feature = "test-support")]
 pub mod testing;

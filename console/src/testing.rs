@@ -19,8 +19,10 @@ use mthpt_engine::tenant::{NewApiToken, NewTenant, NewUser, Role, Tenant, User};
 use mthpt_engine::testing::{self, TestDb};
 
 use crate::api::{self, ApiLimits};
+use crate::events;
 use crate::service::Services;
 use crate::service::credentials::{hash_password, new_token, token_hash};
+use mthpt_engine::bus::Bus;
 
 /// A running API over its own database.
 pub struct TestApp {
@@ -32,6 +34,57 @@ pub struct TestApp {
     pub client: reqwest::Client,
     db: TestDb,
     server: ServerHandle,
+    feeders: Vec<tokio::task::JoinHandle<()>>,
+}
+
+/// Serves the API over `services` on a free local port; returns its base URL.
+pub fn serve(services: Services, limits: ApiLimits) -> (String, ServerHandle) {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+    let base_url = format!("http://{}", listener.local_addr().unwrap());
+    let server =
+        HttpServer::new(move || App::new().configure(api::configure(services.clone(), limits)))
+            .workers(1)
+            .disable_signals()
+            .listen(listener)
+            .expect("listen")
+            .run();
+    let handle = server.handle();
+    tokio::spawn(server);
+    (base_url, handle)
+}
+
+/// Another console node on the same database, with its own event hub fed from `bus` through
+/// its own queue.
+pub struct ConsoleNode {
+    pub base_url: String,
+    pub services: Services,
+    server: ServerHandle,
+    feeder: tokio::task::JoinHandle<()>,
+}
+
+impl ConsoleNode {
+    pub fn start(store: Arc<dyn Store>, bus: Arc<dyn Bus>, queue: &str) -> ConsoleNode {
+        let services = Services::new(store, Arc::new(SystemClock));
+        let feeder = events::spawn_feeder(bus, queue.to_owned(), services.events.clone());
+        let (base_url, server) = serve(services.clone(), ApiLimits::default());
+        ConsoleNode {
+            base_url,
+            services,
+            server,
+            feeder,
+        }
+    }
+
+    /// The WebSocket URL of live events.
+    pub fn events_url(&self) -> String {
+        format!("{}/api/v1/events", self.base_url.replacen("http", "ws", 1))
+    }
+
+    pub async fn stop(self) {
+        self.feeder.abort();
+        self.services.events.close_sessions();
+        self.server.stop(true).await;
+    }
 }
 
 /// Starts the API with default limits.
@@ -46,18 +99,7 @@ pub async fn spawn_app_with(backend: Backend, limits: ApiLimits) -> TestApp {
         Backend::Sqlite => testing::sqlite().await,
     };
     let services = Services::new(db.shared(), Arc::new(SystemClock));
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind a free port");
-    let base_url = format!("http://{}", listener.local_addr().unwrap());
-    let for_server = services.clone();
-    let server =
-        HttpServer::new(move || App::new().configure(api::configure(for_server.clone(), limits)))
-            .workers(1)
-            .disable_signals()
-            .listen(listener)
-            .expect("listen")
-            .run();
-    let handle = server.handle();
-    tokio::spawn(server);
+    let (base_url, handle) = serve(services.clone(), limits);
     let client = reqwest::Client::builder()
         .timeout(std::time::Duration::from_secs(30))
         .build()
@@ -69,6 +111,7 @@ pub async fn spawn_app_with(backend: Backend, limits: ApiLimits) -> TestApp {
         client,
         db,
         server: handle,
+        feeders: Vec::new(),
     };
     let (_, token) = app.user(None, "root", Role::Operator).await;
     app.operator_token = token;
@@ -164,8 +207,26 @@ impl TestApp {
         token
     }
 
+    /// Feeds this node's event hub from `bus` through the queue `queue`.
+    pub fn listen_to(&mut self, bus: Arc<dyn Bus>, queue: &str) {
+        self.feeders.push(events::spawn_feeder(
+            bus,
+            queue.to_owned(),
+            self.services.events.clone(),
+        ));
+    }
+
+    /// The WebSocket URL of live events.
+    pub fn events_url(&self) -> String {
+        format!("{}/api/v1/events", self.base_url.replacen("http", "ws", 1))
+    }
+
     /// Stops the server and drops the database.
     pub async fn stop(self) {
+        for f in &self.feeders {
+            f.abort();
+        }
+        self.services.events.close_sessions();
         self.server.stop(true).await;
         self.db.cleanup().await;
     }

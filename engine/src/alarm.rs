@@ -1,5 +1,16 @@
 //! Alarms: events an operator must see. Written in the same transaction as the state change that
-//! caused them (the outbox), published to AMQP afterwards, acknowledged by a person.
+//! caused them, acknowledged by a person, resolved by the task's next success.
+//!
+//! Life cycle (see docs/alarms.md):
+//!
+//! ```text
+//! raised ──(same task and kind again while open)──> repeated: count + 1, last_seen
+//!   │  └──(a person)──> acknowledged (who, when)
+//!   └─────(the task's next successful run; failure kinds only)──> resolved
+//! ```
+//!
+//! Every transition writes an [`AlarmEvent`] in the same transaction: the outbox the engine's
+//! relay ([`crate::relay`]) publishes to the message bus.
 
 use serde::{Deserialize, Serialize};
 use sqlx::types::Json;
@@ -39,8 +50,22 @@ text_enum!(
     }
 );
 
+impl AlarmKind {
+    /// Whether a successful run of the alarm's task shows the problem is over (the alarm is
+    /// then resolved).
+    pub fn resolved_by_success(self) -> bool {
+        matches!(
+            self,
+            AlarmKind::RunFailed
+                | AlarmKind::RetriesExhausted
+                | AlarmKind::TimedOut
+                | AlarmKind::NotStarted
+        )
+    }
+}
+
 /// An alarm as stored.
-#[derive(Debug, Clone, PartialEq, Serialize, sqlx::FromRow)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, sqlx::FromRow)]
 pub struct Alarm {
     pub id: AlarmId,
     /// `None` for cluster-level alarms (engine node lost), seen by operators only.
@@ -64,6 +89,98 @@ pub struct Alarm {
     /// Raised while its task's alarms were muted: recorded for history, never published (no
     /// pop-up, no notification) and not open.
     pub muted: bool,
+    /// How often it happened: 1, plus one per repeat while it was open.
+    pub count: i64,
+    /// When it last happened.
+    pub last_seen: Option<i64>,
+    /// When the task's next successful run resolved it.
+    pub resolved_at: Option<i64>,
+    /// Set on a repeat: the open alarm it was counted on. Repeats are kept for their dedupe key
+    /// only; they are never listed or published on their own.
+    pub repeat_of: Option<AlarmId>,
+}
+
+impl Alarm {
+    /// Open: nobody acknowledged it, it is not resolved, and it was not raised muted.
+    pub fn is_open(&self) -> bool {
+        self.acknowledged_at.is_none()
+            && self.resolved_at.is_none()
+            && !self.muted
+            && self.repeat_of.is_none()
+    }
+}
+
+id_type!(
+    /// Identifies an alarm event (the message id on the bus).
+    AlarmEventId
+);
+
+text_enum!(
+    /// A transition of an alarm.
+    AlarmEventKind {
+        Raised = "raised",
+        /// The same task and kind happened again while the alarm was open.
+        Repeated = "repeated",
+        Acknowledged = "acknowledged",
+        Resolved = "resolved",
+    }
+);
+
+/// A transition of an alarm, as stored in the outbox, with the alarm as it was then.
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct AlarmEvent {
+    pub id: AlarmEventId,
+    pub alarm_id: AlarmId,
+    pub tenant_id: Option<TenantId>,
+    #[sqlx(try_from = "String")]
+    pub event: AlarmEventKind,
+    pub alarm: Json<Alarm>,
+    pub created_at: i64,
+    pub published_at: Option<i64>,
+}
+
+/// The exchange alarm and run events are published to.
+pub const EXCHANGE: &str = "mthpt.alarms";
+
+/// The message an alarm event travels as (JSON; documented in docs/alarms.md).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AlarmMessage {
+    /// The event's id; also the message id on the bus. Receivers de-duplicate by it.
+    pub event_id: i64,
+    /// `alarm.raised`, `alarm.repeated`, `alarm.acknowledged` or `alarm.resolved`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// When the transition happened (epoch ms).
+    pub at: i64,
+    /// The alarm's tenant; `null` for cluster-level alarms (operators only).
+    pub tenant_id: Option<i64>,
+    /// The alarm as it was right after the transition.
+    pub alarm: Alarm,
+}
+
+impl AlarmEvent {
+    /// `alarm.<tenant id or "cluster">.<severity>.<kind>`.
+    pub fn routing_key(&self) -> String {
+        let tenant = match self.tenant_id {
+            Some(t) => t.to_string(),
+            None => "cluster".to_owned(),
+        };
+        format!(
+            "alarm.{tenant}.{}.{}",
+            self.alarm.0.severity, self.alarm.0.kind
+        )
+    }
+
+    /// The message this event is published as.
+    pub fn message(&self) -> AlarmMessage {
+        AlarmMessage {
+            event_id: self.id.0,
+            kind: format!("alarm.{}", self.event),
+            at: self.created_at,
+            tenant_id: self.tenant_id.map(|t| t.0),
+            alarm: self.alarm.0.clone(),
+        }
+    }
 }
 
 /// An alarm to raise.
@@ -108,7 +225,8 @@ impl NewAlarm {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AlarmFilter {
     pub kind: Option<AlarmKind>,
-    /// Only open alarms: nobody has acknowledged them yet and they were not raised muted.
+    /// Only open alarms: nobody has acknowledged them yet, they are not resolved and they were
+    /// not raised muted.
     pub unacknowledged: bool,
     /// Keyset paging, newest first: alarms with an id lower than this.
     pub before_id: Option<AlarmId>,

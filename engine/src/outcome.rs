@@ -62,6 +62,8 @@ pub struct Effects {
     /// The next occurrence of a fixed-delay task.
     pub next_occurrence: Option<Run>,
     pub alarms: Vec<Alarm>,
+    /// Alarms of the task this success resolved.
+    pub resolved: Vec<Alarm>,
 }
 
 /// The result of [`finish_run`].
@@ -173,6 +175,25 @@ pub async fn finish_runs(
             parents.into_iter().collect(),
         )
     };
+    // Successes resolve their tasks' open failure alarms; one look-up for the whole batch
+    // finds the few tasks that have any, so a success of any other task costs nothing more.
+    let mut succeeded: Vec<TaskId> = completed
+        .iter()
+        .filter_map(|c| match c {
+            Ok(Completion::Applied(run)) if run.state == RunState::Succeeded => Some(run.task_id),
+            _ => None,
+        })
+        .collect();
+    succeeded.sort_unstable();
+    succeeded.dedup();
+    let alarmed: HashSet<TaskId> = if succeeded.is_empty() {
+        HashSet::new()
+    } else {
+        tx.tasks_with_unresolved_alarms(&succeeded)
+            .await?
+            .into_iter()
+            .collect()
+    };
     let mut over = HashSet::new();
     let mut due_soon: Vec<String> = Vec::new();
     let mut out = Vec::with_capacity(items.len());
@@ -193,7 +214,13 @@ pub async fn finish_runs(
             continue;
         };
         let has_children = parents.contains(&task.id);
-        let effects = effects_of(tx, task, &run, finish, jitter(), has_children, &mut over).await?;
+        let mut effects =
+            effects_of(tx, task, &run, finish, jitter(), has_children, &mut over).await?;
+        if run.state == RunState::Succeeded && alarmed.contains(&task.id) {
+            effects.resolved = tx
+                .resolve_task_alarms(task.id, finish.completion.finished_at)
+                .await?;
+        }
         let now = finish.completion.finished_at;
         let soon = effects
             .next_attempt

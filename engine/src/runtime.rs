@@ -5,6 +5,8 @@
 //!   the runs due then to the dispatcher (a spawned task, bounded by its semaphore).
 //! - **Watchdog**: deadlines, silent executors and nodes, runs not started in time.
 //! - **Heartbeat**: the node's own row, so other nodes can report it lost.
+//! - **Alarm relay** (when the node is given a [`Bus`]): publishes the outbox of alarm events
+//!   ([`AlarmRelay`]).
 //! - **Callback API**: the HTTP server wrappers call back to.
 //!
 //! [`EngineNode::shutdown`] stops claiming, hands the runs it holds but has not fired back to
@@ -23,11 +25,13 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use crate::api::CallbackApi;
+use crate::bus::Bus;
 use crate::claimer::{Cancellation, ClaimConfig, Claimer, Fire};
 use crate::clock::Clock;
 use crate::directory::Directory;
 use crate::dispatcher::{ACK_TIMEOUT, DispatchConfig, Dispatcher};
 use crate::node::{NodeHeartbeat, NodeState};
+use crate::relay::AlarmRelay;
 use crate::run::{Fence, RunId};
 use crate::store::{DueListener, Store, StoreError};
 use crate::watchdog::{HealthProbe, WatchConfig, Watchdog};
@@ -75,6 +79,11 @@ pub struct EngineConfig {
     pub dispatch: DispatchConfig,
     /// On shutdown, how long in-flight dispatches may take.
     pub shutdown_grace_ms: i64,
+    /// How often the alarm relay looks for unpublished alarm events (at once again while a
+    /// batch comes back full).
+    pub relay_interval_ms: i64,
+    /// At most this many alarm events per relay pass.
+    pub relay_batch: i64,
 }
 
 impl Default for EngineConfig {
@@ -97,6 +106,8 @@ impl Default for EngineConfig {
             callback_workers: 1,
             dispatch: DispatchConfig::default(),
             shutdown_grace_ms: 10_000,
+            relay_interval_ms: 50,
+            relay_batch: 500,
         }
     }
 }
@@ -132,6 +143,8 @@ impl EngineConfig {
             ("watchdog_interval_ms", self.watchdog_interval_ms),
             ("executor_timeout_ms", self.executor_timeout_ms),
             ("node_timeout_ms", self.node_timeout_ms),
+            ("relay_interval_ms", self.relay_interval_ms),
+            ("relay_batch", self.relay_batch),
         ];
         for (name, v) in positive {
             if v <= 0 {
@@ -222,11 +235,22 @@ impl std::fmt::Debug for EngineNode {
 }
 
 impl EngineNode {
-    /// Starts a node: its callback server, scheduler, watchdog and heartbeat.
+    /// Starts a node: its callback server, scheduler, watchdog and heartbeat. It publishes no
+    /// alarms: see [`EngineNode::start_with_bus`].
     pub async fn start(
         store: Arc<dyn Store>,
         clock: Arc<dyn Clock>,
         config: EngineConfig,
+    ) -> Result<EngineNode, StartError> {
+        Self::start_with_bus(store, clock, config, None).await
+    }
+
+    /// [`EngineNode::start`], and with a bus, the alarm relay that publishes alarm events to it.
+    pub async fn start_with_bus(
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        config: EngineConfig,
+        bus: Option<Arc<dyn Bus>>,
     ) -> Result<EngineNode, StartError> {
         config.validate().map_err(StartError::Config)?;
         let listener = TcpListener::bind(&config.listen).map_err(|source| StartError::Listen {
@@ -348,6 +372,15 @@ impl EngineNode {
             shared.clock.clone(),
             stop_rx.clone(),
         ));
+        if let Some(bus) = bus {
+            let relay = AlarmRelay::new(
+                shared.store.clone(),
+                bus,
+                shared.clock.clone(),
+                shared.config.relay_batch,
+            );
+            background.spawn(shared.clone().relay_loop(relay, stop_rx.clone()));
+        }
         let scheduler = tokio::spawn(shared.clone().scheduler_loop(stop_rx));
         tracing::info!(
             node = %shared.config.node_id,
@@ -443,6 +476,30 @@ impl Shared {
             };
             if let Err(e) = self.heartbeat(state).await {
                 tracing::warn!(error = %e, "node heartbeat failed");
+            }
+        }
+    }
+
+    async fn relay_loop(self: Arc<Self>, relay: AlarmRelay, mut stop: watch::Receiver<bool>) {
+        let every =
+            Duration::from_millis(u64::try_from(self.config.relay_interval_ms).unwrap_or(50));
+        loop {
+            let full = match relay.run_once().await {
+                Ok(report) => {
+                    i64::try_from(report.published + report.failed).unwrap_or(0) >= relay.batch()
+                        && report.failed == 0
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "alarm relay pass failed");
+                    false
+                }
+            };
+            if full && !*stop.borrow() {
+                continue;
+            }
+            tokio::select! {
+                _ = stop.changed() => return,
+                () = tokio::time::sleep(every) => {}
             }
         }
     }

@@ -35,6 +35,7 @@ on_both_backends!(
     outcomes::retryable_failure_retries_with_backoff_then_raises_retries_exhausted,
     outcomes::fatal_failure_does_not_retry_and_raises_run_failed,
     outcomes::timeout_retries_and_raises_timed_out,
+    outcomes::success_resolves_the_open_failure_alarms_of_its_task,
     outcomes::lost_run_is_recovered_while_attempts_remain,
     outcomes::repeated_result_changes_nothing,
     outcomes::join_child_runs_once_after_all_parents_in_the_chain,

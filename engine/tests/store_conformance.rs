@@ -56,6 +56,8 @@ on_both_backends!(
     channels::channels_are_kept_per_tenant_and_deleted_with_their_log,
     channels::deliveries_follow_severity_mutes_and_tenants_and_are_claimed_once,
     channels::metrics_snapshot_counts_outbox_and_live_executors,
+    alarms::repeats_count_on_the_open_alarm_and_every_transition_is_an_event,
+    alarms::concurrent_relays_take_disjoint_batches_of_events,
     isolation::tenant_b_sees_and_changes_nothing_of_tenant_a,
     views::runs_are_filtered_by_trigger_executor_and_finish_time,
     views::alarms_are_filtered_by_severity_task_and_acknowledgement,

@@ -1,5 +1,6 @@
 //! `/tenants/{tenant}/alarms`: list (open or acknowledged, by kind, severity, task),
-//! acknowledge (idempotent, records who), and mute a task's alarms until a time.
+//! acknowledge (idempotent, records who; the acknowledgement reaches every console node's
+//! WebSocket sessions through the bus), and mute a task's alarms until a time.
 
 use actix_web::{HttpResponse, get, post, put, web};
 use chrono::{DateTime, Utc};
@@ -44,6 +45,12 @@ pub struct AlarmBody {
     pub muted: bool,
     /// The task's alarms are muted now, until then.
     pub muted_until: Option<DateTime<Utc>>,
+    /// How often it happened: 1, plus one per repeat (same task and kind) while it was open.
+    pub count: i64,
+    /// When it last happened.
+    pub last_seen: DateTime<Utc>,
+    /// When the task's next successful run resolved it (failure kinds only).
+    pub resolved_at: Option<DateTime<Utc>>,
 }
 
 impl From<AlarmView> for AlarmBody {
@@ -70,6 +77,9 @@ impl From<Alarm> for AlarmBody {
             acknowledged_by: a.acknowledged_by,
             muted: a.muted,
             muted_until: None,
+            count: a.count,
+            last_seen: at(a.last_seen.unwrap_or(a.created_at)),
+            resolved_at: a.resolved_at.map(at),
         }
     }
 }
@@ -86,7 +96,8 @@ pub struct AlarmPage {
 #[derive(Debug, Clone, Default, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct AlarmQuery {
-    /// `open` (not acknowledged, not raised muted) or `acknowledged`; default both.
+    /// `open` (not acknowledged, not resolved, not raised muted) or `acknowledged`; default
+    /// both.
     pub status: Option<String>,
     /// `true`: only alarms raised while their task's alarms were muted; `false`: only the
     /// others; default both.

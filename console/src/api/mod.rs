@@ -14,6 +14,7 @@ pub mod bulk;
 pub mod channels;
 pub mod dependencies;
 pub mod error;
+pub mod events;
 pub mod executors;
 pub mod me;
 pub mod middleware;
@@ -70,6 +71,7 @@ fn resources(cfg: &mut utoipa_actix_web::service_config::ServiceConfig<'_>) {
     runs::routes(cfg);
     alarms::routes(cfg);
     channels::routes(cfg);
+    events::routes(cfg);
     audit::routes(cfg);
     stats::routes(cfg);
     apps::routes(cfg);

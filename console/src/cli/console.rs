@@ -18,7 +18,10 @@ use serde::{Deserialize, Serialize};
 
 use super::process::{LogFormat, init_logging, shutdown_signal};
 use crate::api::{self, ApiLimits};
+use crate::events;
 use crate::service::Services;
+use mthpt_engine::bus::{AmqpBus, AmqpConfig};
+use mthpt_engine::runtime::default_node_id;
 
 /// Arguments of `mthpt console` (each also settable in the TOML file or as `MTHPT_<NAME>`).
 #[derive(Debug, Clone, Default, Args, Serialize)]
@@ -47,6 +50,20 @@ pub struct ConsoleArgs {
     #[arg(long, env = "MTHPT_WORKERS")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub workers: Option<usize>,
+    /// RabbitMQ to receive live events from, for the WebSocket at /api/v1/events:
+    /// amqp://user:password@host:5672/vhost (without one, the WebSocket carries no events)
+    #[arg(long, env = "MTHPT_AMQP_URL", hide_env_values = true)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub amqp_url: Option<String>,
+    /// The topic exchange events are published to [default: mthpt.alarms]
+    #[arg(long, env = "MTHPT_AMQP_EXCHANGE")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub amqp_exchange: Option<String>,
+    /// Unique id of this console node, naming its queue (default: host name, process id and a
+    /// random suffix)
+    #[arg(long, env = "MTHPT_NODE_ID")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node_id: Option<String>,
     /// Log format [default: human]
     #[arg(long, value_enum, env = "MTHPT_LOG_FORMAT")]
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -61,6 +78,9 @@ struct Settings {
     max_body_bytes: usize,
     client_request_timeout_ms: u64,
     workers: usize,
+    amqp_url: Option<String>,
+    amqp_exchange: String,
+    node_id: Option<String>,
     log_format: LogFormat,
 }
 
@@ -72,6 +92,9 @@ impl Default for Settings {
             max_body_bytes: api::DEFAULT_MAX_BODY_BYTES,
             client_request_timeout_ms: 5_000,
             workers: 2,
+            amqp_url: None,
+            amqp_exchange: mthpt_engine::alarm::EXCHANGE.to_owned(),
+            node_id: None,
             log_format: LogFormat::Human,
         }
     }
@@ -117,6 +140,33 @@ pub async fn run(args: ConsoleArgs) -> ExitCode {
         return ExitCode::FAILURE;
     }
     let services = Services::new(store.clone(), Arc::new(SystemClock));
+    let live = services.events.clone();
+    let node = settings.node_id.clone().unwrap_or_else(default_node_id);
+    let feeder = match &settings.amqp_url {
+        Some(amqp) => match AmqpBus::new(AmqpConfig {
+            url: amqp.clone(),
+            exchange: settings.amqp_exchange.clone(),
+            connection_name: format!("mthpt-console {node}"),
+        }) {
+            Ok(bus) => {
+                let queue = format!("mthpt.console.{node}");
+                tracing::info!(amqp = %redact_url(amqp), %queue, "live events from RabbitMQ");
+                Some(events::spawn_feeder(
+                    Arc::new(bus),
+                    queue,
+                    services.events.clone(),
+                ))
+            }
+            Err(e) => {
+                eprintln!("mthpt console: {e}");
+                return ExitCode::from(2);
+            }
+        },
+        None => {
+            tracing::warn!("no AMQP URL: the WebSocket at /api/v1/events carries no live events");
+            None
+        }
+    };
     let limits = ApiLimits {
         max_body_bytes: settings.max_body_bytes,
     };
@@ -140,8 +190,12 @@ pub async fn run(args: ConsoleArgs) -> ExitCode {
     let handle = server.handle();
     let serving = tokio::spawn(server);
     shutdown_signal().await;
+    live.close_sessions();
     handle.stop(true).await;
     let _ = serving.await;
+    if let Some(feeder) = feeder {
+        feeder.abort();
+    }
     store.close().await;
     ExitCode::SUCCESS
 }

@@ -10,6 +10,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::Args;
+use mthpt_engine::bus::{AmqpBus, AmqpConfig, Bus};
 use mthpt_engine::clock::SystemClock;
 use mthpt_engine::dispatcher::DispatchConfig;
 use mthpt_engine::runtime::{EngineConfig, EngineNode, default_node_id};
@@ -86,6 +87,15 @@ pub struct EngineArgs {
     #[arg(long, env = "MTHPT_CALLBACK_WORKERS")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub callback_workers: Option<usize>,
+    /// RabbitMQ to publish alarm events to: amqp://user:password@host:5672/vhost (without one,
+    /// they stay in the database outbox until a node with one publishes them)
+    #[arg(long, env = "MTHPT_AMQP_URL", hide_env_values = true)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub amqp_url: Option<String>,
+    /// The topic exchange alarm events are published to [default: mthpt.alarms]
+    #[arg(long, env = "MTHPT_AMQP_EXCHANGE")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub amqp_exchange: Option<String>,
     /// Log format [default: human]
     #[arg(long, value_enum, env = "MTHPT_LOG_FORMAT")]
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -110,6 +120,8 @@ struct Settings {
     max_in_flight: usize,
     dispatch_coalesce_ms: i64,
     callback_workers: usize,
+    amqp_url: Option<String>,
+    amqp_exchange: String,
     log_format: LogFormat,
 }
 
@@ -132,6 +144,8 @@ impl Default for Settings {
             max_in_flight: d.dispatch.max_in_flight,
             dispatch_coalesce_ms: d.dispatch.coalesce_ms,
             callback_workers: d.callback_workers,
+            amqp_url: None,
+            amqp_exchange: mthpt_engine::alarm::EXCHANGE.to_owned(),
             log_format: LogFormat::Human,
         }
     }
@@ -211,13 +225,36 @@ pub async fn run(args: EngineArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     }
-    let node = match EngineNode::start(store.clone(), Arc::new(SystemClock), config).await {
-        Ok(node) => node,
-        Err(e) => {
-            eprintln!("mthpt engine: {e}");
-            return ExitCode::FAILURE;
+    let bus: Option<Arc<dyn Bus>> = match &settings.amqp_url {
+        Some(amqp) => match AmqpBus::new(AmqpConfig {
+            url: amqp.clone(),
+            exchange: settings.amqp_exchange.clone(),
+            connection_name: format!("mthpt-engine {}", config.node_id),
+        }) {
+            Ok(bus) => {
+                tracing::info!(amqp = %redact_url(amqp), exchange = %settings.amqp_exchange, "alarm events are published to RabbitMQ");
+                Some(Arc::new(bus))
+            }
+            Err(e) => {
+                eprintln!("mthpt engine: {e}");
+                return ExitCode::from(2);
+            }
+        },
+        None => {
+            tracing::warn!(
+                "no AMQP URL: alarm events stay in the database outbox until a node with one publishes them"
+            );
+            None
         }
     };
+    let node =
+        match EngineNode::start_with_bus(store.clone(), Arc::new(SystemClock), config, bus).await {
+            Ok(node) => node,
+            Err(e) => {
+                eprintln!("mthpt engine: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
     shutdown_signal().await;
     node.shutdown().await;
     store.close().await;

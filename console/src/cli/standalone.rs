@@ -1,7 +1,8 @@
 //! `mthpt standalone`: the quick start. One process runs an engine node, an executor wrapper
 //! with demo handlers and a SQLite database in a data directory, and loads a demo tenant whose
 //! tasks show scheduling, a parent → child chain, and a task that fails, retries and raises an
-//! alarm. Alarms are written to the log (the in-process stand-in for the AMQP alarm bus).
+//! alarm. The engine and the console share an in-process bus in place of RabbitMQ: alarm events
+//! reach the console's WebSocket (`/api/v1/events`) and are written to the log.
 //!
 //! It also serves the console API (`/api/v1`, docs at `/api/docs/`) on `--console-listen`. On
 //! first start it creates the operator `admin` with a generated password, kept in
@@ -28,7 +29,10 @@ use serde_json::json;
 
 use super::process::{LogFormat, init_logging, shutdown_signal};
 use crate::api::{self, ApiLimits};
+use crate::events;
 use crate::service::{Services, credentials};
+use mthpt_engine::alarm::AlarmMessage;
+use mthpt_engine::bus::{Bus, Delivery, InProcessBus};
 
 /// Arguments of `mthpt standalone`.
 #[derive(Debug, Args)]
@@ -83,6 +87,14 @@ async fn serve(args: StandaloneArgs) -> anyhow::Result<()> {
         .with_context(|| format!("cannot listen on {}", args.console_listen))?;
     let console_url = format!("http://{}", console_listener.local_addr()?);
     let services = Services::new(store.clone(), Arc::new(SystemClock));
+    let bus = Arc::new(InProcessBus::new());
+    let live = services.events.clone();
+    let feeder = events::spawn_feeder(
+        bus.clone(),
+        "standalone-console".to_owned(),
+        services.events.clone(),
+    );
+    let alarm_log = tokio::spawn(log_alarms(bus.clone()));
     let console = HttpServer::new(move || {
         App::new().configure(api::configure(services.clone(), ApiLimits::default()))
     })
@@ -111,7 +123,7 @@ async fn serve(args: StandaloneArgs) -> anyhow::Result<()> {
         Some(load_demo(&*store).await?)
     };
 
-    let engine = EngineNode::start(
+    let engine = EngineNode::start_with_bus(
         store.clone(),
         Arc::new(SystemClock),
         EngineConfig {
@@ -119,6 +131,7 @@ async fn serve(args: StandaloneArgs) -> anyhow::Result<()> {
             listen: args.listen.clone(),
             ..EngineConfig::default()
         },
+        Some(bus),
     )
     .await?;
 
@@ -145,9 +158,10 @@ async fn serve(args: StandaloneArgs) -> anyhow::Result<()> {
         );
     }
 
-    let relay = tokio::spawn(log_alarms(store.clone()));
     shutdown_signal().await;
-    relay.abort();
+    alarm_log.abort();
+    feeder.abort();
+    live.close_sessions();
     if let Some((w, handle)) = wrapper {
         w.shutdown(Duration::from_secs(5)).await;
         handle.stop(true).await;
@@ -314,24 +328,32 @@ fn demo_wrapper(
         .build()?)
 }
 
-/// Writes every new alarm to the log and marks it published.
-async fn log_alarms(store: Arc<dyn Store>) {
-    loop {
-        let outcome = async {
-            let mut tx = store.begin().await?;
-            let alarms = tx.list_unpublished_alarms(100).await?;
-            for a in &alarms {
-                tracing::warn!(alarm = a.id.0, kind = %a.kind, severity = %a.severity, "ALARM {}", a.message);
+/// Writes every alarm event on the bus to the log.
+async fn log_alarms(bus: Arc<InProcessBus>) {
+    let mut rx = match bus
+        .subscribe("standalone-log", &["alarm.#".to_owned()])
+        .await
+    {
+        Ok(rx) => rx,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot log alarms");
+            return;
+        }
+    };
+    while let Some(delivery) = rx.recv().await {
+        if let Delivery::Message(m) = delivery {
+            match serde_json::from_slice::<AlarmMessage>(&m.body) {
+                Ok(a) => tracing::warn!(
+                    alarm = a.alarm.id.0,
+                    event = %a.kind,
+                    kind = %a.alarm.kind,
+                    severity = %a.alarm.severity,
+                    count = a.alarm.count,
+                    "ALARM {}",
+                    a.alarm.message
+                ),
+                Err(e) => tracing::debug!(error = %e, "unreadable alarm event"),
             }
-            let ids: Vec<_> = alarms.iter().map(|a| a.id).collect();
-            tx.mark_alarms_published(&ids, SystemClock.now_ms()).await?;
-            tx.commit().await?;
-            Ok::<_, StoreError>(())
         }
-        .await;
-        if let Err(e) = outcome {
-            tracing::warn!(error = %e, "alarm relay pass failed");
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }

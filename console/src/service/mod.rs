@@ -27,17 +27,25 @@ use mthpt_engine::tenant::TenantId;
 
 use crate::api::auth::Caller;
 use crate::api::error::ApiResult;
+use crate::events::EventHub;
 
-/// What every operation needs: the store and the clock.
+/// What every operation needs: the store and the clock; and the node's hub of live events
+/// (fed from the message bus, see [`crate::events`]).
 #[derive(Debug, Clone)]
 pub struct Services {
     pub store: Arc<dyn Store>,
     pub clock: Arc<dyn Clock>,
+    pub events: EventHub,
 }
 
 impl Services {
+    /// Services with a hub of their own (fed by nothing until a feeder is started on it).
     pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>) -> Self {
-        Self { store, clock }
+        Self {
+            store,
+            clock,
+            events: EventHub::new(),
+        }
     }
 
     /// Milliseconds since the epoch, from the injected clock.

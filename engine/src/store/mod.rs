@@ -57,7 +57,9 @@ pub use self::reports::{
     AlarmMute, MAX_RUN_SAMPLES, RunSample, RunSampleQuery, TRIGGER_KEY_WINDOW_MS, TriggerKey,
 };
 pub use self::sqlite::SqliteStore;
-use crate::alarm::{Alarm, AlarmFilter, AlarmId, NewAlarm};
+use crate::alarm::{
+    Alarm, AlarmEvent, AlarmEventId, AlarmEventKind, AlarmFilter, AlarmId, NewAlarm,
+};
 use crate::app::{
     App, AppId, Executor, ExecutorHeartbeat, ExecutorId, ExecutorRegistration, ExecutorState,
     NewApp,
@@ -661,14 +663,40 @@ pub trait Tx: Send {
 
     // ---- alarms (outbox) ----------------------------------------------------------------
 
-    /// Raises an alarm; `None` when one with the same dedupe key exists.
+    /// Raises an alarm; `None` when one with the same dedupe key exists. A repeat of an open
+    /// alarm of the same task and kind is recorded against it (`repeat_of`) and counted on it
+    /// (`count`, `last_seen`): the open alarm is returned, with an `repeated` event. A new
+    /// alarm that is not muted gets a `raised` event.
     async fn insert_alarm(&mut self, alarm: &NewAlarm, now: i64) -> Result<Option<Alarm>>;
-    /// The oldest unpublished alarms; concurrent relays get disjoint sets.
+    /// Writes an event of `alarm` to the outbox (with a snapshot of the alarm).
+    async fn insert_alarm_event(
+        &mut self,
+        event: AlarmEventKind,
+        alarm: &Alarm,
+        now: i64,
+    ) -> Result<AlarmEvent>;
+    /// The oldest alarms whose `raised` event was not published yet (repeats left out);
+    /// concurrent callers get disjoint sets.
     async fn list_unpublished_alarms(&mut self, limit: i64) -> Result<Vec<Alarm>>;
     async fn mark_alarms_published(&mut self, ids: &[AlarmId], now: i64) -> Result<u64>;
+    /// The oldest unpublished alarm events, locked until the transaction ends; concurrent
+    /// relays get disjoint sets.
+    async fn list_unpublished_alarm_events(&mut self, limit: i64) -> Result<Vec<AlarmEvent>>;
+    /// Marks events published (and, for `raised` events, their alarms); returns how many
+    /// events were not marked before.
+    async fn mark_alarm_events_published(&mut self, ids: &[AlarmEventId], now: i64) -> Result<u64>;
+    /// Resolves a task's unresolved alarms of the kinds a success ends
+    /// ([`AlarmKind::resolved_by_success`](crate::alarm::AlarmKind::resolved_by_success)),
+    /// with a `resolved` event each (muted ones excepted); returns them. Runs in the success's
+    /// transaction, for the tasks [`Tx::tasks_with_unresolved_alarms`] names.
+    async fn resolve_task_alarms(&mut self, task: TaskId, now: i64) -> Result<Vec<Alarm>>;
+    /// Those of `tasks` that have unresolved alarms a success resolves (one statement for a
+    /// batch of results; usually none).
+    async fn tasks_with_unresolved_alarms(&mut self, tasks: &[TaskId]) -> Result<Vec<TaskId>>;
     async fn get_alarm(&mut self, scope: Scope, id: AlarmId) -> Result<Alarm>;
     async fn list_alarms(&mut self, scope: Scope, filter: &AlarmFilter) -> Result<Vec<Alarm>>;
-    /// Acknowledges an alarm (idempotent: the first acknowledgement is kept).
+    /// Acknowledges an alarm (idempotent: the first acknowledgement is kept, and only it writes
+    /// an `acknowledged` event).
     async fn acknowledge_alarm(
         &mut self,
         scope: Scope,

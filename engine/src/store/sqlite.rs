@@ -21,7 +21,9 @@ use super::{
     StartClaimed, Store, StoreError, Tx, UserUpdate, apply_migrations, like_escape, page_limit,
     sum_per_task,
 };
-use crate::alarm::{Alarm, AlarmFilter, AlarmId, NewAlarm};
+use crate::alarm::{
+    Alarm, AlarmEvent, AlarmEventId, AlarmEventKind, AlarmFilter, AlarmId, NewAlarm,
+};
 use crate::app::{
     App, AppId, Executor, ExecutorHeartbeat, ExecutorId, ExecutorRegistration, ExecutorState,
     NewApp,
@@ -476,6 +478,40 @@ tx_impl!(SqliteTx, for_update = "", skip_locked = "", {
                  WHERE id IN (SELECT value FROM json_each($1)) AND published_at IS NULL",
         )
         .bind(json_ids(ids, |i| i.0))
+        .bind(now)
+        .execute(&mut *self.tx)
+        .await?;
+        Ok(done.rows_affected())
+    }
+
+    async fn tasks_with_unresolved_alarms(&mut self, tasks: &[TaskId]) -> Result<Vec<TaskId>> {
+        let rows: Vec<(TaskId,)> = sqlx::query_as(concat!(
+            "SELECT DISTINCT task_id FROM alarms WHERE task_id IN (SELECT value FROM json_each($1))
+               AND resolved_at IS NULL AND repeat_of IS NULL AND kind IN ",
+            crate::store::shared::alarms::resolved_by_success_sql!()
+        ))
+        .bind(json_ids(tasks, |t| t.0))
+        .fetch_all(&mut *self.tx)
+        .await?;
+        Ok(rows.into_iter().map(|(t,)| t).collect())
+    }
+
+    async fn mark_alarm_events_published(&mut self, ids: &[AlarmEventId], now: i64) -> Result<u64> {
+        let ids = json_ids(ids, |i| i.0);
+        let done = sqlx::query(
+            "UPDATE alarm_events SET published_at = $2
+                 WHERE id IN (SELECT value FROM json_each($1)) AND published_at IS NULL",
+        )
+        .bind(&ids)
+        .bind(now)
+        .execute(&mut *self.tx)
+        .await?;
+        sqlx::query(
+            "UPDATE alarms SET published_at = $2 WHERE published_at IS NULL AND id IN
+                 (SELECT alarm_id FROM alarm_events
+                  WHERE id IN (SELECT value FROM json_each($1)) AND event = 'raised')",
+        )
+        .bind(&ids)
         .bind(now)
         .execute(&mut *self.tx)
         .await?;

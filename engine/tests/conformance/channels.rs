@@ -316,10 +316,21 @@ pub async fn metrics_snapshot_counts_outbox_and_live_executors(store: Arc<dyn St
     assert_eq!(empty.outbox_backlog, 0);
     assert_eq!(empty.outbox_oldest_at, None);
     assert!(empty.live_executors.is_empty());
+    // Two alarms raised: two `raised` events; the older one's is published.
+    raise(store, a.tenant.id, Severity::Warning, T0).await;
     raise(store, a.tenant.id, Severity::Warning, T0 + SECOND).await;
-    let published = raise(store, a.tenant.id, Severity::Warning, T0).await;
+    let events = in_tx!(store, |tx| tx
+        .list_unpublished_alarm_events(10)
+        .await
+        .unwrap());
+    assert_eq!(events.len(), 2, "{events:?}");
+    let oldest = events
+        .iter()
+        .min_by_key(|e| e.created_at)
+        .map(|e| e.id)
+        .unwrap();
     in_tx!(store, |tx| tx
-        .mark_alarms_published(&[mthpt_engine::alarm::AlarmId(published)], T0 + 2 * SECOND)
+        .mark_alarm_events_published(&[oldest], T0 + 2 * SECOND)
         .await
         .unwrap());
     executor(store, a.app.id, "i-1", T0).await;

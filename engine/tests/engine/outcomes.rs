@@ -213,7 +213,88 @@ pub async fn timeout_retries_and_raises_timed_out(store: Arc<dyn Store>) {
     let mut kinds: Vec<_> = effects.alarms.iter().map(|a| a.kind.as_str()).collect();
     kinds.sort();
     assert_eq!(kinds, vec!["retries_exhausted", "timed_out"]);
-    assert_eq!(alarms(store, &w).await.len(), 3);
+    // The second timeout repeats the first (still open): counted, not a new alarm.
+    let mut listed: Vec<_> = alarms(store, &w)
+        .await
+        .iter()
+        .map(|a| (a.kind.as_str(), a.count))
+        .collect();
+    listed.sort();
+    assert_eq!(listed, vec![("retries_exhausted", 1), ("timed_out", 2)]);
+}
+
+pub async fn success_resolves_the_open_failure_alarms_of_its_task(store: Arc<dyn Store>) {
+    let store = &*store;
+    let w = world(store, "acme").await;
+    let (task, _) = create_task(store, &w, &manual(w.app.id, "flaky")).await;
+    let (other, _) = create_task(store, &w, &manual(w.app.id, "steady")).await;
+    let failing = insert(store, &occurrence(&w, &task, T0)).await;
+    let (_, effects) = applied(
+        end(
+            store,
+            &failing,
+            &ending(RunState::Failed, false, T0 + SECOND),
+        )
+        .await,
+    );
+    let raised = effects.alarms[0].clone();
+    let elsewhere = insert(store, &occurrence(&w, &other, T0)).await;
+    applied(
+        end(
+            store,
+            &elsewhere,
+            &ending(RunState::Failed, false, T0 + SECOND),
+        )
+        .await,
+    );
+
+    // Another failure of the same task while the alarm is open: counted on it.
+    let again = insert(store, &occurrence(&w, &task, T0 + MINUTE)).await;
+    let (_, effects) = applied(
+        end(
+            store,
+            &again,
+            &ending(RunState::Failed, false, T0 + MINUTE + SECOND),
+        )
+        .await,
+    );
+    assert_eq!(
+        (effects.alarms[0].id, effects.alarms[0].count),
+        (raised.id, 2)
+    );
+
+    // The next success resolves it, in the same transaction; the other task's stays open.
+    let ok = insert(store, &occurrence(&w, &task, T0 + 2 * MINUTE)).await;
+    let (_, effects) = applied(
+        end(
+            store,
+            &ok,
+            &ending(RunState::Succeeded, false, T0 + 2 * MINUTE + SECOND),
+        )
+        .await,
+    );
+    assert_eq!(
+        effects.resolved.iter().map(|a| a.id).collect::<Vec<_>>(),
+        vec![raised.id]
+    );
+    let listed = alarms(store, &w).await;
+    let mine = listed.iter().find(|a| a.id == raised.id).unwrap();
+    assert_eq!(mine.resolved_at, Some(T0 + 2 * MINUTE + SECOND));
+    assert!(!mine.is_open());
+    let theirs = listed.iter().find(|a| a.task_id == Some(other.id)).unwrap();
+    assert!(theirs.is_open());
+
+    // Its events: raised, repeated, resolved — in that order.
+    let events: Vec<_> = read(store)
+        .await
+        .list_unpublished_alarm_events(100)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.alarm_id == raised.id)
+        .map(|e| e.event.as_str())
+        .collect();
+    assert_eq!(events, vec!["raised", "repeated", "resolved"]);
 }
 
 pub async fn lost_run_is_recovered_while_attempts_remain(store: Arc<dyn Store>) {

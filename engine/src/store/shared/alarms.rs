@@ -1,8 +1,19 @@
-//! Alarms: the outbox the relay publishes from (raised once per dedupe key, taken by one relay
-//! at a time), and the alarm list people read and acknowledge. Mutes are in
+//! Alarms and their events. Raising an alarm is recorded once per dedupe key; a repeat of an
+//! open alarm (same task and kind) is counted on it; each transition (raised, repeated,
+//! acknowledged, resolved) writes an event to the `alarm_events` outbox in the same
+//! transaction, which the relay takes in batches (one relay at a time per row). Mutes are in
 //! [`views`](super::views).
 //!
-//! Dialect-specific (in `postgres.rs`/`sqlite.rs`): `mark_alarms_published` (a list of ids).
+//! Dialect-specific (in `postgres.rs`/`sqlite.rs`): `mark_alarms_published` and
+//! `mark_alarm_events_published` (lists of ids).
+
+/// The kinds a task's next success resolves ([`AlarmKind::resolved_by_success`](crate::alarm::AlarmKind::resolved_by_success)), as SQL.
+macro_rules! resolved_by_success_sql {
+    () => {
+        "('run_failed', 'retries_exhausted', 'timed_out', 'not_started')"
+    };
+}
+pub(crate) use resolved_by_success_sql;
 
 /// Adds the alarm operations to the `impl Tx` that [`tx_impl!`](super::tx_impl)
 /// writes (see [`tx_ops!`](super::tx_ops) for how the domains join).
@@ -12,11 +23,30 @@ macro_rules! alarm_ops {
             $($done)*
 
             async fn insert_alarm(&mut self, alarm: &NewAlarm, now: i64) -> Result<Option<Alarm>> {
-                Ok(sqlx::query_as(
+                // The open alarm this one repeats, unless the task's alarms are muted now (then
+                // it is recorded muted, on its own).
+                let open: Option<Alarm> = match alarm.task_id {
+                    None => None,
+                    Some(task) => sqlx::query_as(concat!(
+                        "SELECT * FROM alarms WHERE task_id = $1 AND kind = $2
+                           AND resolved_at IS NULL AND repeat_of IS NULL
+                           AND acknowledged_at IS NULL AND muted = FALSE
+                           AND NOT EXISTS (SELECT 1 FROM alarm_mutes m WHERE m.task_id = $1 AND m.muted_until > $3)
+                         ORDER BY id DESC LIMIT 1",
+                        $for_update
+                    ))
+                    .bind(task)
+                    .bind(alarm.kind.as_str())
+                    .bind(now)
+                    .fetch_optional(&mut *self.tx)
+                    .await?,
+                };
+                let inserted: Option<Alarm> = sqlx::query_as(
                     "INSERT INTO alarms (tenant_id, kind, severity, task_id, run_id, executor_id, node_id,
-                         message, details, dedupe_key, created_at, muted)
+                         message, details, dedupe_key, created_at, muted, last_seen, repeat_of)
                      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11,
-                         EXISTS (SELECT 1 FROM alarm_mutes WHERE task_id = $4 AND muted_until > $11))
+                         EXISTS (SELECT 1 FROM alarm_mutes WHERE task_id = $4 AND muted_until > $11),
+                         $11, $12)
                      ON CONFLICT DO NOTHING RETURNING *",
                 )
                 .bind(alarm.tenant_id)
@@ -30,13 +60,62 @@ macro_rules! alarm_ops {
                 .bind(Json(&alarm.details))
                 .bind(alarm.dedupe_key.as_deref())
                 .bind(now)
+                .bind(open.as_ref().map(|o| o.id))
                 .fetch_optional(&mut *self.tx)
+                .await?;
+                let Some(inserted) = inserted else {
+                    return Ok(None);
+                };
+                if let Some(open) = open {
+                    let bumped: Alarm = sqlx::query_as(
+                        "UPDATE alarms SET count = count + 1, last_seen = $2 WHERE id = $1 RETURNING *",
+                    )
+                    .bind(open.id)
+                    .bind(now)
+                    .fetch_one(&mut *self.tx)
+                    .await?;
+                    $crate::store::Tx::insert_alarm_event(&mut *self, AlarmEventKind::Repeated, &bumped, now).await?;
+                    return Ok(Some(bumped));
+                }
+                if !inserted.muted {
+                    $crate::store::Tx::insert_alarm_event(&mut *self, AlarmEventKind::Raised, &inserted, now).await?;
+                }
+                Ok(Some(inserted))
+            }
+
+            async fn insert_alarm_event(
+                &mut self,
+                event: AlarmEventKind,
+                alarm: &Alarm,
+                now: i64,
+            ) -> Result<AlarmEvent> {
+                Ok(sqlx::query_as(
+                    "INSERT INTO alarm_events (alarm_id, tenant_id, event, alarm, created_at)
+                     VALUES ($1, $2, $3, $4, $5) RETURNING *",
+                )
+                .bind(alarm.id)
+                .bind(alarm.tenant_id)
+                .bind(event.as_str())
+                .bind(Json(alarm))
+                .bind(now)
+                .fetch_one(&mut *self.tx)
                 .await?)
             }
 
             async fn list_unpublished_alarms(&mut self, limit: i64) -> Result<Vec<Alarm>> {
                 Ok(sqlx::query_as(concat!(
-                    "SELECT * FROM alarms WHERE published_at IS NULL AND muted = FALSE ORDER BY id LIMIT $1",
+                    "SELECT * FROM alarms WHERE published_at IS NULL AND muted = FALSE AND repeat_of IS NULL
+                     ORDER BY id LIMIT $1",
+                    $skip_locked
+                ))
+                .bind(limit)
+                .fetch_all(&mut *self.tx)
+                .await?)
+            }
+
+            async fn list_unpublished_alarm_events(&mut self, limit: i64) -> Result<Vec<AlarmEvent>> {
+                Ok(sqlx::query_as(concat!(
+                    "SELECT * FROM alarm_events WHERE published_at IS NULL ORDER BY id LIMIT $1",
                     $skip_locked
                 ))
                 .bind(limit)
@@ -57,9 +136,9 @@ macro_rules! alarm_ops {
 
             async fn list_alarms(&mut self, scope: Scope, filter: &AlarmFilter) -> Result<Vec<Alarm>> {
                 Ok(sqlx::query_as(
-                    "SELECT * FROM alarms WHERE ($1 IS NULL OR tenant_id = $1)
+                    "SELECT * FROM alarms WHERE ($1 IS NULL OR tenant_id = $1) AND repeat_of IS NULL
                        AND ($2 IS NULL OR kind = $2)
-                       AND ($3 = FALSE OR (acknowledged_at IS NULL AND muted = FALSE))
+                       AND ($3 = FALSE OR (acknowledged_at IS NULL AND resolved_at IS NULL AND muted = FALSE))
                        AND ($4 IS NULL OR id < $4)
                        AND ($6 IS NULL OR severity = $6) AND ($7 IS NULL OR task_id = $7)
                        AND ($8 = FALSE OR acknowledged_at IS NOT NULL)
@@ -80,10 +159,10 @@ macro_rules! alarm_ops {
             }
 
             async fn acknowledge_alarm(&mut self, scope: Scope, id: AlarmId, by: &str, now: i64) -> Result<Alarm> {
-                let row = sqlx::query_as(
-                    "UPDATE alarms SET acknowledged_at = COALESCE(acknowledged_at, $3),
-                         acknowledged_by = COALESCE(acknowledged_by, $4)
-                     WHERE id = $1 AND ($2 IS NULL OR tenant_id = $2) RETURNING *",
+                let first: Option<Alarm> = sqlx::query_as(
+                    "UPDATE alarms SET acknowledged_at = $3, acknowledged_by = $4
+                     WHERE id = $1 AND ($2 IS NULL OR tenant_id = $2)
+                       AND acknowledged_at IS NULL AND repeat_of IS NULL RETURNING *",
                 )
                 .bind(id)
                 .bind(scope.tenant())
@@ -91,7 +170,33 @@ macro_rules! alarm_ops {
                 .bind(by)
                 .fetch_optional(&mut *self.tx)
                 .await?;
-                found(row, || format!("alarm {id}"))
+                match first {
+                    Some(alarm) => {
+                        if !alarm.muted {
+                            $crate::store::Tx::insert_alarm_event(&mut *self, AlarmEventKind::Acknowledged, &alarm, now).await?;
+                        }
+                        Ok(alarm)
+                    }
+                    None => $crate::store::Tx::get_alarm(&mut *self, scope, id).await,
+                }
+            }
+
+            async fn resolve_task_alarms(&mut self, task: TaskId, now: i64) -> Result<Vec<Alarm>> {
+                let resolved: Vec<Alarm> = sqlx::query_as(concat!(
+                    "UPDATE alarms SET resolved_at = $2
+                     WHERE task_id = $1 AND resolved_at IS NULL AND repeat_of IS NULL
+                       AND kind IN ",
+                    $crate::store::shared::alarms::resolved_by_success_sql!(),
+                    " RETURNING *"
+                ))
+                .bind(task)
+                .bind(now)
+                .fetch_all(&mut *self.tx)
+                .await?;
+                for alarm in resolved.iter().filter(|a| !a.muted) {
+                    $crate::store::Tx::insert_alarm_event(&mut *self, AlarmEventKind::Resolved, alarm, now).await?;
+                }
+                Ok(resolved)
             }
         });
     };

@@ -158,6 +158,7 @@ macro_rules! channel_ops {
                     let alarms: Vec<(i64, i64)> = sqlx::query_as(
                         "SELECT a.id, a.created_at FROM alarms a
                          WHERE a.tenant_id = $1 AND a.created_at >= $2 AND a.muted = FALSE
+                           AND a.repeat_of IS NULL
                            AND a.severity IN ($3, $4, $5)
                            AND NOT EXISTS (SELECT 1 FROM notification_deliveries d
                                            WHERE d.channel_id = $6 AND d.alarm_id = a.id)
@@ -263,8 +264,7 @@ macro_rules! channel_ops {
 
             async fn metrics_snapshot(&mut self) -> Result<$crate::metrics::MetricsSnapshot> {
                 let (outbox_backlog, outbox_oldest_at): (i64, Option<i64>) = sqlx::query_as(
-                    "SELECT COUNT(*), MIN(created_at) FROM alarms
-                     WHERE published_at IS NULL AND muted = FALSE",
+                    "SELECT COUNT(*), MIN(created_at) FROM alarm_events WHERE published_at IS NULL",
                 )
                 .fetch_one(&mut *self.tx)
                 .await?;

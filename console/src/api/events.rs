@@ -1,0 +1,67 @@
+//! `/events`: the WebSocket of live events (alarm raised, repeated, acknowledged, resolved;
+//! re-sync requests). See [`crate::events`] and docs/alarms.md.
+
+use actix_web::http::header;
+use actix_web::{HttpRequest, HttpResponse, get, web};
+
+use super::auth::{Caller, Credential};
+use super::error::{ApiError, ApiResult, Problem};
+use crate::events::{Viewer, run_session};
+use crate::service::Services;
+use mthpt_engine::tenant::Role;
+
+pub fn routes(cfg: &mut utoipa_actix_web::service_config::ServiceConfig<'_>) {
+    cfg.service(events);
+}
+
+/// Opens the WebSocket of live events. Authenticated by a bearer token or the session cookie;
+/// with the cookie, the `Origin` must be the console's own. Operators receive every event;
+/// tenant users their tenant's only. Text frames are JSON: the alarm messages of
+/// docs/alarms.md, and `{"type":"resync"}` when events may have been missed (re-read the
+/// lists). The server pings every 20 s.
+#[utoipa::path(tag = "events", responses(
+    (status = 101, description = "switched to the WebSocket protocol"),
+    (status = 400, body = Problem, content_type = "application/problem+json"),
+    (status = 401, body = Problem, content_type = "application/problem+json"),
+    (status = 403, body = Problem, content_type = "application/problem+json"),
+))]
+#[get("/events")]
+async fn events(
+    req: HttpRequest,
+    body: web::Payload,
+    services: web::Data<Services>,
+) -> ApiResult<HttpResponse> {
+    let caller = Caller::authenticate(&services, &req).await?;
+    if matches!(caller.credential, Credential::Session { .. }) {
+        check_origin(&req)?;
+    }
+    let viewer = match (caller.role(), caller.tenant_id()) {
+        (Role::Operator, _) => Viewer::Operator,
+        (_, Some(t)) => Viewer::Tenant(t),
+        (_, None) => return Err(ApiError::forbidden("this user belongs to no tenant")),
+    };
+    let (response, session, msgs) = actix_ws::handle(&req, body)
+        .map_err(|e| ApiError::bad_request(format!("not a WebSocket upgrade: {e}")))?;
+    // Subscribed before the answer goes out: every event after the handshake reaches it.
+    let frames = services.events.subscribe();
+    actix_web::rt::spawn(run_session(viewer, session, msgs, frames));
+    Ok(response)
+}
+
+/// A browser opening the socket with the session cookie must be on the console's own origin
+/// (a page elsewhere cannot use the cookie to listen in).
+fn check_origin(req: &HttpRequest) -> ApiResult<()> {
+    let info = req.connection_info();
+    let own = format!("{}://{}", info.scheme(), info.host());
+    match req
+        .headers()
+        .get(header::ORIGIN)
+        .and_then(|v| v.to_str().ok())
+    {
+        Some(origin) if origin == own => Ok(()),
+        _ => Err(ApiError::forbidden(
+            "a cookie-authenticated WebSocket must come from the console's own origin; \
+             API clients use a bearer token",
+        )),
+    }
+}

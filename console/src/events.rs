@@ -1,0 +1,271 @@
+//! Live events for browsers: what arrives on the message bus is pushed to the WebSocket
+//! sessions (`GET /api/v1/events`) allowed to see it.
+//!
+//! - The [`EventHub`] of a console node fans frames out to its sessions (a broadcast
+//!   channel; a session that falls behind is told to re-sync).
+//! - The feeder ([`spawn_feeder`]) consumes the node's own subscription (an exclusive,
+//!   client-named queue bound to `alarm.#` and `run.#`), drops repeats by message id, and
+//!   hands each message to the hub with the tenant it belongs to. After a broker reconnect it
+//!   sends every session `{"type":"resync"}`: the database is the source of truth.
+//! - Each session ([`run_session`]) is one task: frames for its audience, a ping every
+//!   [`PING_EVERY`], answers to the browser's pings, and nothing else (acknowledging is a REST
+//!   call; its event comes back through the bus to every node).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix_ws::{AggregatedMessage, Session};
+use futures::StreamExt;
+use mthpt_engine::bus::{Bus, Delivery, SeenIds};
+use mthpt_engine::tenant::TenantId;
+use tokio::sync::broadcast;
+
+/// The routing-key patterns a console node subscribes to.
+pub const PATTERNS: &[&str] = &["alarm.#", "run.#"];
+
+/// How often a session pings its browser.
+pub const PING_EVERY: Duration = Duration::from_secs(20);
+
+/// Frames a session may have waiting before it is told to re-sync.
+const HUB_BUFFER: usize = 4096;
+
+/// How many message ids the feeder remembers to drop repeats.
+const SEEN_IDS: usize = 65_536;
+
+/// The re-sync frame.
+pub const RESYNC: &str = r#"{"type":"resync"}"#;
+
+/// Who may see a frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Audience {
+    /// Every session (re-sync).
+    All,
+    /// Operators and the users of this tenant.
+    Tenant(TenantId),
+    /// Operators only (cluster-level events).
+    Operators,
+}
+
+/// One text frame for the sessions of its audience.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Frame {
+    pub audience: Audience,
+    pub text: String,
+}
+
+/// What a session may see: everything (operators) or one tenant's events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Viewer {
+    Operator,
+    Tenant(TenantId),
+}
+
+impl Viewer {
+    /// Whether this viewer may see frames for `audience`.
+    pub fn sees(self, audience: Audience) -> bool {
+        match (self, audience) {
+            (_, Audience::All) | (Viewer::Operator, _) => true,
+            (Viewer::Tenant(mine), Audience::Tenant(t)) => mine == t,
+            (Viewer::Tenant(_), Audience::Operators) => false,
+        }
+    }
+}
+
+/// The fan-out to a console node's sessions.
+#[derive(Debug, Clone)]
+pub struct EventHub {
+    tx: broadcast::Sender<Arc<Frame>>,
+}
+
+impl Default for EventHub {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl EventHub {
+    pub fn new() -> Self {
+        let (tx, _) = broadcast::channel(HUB_BUFFER);
+        Self { tx }
+    }
+
+    /// Sends a frame to the sessions that may see it; returns how many sessions are open.
+    pub fn send(&self, frame: Frame) -> usize {
+        self.tx.send(Arc::new(frame)).unwrap_or(0)
+    }
+
+    /// Ends every session of this node (the node is stopping): each gets a close frame
+    /// ("going away") and can reconnect to another node.
+    pub fn close_sessions(&self) {
+        self.send(Frame {
+            audience: Audience::All,
+            text: String::new(),
+        });
+    }
+
+    /// A new session's feed.
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Frame>> {
+        self.tx.subscribe()
+    }
+
+    /// Open sessions.
+    pub fn sessions(&self) -> usize {
+        self.tx.receiver_count()
+    }
+}
+
+/// The audience of a bus message: its body's `tenant_id` (`null`: cluster level). `None`
+/// when the body is not a JSON object with that field.
+pub fn audience_of(body: &[u8]) -> Option<Audience> {
+    let value: serde_json::Value = serde_json::from_slice(body).ok()?;
+    match value.get("tenant_id")? {
+        serde_json::Value::Null => Some(Audience::Operators),
+        v => v.as_i64().map(|t| Audience::Tenant(TenantId(t))),
+    }
+}
+
+/// Consumes the node's subscription `queue` on `bus` into `hub` until the task is aborted;
+/// subscribing is retried while the bus is unavailable.
+pub fn spawn_feeder(
+    bus: Arc<dyn Bus>,
+    queue: String,
+    hub: EventHub,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let patterns: Vec<String> = PATTERNS.iter().map(|p| (*p).to_owned()).collect();
+        let mut seen = SeenIds::new(SEEN_IDS);
+        let mut first = true;
+        loop {
+            let mut rx = match bus.subscribe(&queue, &patterns).await {
+                Ok(rx) => rx,
+                Err(e) => {
+                    tracing::warn!(%queue, error = %e, "cannot subscribe to live events; retrying");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    continue;
+                }
+            };
+            if !first {
+                hub.send(Frame {
+                    audience: Audience::All,
+                    text: RESYNC.to_owned(),
+                });
+            }
+            first = false;
+            tracing::info!(%queue, "console node receives live events");
+            while let Some(delivery) = rx.recv().await {
+                match delivery {
+                    Delivery::Resync => {
+                        hub.send(Frame {
+                            audience: Audience::All,
+                            text: RESYNC.to_owned(),
+                        });
+                    }
+                    Delivery::Message(m) => {
+                        if !m.message_id.is_empty() && !seen.first_time(&m.message_id) {
+                            continue;
+                        }
+                        let Some(audience) = audience_of(&m.body) else {
+                            tracing::debug!(key = %m.routing_key, "dropped a live event without a tenant_id");
+                            continue;
+                        };
+                        match String::from_utf8(m.body) {
+                            Ok(text) => {
+                                hub.send(Frame { audience, text });
+                            }
+                            Err(_) => {
+                                tracing::debug!(key = %m.routing_key, "dropped a live event that is not UTF-8")
+                            }
+                        }
+                    }
+                }
+            }
+            tracing::warn!(%queue, "live event subscription ended; subscribing again");
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    })
+}
+
+/// One WebSocket session: see the module docs.
+pub async fn run_session(
+    viewer: Viewer,
+    mut session: Session,
+    msgs: actix_ws::MessageStream,
+    mut frames: broadcast::Receiver<Arc<Frame>>,
+) {
+    let mut msgs = msgs
+        .aggregate_continuations()
+        .max_continuation_size(64 * 1024);
+    let mut ping = tokio::time::interval_at(tokio::time::Instant::now() + PING_EVERY, PING_EVERY);
+    loop {
+        tokio::select! {
+            frame = frames.recv() => match frame {
+                Ok(frame) if frame.text.is_empty() => {
+                    // The node is stopping (see `EventHub::close_sessions`).
+                    let _ = session
+                        .close(Some(actix_ws::CloseReason {
+                            code: actix_ws::CloseCode::Away,
+                            description: Some("console node stopping".to_owned()),
+                        }))
+                        .await;
+                    return;
+                }
+                Ok(frame) => {
+                    if viewer.sees(frame.audience) && session.text(frame.text.clone()).await.is_err() {
+                        break;
+                    }
+                }
+                Err(broadcast::error::RecvError::Lagged(_)) => {
+                    if session.text(RESYNC).await.is_err() {
+                        break;
+                    }
+                }
+                Err(broadcast::error::RecvError::Closed) => break,
+            },
+            msg = msgs.next() => match msg {
+                Some(Ok(AggregatedMessage::Ping(bytes))) => {
+                    if session.pong(&bytes).await.is_err() {
+                        break;
+                    }
+                }
+                Some(Ok(AggregatedMessage::Close(_))) | Some(Err(_)) | None => break,
+                Some(Ok(_)) => {}
+            },
+            _ = ping.tick() => {
+                if session.ping(b"").await.is_err() {
+                    break;
+                }
+            }
+        }
+    }
+    let _ = session.close(None).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tenant_viewers_see_their_tenant_and_resyncs_only() {
+        let a = Viewer::Tenant(TenantId(1));
+        assert!(a.sees(Audience::Tenant(TenantId(1))));
+        assert!(!a.sees(Audience::Tenant(TenantId(2))));
+        assert!(!a.sees(Audience::Operators));
+        assert!(a.sees(Audience::All));
+        assert!(Viewer::Operator.sees(Audience::Tenant(TenantId(2))));
+        assert!(Viewer::Operator.sees(Audience::Operators));
+    }
+
+    #[test]
+    fn the_audience_comes_from_the_body() {
+        assert_eq!(
+            audience_of(br#"{"tenant_id":7,"type":"alarm.raised"}"#),
+            Some(Audience::Tenant(TenantId(7)))
+        );
+        assert_eq!(
+            audience_of(br#"{"tenant_id":null}"#),
+            Some(Audience::Operators)
+        );
+        assert_eq!(audience_of(b"{}"), None);
+        assert_eq!(audience_of(b"not json"), None);
+    }
+}
