@@ -35,7 +35,8 @@ use crate::tenant::TenantId;
 /// Dispatch settings.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DispatchConfig {
-    /// Do not send a run whose lease ends within this many milliseconds.
+    /// Do not ready a run (record where it goes) when its lease ends within this many
+    /// milliseconds: another node may be about to take it over.
     pub min_lease_left_ms: i64,
     /// At most this many requests to wrappers in flight.
     pub max_in_flight: usize,
@@ -79,6 +80,21 @@ pub struct DispatchReport {
     pub shards_created: usize,
     /// Batch requests sent.
     pub requests: usize,
+}
+
+impl DispatchReport {
+    /// Adds `other`'s runs and counts to these.
+    pub fn merge(&mut self, other: DispatchReport) {
+        self.started.extend(other.started);
+        self.released.extend(other.released);
+        self.fenced.extend(other.fenced);
+        self.failed.extend(other.failed);
+        self.expiring.extend(other.expiring);
+        self.held.extend(other.held);
+        self.lost.extend(other.lost);
+        self.shards_created += other.shards_created;
+        self.requests += other.requests;
+    }
 }
 
 /// A group commit of dispatch writes: rounds queue their writes; whoever holds `writer` writes
@@ -164,8 +180,39 @@ struct Pending {
     intent: Option<ExecutorId>,
     candidates: Vec<ExecutorId>,
     next: usize,
+    /// Whether the intent for `candidates[next]` is recorded.
+    intended: bool,
     /// Why the last instance tried did not take it (`None`: no instance was tried).
     last_refusal: Option<String>,
+}
+
+/// A run readied by [`Dispatcher::prepare`]: routed, its first instance's intent recorded.
+pub struct Ready(Pending);
+
+impl Ready {
+    /// When the run falls due.
+    pub fn due_at(&self) -> i64 {
+        self.0.fire.run.due_at
+    }
+
+    pub fn run_id(&self) -> RunId {
+        self.0.fire.run.id
+    }
+
+    /// The claim to hand back when the run is not sent after all.
+    pub fn fence(&self) -> Option<Fence> {
+        self.0.fire.run.fence()
+    }
+}
+
+impl std::fmt::Debug for Ready {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ready")
+            .field("run", &self.0.fire.run.id)
+            .field("due_at", &self.0.fire.run.due_at)
+            .field("to", &self.0.candidates.get(self.0.next))
+            .finish()
+    }
 }
 
 impl Dispatcher {
@@ -193,17 +240,27 @@ impl Dispatcher {
         &self.directory
     }
 
-    /// Sends `fires` now and records what happened.
+    /// Sends `fires` now and records what happened: [`prepare`](Self::prepare) then
+    /// [`send`](Self::send).
     pub async fn dispatch(&self, fires: Vec<Fire>) -> Result<DispatchReport> {
+        let (ready, mut report) = self.prepare(fires).await?;
+        report.merge(self.send(ready).await?);
+        Ok(report)
+    }
+
+    /// Readies claimed runs for sending, ahead of their due time when they are claimed early:
+    /// broadcast tasks split into shards, runs of instances no longer live settled, each run
+    /// routed, and the dispatch intent of its first instance recorded. Sending at the due time
+    /// is then only the request: no database write stands between the due time and the wire.
+    pub async fn prepare(&self, fires: Vec<Fire>) -> Result<(Vec<Ready>, DispatchReport)> {
         let mut report = DispatchReport::default();
         let now = self.clock.now_ms();
         let (fires, expiring): (Vec<Fire>, Vec<Fire>) = fires
             .into_iter()
             .partition(|f| f.run.lease_until.unwrap_or(0) - now >= self.config.min_lease_left_ms);
         report.expiring = expiring.iter().map(|f| f.run.id).collect();
-        crate::metrics::fired(now, fires.iter().map(|f| f.run.due_at));
         if fires.is_empty() {
-            return Ok(report);
+            return Ok((Vec::new(), report));
         }
         let mut apps: Vec<AppId> = fires.iter().map(|f| f.task.app_id).collect();
         apps.sort_unstable();
@@ -212,9 +269,21 @@ impl Dispatcher {
         let fires = self
             .shard_broadcasts(fires, &entries, now, &mut report)
             .await?;
-        let (fires, mut released) = self.settle_orphaned(fires, &entries, &mut report).await?;
+        let (fires, held) = self.settle_orphaned(fires, &entries, &mut report).await?;
 
-        let mut pending: Vec<Pending> = Vec::with_capacity(fires.len());
+        // Runs with no instance to go to (none live, or held for a silent one) stay readied
+        // without one: they go back in line at their due time, not before.
+        let mut pending: Vec<Pending> = held
+            .into_iter()
+            .map(|fire| Pending {
+                fire,
+                intent: None,
+                candidates: Vec::new(),
+                next: 0,
+                intended: false,
+                last_refusal: Some("held for the silent instance it was sent to".to_owned()),
+            })
+            .collect();
         {
             let mut state = lock(&self.routing);
             for fire in fires {
@@ -239,10 +308,38 @@ impl Dispatcher {
                     intent,
                     candidates,
                     next: 0,
+                    intended: false,
                     last_refusal: None,
                 });
             }
         }
+        let ready = self.record_intent(pending, &mut report).await;
+        Ok((ready.into_iter().map(Ready).collect(), report))
+    }
+
+    /// Sends readied runs now and records what happened. A run whose lease is all but over is
+    /// not sent; one its instance refuses moves on to its next instance (its intent recorded
+    /// first).
+    pub async fn send(&self, ready: Vec<Ready>) -> Result<DispatchReport> {
+        let mut report = DispatchReport::default();
+        let now = self.clock.now_ms();
+        // The lease was checked when the intent was written; a run readied then still goes out
+        // unless its lease is all but over (the wrapper refuses a request read after the lease,
+        // and whoever takes the run over asks the intended instance first).
+        let (ready, expiring): (Vec<Ready>, Vec<Ready>) = ready
+            .into_iter()
+            .partition(|r| r.0.fire.run.lease_until.unwrap_or(0) - now >= SEND_LEASE_MARGIN_MS);
+        report.expiring = expiring.iter().map(|r| r.0.fire.run.id).collect();
+        crate::metrics::fired(now, ready.iter().map(|r| r.0.fire.run.due_at));
+        if ready.is_empty() {
+            return Ok(report);
+        }
+        let mut apps: Vec<AppId> = ready.iter().map(|r| r.0.fire.task.app_id).collect();
+        apps.sort_unstable();
+        apps.dedup();
+        let entries = self.directory.entries(&apps, now).await?;
+        let mut pending: Vec<Pending> = ready.into_iter().map(|r| r.0).collect();
+        let mut released: Vec<Fence> = Vec::new();
 
         let mut started: Vec<StartClaimed> = Vec::new();
         let mut malformed: Vec<(Fire, String)> = Vec::new();
@@ -260,7 +357,8 @@ impl Dispatcher {
                     released.push(f);
                 }
             }
-            pending = rest;
+            // Where each run goes this round is recorded before it is sent.
+            pending = self.record_intent(rest, &mut report).await;
             if pending.is_empty() {
                 break;
             }
@@ -283,7 +381,6 @@ impl Dispatcher {
                 }
                 requests.push((target, items));
             }
-            let requests = self.record_intent(requests, &mut report).await;
             let sends = requests.into_iter().map(|((app, executor), items)| {
                 let entry = entries.get(&app).cloned();
                 self.send_batch(entry, executor, items)
@@ -301,6 +398,7 @@ impl Dispatcher {
                                 continue;
                             }
                             p.next += 1;
+                            p.intended = false;
                             p.last_refusal = Some(refusal.why.clone());
                             pending.push(p);
                         }
@@ -352,6 +450,7 @@ impl Dispatcher {
                                 }
                                 other => {
                                     p.next += 1;
+                                    p.intended = false;
                                     p.last_refusal =
                                         Some(match (other, ack.and_then(|a| a.message.clone())) {
                                             (Some(s), Some(m)) => format!("{s:?}: {m}"),
@@ -385,7 +484,7 @@ impl Dispatcher {
         fires: Vec<Fire>,
         entries: &HashMap<AppId, Arc<AppEntry>>,
         report: &mut DispatchReport,
-    ) -> Result<(Vec<Fire>, Vec<Fence>)> {
+    ) -> Result<(Vec<Fire>, Vec<Fire>)> {
         let (orphaned, fires): (Vec<Fire>, Vec<Fire>) = fires.into_iter().partition(|f| {
             f.run.executor_id.is_some_and(|x| {
                 entries
@@ -420,7 +519,7 @@ impl Dispatcher {
                 Some(ExecutorState::Up | ExecutorState::Draining) => {
                     tracing::debug!(run = %f.run.id, executor = %x, "the instance the run was sent to is silent or draining; holding the run for it");
                     report.held.push(f.run.id);
-                    hold.extend(f.run.fence());
+                    hold.push(f);
                 }
                 state => {
                     let why = match state {
@@ -448,23 +547,29 @@ impl Dispatcher {
         Ok((fires, hold))
     }
 
-    /// Records, before a round is sent, which instance each run goes to (the dispatch intent):
-    /// a node that takes the run over after this one paused asks that instance first, and a
-    /// result is accepted only from it. Runs this node no longer holds are not sent. When the
-    /// write fails, nothing of the round is sent (the runs move when their leases end).
+    /// Records, before a run is sent, which instance it goes to next (the dispatch intent): a
+    /// node that takes the run over after this one paused asks that instance first, and a
+    /// result is accepted only from it. Returns the runs free to be sent to their next
+    /// instance: those already recorded, and those recorded now; runs this node no longer
+    /// holds are reported fenced. When the write fails, none of the runs needing it is sent
+    /// (they move when their leases end).
     async fn record_intent(
         &self,
-        requests: Vec<((AppId, ExecutorId), Vec<Pending>)>,
+        pending: Vec<Pending>,
         report: &mut DispatchReport,
-    ) -> Vec<((AppId, ExecutorId), Vec<Pending>)> {
-        let items: Vec<(Fence, ExecutorId)> = requests
+    ) -> Vec<Pending> {
+        // Already recorded, or with no instance to go to: nothing to write.
+        let (mut ready, unrecorded): (Vec<Pending>, Vec<Pending>) = pending
+            .into_iter()
+            .partition(|p| p.intended || p.next >= p.candidates.len());
+        let items: Vec<(Fence, ExecutorId)> = unrecorded
             .iter()
-            .flat_map(|((_, executor), items)| {
-                items
-                    .iter()
-                    .filter_map(move |p| p.fire.run.fence().map(|f| (f, *executor)))
-            })
+            .filter_map(|p| p.fire.run.fence().map(|f| (f, p.candidates[p.next])))
             .collect();
+        if items.is_empty() {
+            ready.extend(unrecorded);
+            return ready;
+        }
         let held: HashSet<RunId> = match self
             .commit(&self.intents, items, Vec::new(), Vec::new())
             .await
@@ -475,16 +580,15 @@ impl Dispatcher {
                 HashSet::new()
             }
         };
-        requests
-            .into_iter()
-            .filter_map(|(target, items)| {
-                let (keep, lost): (Vec<Pending>, Vec<Pending>) = items
-                    .into_iter()
-                    .partition(|p| held.contains(&p.fire.run.id));
-                report.fenced.extend(lost.iter().map(|p| p.fire.run.id));
-                (!keep.is_empty()).then_some((target, keep))
-            })
-            .collect()
+        for mut p in unrecorded {
+            if held.contains(&p.fire.run.id) {
+                p.intended = true;
+                ready.push(p);
+            } else {
+                report.fenced.push(p.fire.run.id);
+            }
+        }
+        ready
     }
 
     /// Queues a round's writes for a group commit ([`Recorder`]) and waits until they are
@@ -540,9 +644,11 @@ impl Dispatcher {
                     "an executor accepted a run this node no longer held (lease lost)"
                 );
             }
-            report.started = recorded.started;
-            report.fenced = recorded.fenced.into_iter().map(|f| f.run_id).collect();
-            report.released = recorded.released;
+            report.started.extend(recorded.started);
+            report
+                .fenced
+                .extend(recorded.fenced.into_iter().map(|f| f.run_id));
+            report.released.extend(recorded.released);
         }
         if malformed.is_empty() {
             return Ok(());
@@ -860,6 +966,9 @@ pub fn run_request(fire: &Fire, sent_at: i64) -> RunRequest {
 
 /// Runs per statement when recording dispatch intents.
 const INTENT_SLICE: usize = 500;
+
+/// A readied run is still sent when at least this much of its lease is left.
+const SEND_LEASE_MARGIN_MS: i64 = 100;
 
 /// How long a wrapper may take to answer a run request (it answers before running anything).
 pub const ACK_TIMEOUT: Duration = Duration::from_secs(3);

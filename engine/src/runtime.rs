@@ -29,7 +29,7 @@ use crate::bus::Bus;
 use crate::claimer::{Cancellation, ClaimConfig, Claimer, Fire};
 use crate::clock::Clock;
 use crate::directory::Directory;
-use crate::dispatcher::{ACK_TIMEOUT, DispatchConfig, Dispatcher};
+use crate::dispatcher::{ACK_TIMEOUT, DispatchConfig, DispatchReport, Dispatcher, Ready};
 use crate::node::{NodeHeartbeat, NodeState};
 use crate::relay::AlarmRelay;
 use crate::run::{Fence, RunId};
@@ -654,11 +654,13 @@ impl Shared {
         }
     }
 
-    /// Holds claimed runs until they are due and hands them to the dispatcher.
+    /// Readies claimed runs as they arrive (routing and dispatch intents written ahead of their
+    /// due time), holds them until they are due and has the dispatcher send them.
     async fn scheduler_loop(self: Arc<Self>, mut stop: watch::Receiver<bool>) -> ShutdownReport {
         let (fires_tx, mut fires_rx) = mpsc::channel::<Vec<Fire>>(64);
+        let (ready_tx, mut ready_rx) = mpsc::unbounded_channel::<Vec<Ready>>();
         let claimer = tokio::spawn(self.clone().claim_loop(stop.clone(), fires_tx));
-        let mut queue: BTreeMap<(i64, RunId), Fire> = BTreeMap::new();
+        let mut queue: BTreeMap<(i64, RunId), Ready> = BTreeMap::new();
         let mut dispatches: JoinSet<()> = JoinSet::new();
         let coalesce_ms = self.config.dispatch.coalesce_ms.max(0);
         let mut last_round = i64::MIN;
@@ -676,23 +678,32 @@ impl Shared {
                     let now = self.clock.now_ms();
                     last_round = now;
                     let later = queue.split_off(&(now + 1, RunId(i64::MIN)));
-                    let due: Vec<Fire> = std::mem::replace(&mut queue, later).into_values().collect();
+                    let due: Vec<Ready> = std::mem::replace(&mut queue, later).into_values().collect();
                     let dispatcher = self.dispatcher.clone();
                     dispatches.spawn(async move {
-                        match dispatcher.dispatch(due).await {
-                            Ok(r) => {
-                                if !r.released.is_empty() || !r.fenced.is_empty() || !r.expiring.is_empty() {
-                                    tracing::debug!(started = r.started.len(), released = r.released.len(), fenced = r.fenced.len(), expiring = r.expiring.len(), "dispatch");
-                                }
-                            }
+                        match dispatcher.send(due).await {
+                            Ok(r) => log_dispatch(&r),
                             Err(e) => tracing::warn!(error = %e, "dispatch failed; the runs are retried when their leases end"),
                         }
                     });
                 }
-                Some(batch) = fires_rx.recv() => {
-                    for fire in batch {
-                        queue.insert((fire.run.due_at, fire.run.id), fire);
+                Some(batch) = ready_rx.recv() => {
+                    for ready in batch {
+                        queue.insert((ready.due_at(), ready.run_id()), ready);
                     }
+                }
+                Some(batch) = fires_rx.recv() => {
+                    let dispatcher = self.dispatcher.clone();
+                    let ready_tx = ready_tx.clone();
+                    dispatches.spawn(async move {
+                        match dispatcher.prepare(batch).await {
+                            Ok((ready, r)) => {
+                                log_dispatch(&r);
+                                let _ = ready_tx.send(ready);
+                            }
+                            Err(e) => tracing::warn!(error = %e, "could not ready claimed runs; they are retried when their leases end"),
+                        }
+                    });
                 }
                 Some(_) = dispatches.join_next(), if !dispatches.is_empty() => {}
             }
@@ -700,21 +711,27 @@ impl Shared {
 
         // Stop claiming, then hand back what this node holds but has not fired.
         let _ = claimer.await;
+        let mut fences: Vec<Fence> = Vec::new();
         while let Ok(batch) = fires_rx.try_recv() {
-            for fire in batch {
-                queue.insert((fire.run.due_at, fire.run.id), fire);
-            }
+            fences.extend(batch.iter().filter_map(|f| f.run.fence()));
         }
-        let fences: Vec<Fence> = queue.values().filter_map(|f| f.run.fence()).collect();
         let mut report = ShutdownReport::default();
-        if !fences.is_empty() {
+        let hand_back = async |fences: Vec<Fence>, report: &mut ShutdownReport| {
+            if fences.is_empty() {
+                return;
+            }
             match self.release(&fences).await {
-                Ok(n) => report.released = n,
+                Ok(n) => report.released += n,
                 Err(e) => {
                     tracing::warn!(error = %e, "could not hand claimed runs back; they move when their leases end")
                 }
             }
+        };
+        while let Ok(batch) = ready_rx.try_recv() {
+            fences.extend(batch.iter().filter_map(Ready::fence));
         }
+        fences.extend(std::mem::take(&mut queue).values().filter_map(Ready::fence));
+        hand_back(fences, &mut report).await;
         let grace =
             Duration::from_millis(u64::try_from(self.config.shutdown_grace_ms).unwrap_or(10_000));
         let deadline = Instant::now() + grace;
@@ -728,6 +745,12 @@ impl Shared {
                 }
             }
         }
+        // Runs readied while the last dispatches finished.
+        let mut late: Vec<Fence> = Vec::new();
+        while let Ok(batch) = ready_rx.try_recv() {
+            late.extend(batch.iter().filter_map(Ready::fence));
+        }
+        hand_back(late, &mut report).await;
         report
     }
 
@@ -740,6 +763,19 @@ impl Shared {
 }
 
 /// The tokio instant at which the engine clock reads `at_ms`.
+/// Logs what a dispatch step did when something did not go the plain way.
+fn log_dispatch(r: &DispatchReport) {
+    if !r.released.is_empty() || !r.fenced.is_empty() || !r.expiring.is_empty() {
+        tracing::debug!(
+            started = r.started.len(),
+            released = r.released.len(),
+            fenced = r.fenced.len(),
+            expiring = r.expiring.len(),
+            "dispatch"
+        );
+    }
+}
+
 fn instant_at(clock: &dyn Clock, at_ms: i64) -> Instant {
     let wait = at_ms - clock.now_ms();
     Instant::now() + Duration::from_millis(u64::try_from(wait).unwrap_or(0))
