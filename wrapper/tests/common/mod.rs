@@ -104,6 +104,7 @@ async fn register(req: HttpRequest, body: web::Bytes, st: web::Data<EngineState>
                 instance_id: id,
                 heartbeat_interval_ms: Some(200),
                 executor_timeout_ms: lock(&st.switches).executor_timeout_ms,
+                tenant_id: None,
             })
         }
         Err(resp) => resp,
