@@ -86,6 +86,9 @@ pub(crate) struct Alarms {
     tenant_id: AtomicI64,
     /// The id of the open `engine_unreachable` alarm.
     unreachable: Mutex<Option<String>>,
+    /// The heartbeat interval an engine asked for (ms; 0: none yet): silence shorter than two
+    /// of them is never "unreachable".
+    heartbeat_ms: AtomicI64,
 }
 
 impl Alarms {
@@ -95,6 +98,7 @@ impl Alarms {
             direct: direct.then(AlarmQueue::default),
             tenant_id: AtomicI64::new(tenant_id.unwrap_or(0)),
             unreachable: Mutex::new(None),
+            heartbeat_ms: AtomicI64::new(0),
         }
     }
 
@@ -119,6 +123,16 @@ impl Alarms {
                 .tenant_id
                 .compare_exchange(0, t, Ordering::Relaxed, Ordering::Relaxed);
         }
+    }
+}
+
+impl Alarms {
+    /// Notes the heartbeat interval an engine asked for.
+    pub(crate) fn learn_interval(&self, interval: Duration) {
+        self.heartbeat_ms.store(
+            i64::try_from(interval.as_millis()).unwrap_or(i64::MAX),
+            Ordering::Relaxed,
+        );
     }
 }
 
@@ -209,6 +223,7 @@ pub(crate) async fn watch_engines(inner: Arc<Inner>, after: Duration) {
             return;
         }
         let now = Utc::now();
+        let after_ms = after_ms.max(2 * inner.alarms.heartbeat_ms.load(Ordering::Relaxed));
         let silent_ms = now.timestamp_millis() - inner.last_contact_ms.load(Ordering::Relaxed);
         let mut open = inner
             .alarms

@@ -288,6 +288,7 @@ async fn membership_round(inner: &Inner, interval: &mut Duration) -> Result<(), 
                 inner.alarms.learn_tenant(resp.tenant_id);
                 if let Some(ms) = resp.heartbeat_interval_ms {
                     *interval = Duration::from_millis(ms.clamp(100, 3_600_000));
+                    inner.alarms.learn_interval(*interval);
                 }
                 if let Some(timeout) = resp.executor_timeout_ms {
                     inner
