@@ -131,6 +131,8 @@ async fn with_no_engine_a_wrappers_alarms_reach_clients_and_forged_ones_do_not()
             .amqp_exchange(exchange)
             .tenant_id(tenant)
             .engine_unreachable_after(Duration::from_millis(500))
+            // Its result has no engine to go to: do not wait for one on shutdown.
+            .flush_timeout(Duration::from_millis(100))
             .async_handler("disk-check", |ctx| async move {
                 ctx.alarm(AlarmSeverity::Warning, "disk_full", "disk 91% full on /var")
                     .map_err(|e| mthpt_wrapper::HandlerError::fatal(e.to_string()))?;
@@ -303,6 +305,61 @@ async fn with_an_engine_up_a_handler_alarm_is_stored_once_and_shown_once() {
     })
     .await;
     assert!(more.is_err(), "shown twice: {more:?}");
+
+    // The engine refuses what is not an alarm, naming what is wrong, and oversized batches.
+    let client = SignedClient::new(
+        Signer::new(&t.key, t.secret.as_bytes().to_vec()),
+        Duration::from_secs(2),
+        Duration::from_secs(5),
+    )
+    .unwrap();
+    let bad = protocol::WrapperAlarm {
+        id: "0123456789abcdef".into(),
+        severity: AlarmSeverity::Info,
+        kind: "Disk Full".into(),
+        message: "x".into(),
+        state: protocol::AlarmState::Raised,
+        run_id: None,
+        task_id: None,
+        at: chrono::Utc::now(),
+    };
+    let answer: protocol::AlarmBatchResponse = client
+        .post_json(
+            &engine.url(),
+            protocol::paths::ALARMS,
+            &protocol::AlarmBatch {
+                instance_id: "i".into(),
+                alarms: vec![bad.clone()],
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(answer.items[0].status, protocol::ItemStatus::Rejected);
+    assert!(
+        answer.items[0]
+            .message
+            .as_deref()
+            .is_some_and(|m| m.contains("\"Disk Full\"") && m.contains("a-z 0-9 _")),
+        "{answer:?}"
+    );
+    let too_many = protocol::AlarmBatch {
+        instance_id: "i".into(),
+        alarms: vec![bad; protocol::MAX_ALARMS_PER_BATCH + 1],
+    };
+    let refused = client
+        .post_json::<_, protocol::AlarmBatchResponse>(
+            &engine.url(),
+            protocol::paths::ALARMS,
+            &too_many,
+        )
+        .await;
+    assert!(
+        refused
+            .as_ref()
+            .err()
+            .is_some_and(|e| e.to_string().contains("400")),
+        "{refused:?}"
+    );
 
     w.stop().await;
     engine.shutdown().await;
