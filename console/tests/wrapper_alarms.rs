@@ -20,11 +20,11 @@ use mthpt_engine::task::TaskDefinition;
 use mthpt_engine::tenant::Role;
 use mthpt_engine::testing::{amqp_bus, amqp_url};
 use mthpt_tests::{TestWrapper, quick_engine_config, tenancy, wait_until};
-use mthpt_wrapper::AlarmSeverity;
 use mthpt_wrapper::client::SignedClient;
 use mthpt_wrapper::protocol::{
     self, PUBLISH_METHOD, RunAck, RunRequest, Signer, Trigger, dedupe_key, signed_message_id,
 };
+use mthpt_wrapper::{AlarmSeverity, ShellOptions};
 use serde_json::{Value, json};
 
 fn queue() -> String {
@@ -46,7 +46,14 @@ fn dropped(reason: &str) -> f64 {
 }
 
 /// Sends a signed run request straight to a wrapper (as an engine would).
-async fn dispatch(w: &TestWrapper, key: &str, secret: &str, run_id: i64, handler: &str) {
+async fn dispatch(
+    w: &TestWrapper,
+    key: &str,
+    secret: &str,
+    run_id: i64,
+    handler: &str,
+    params: Value,
+) {
     let client = SignedClient::new(
         Signer::new(key, secret.as_bytes().to_vec()),
         Duration::from_secs(2),
@@ -58,7 +65,7 @@ async fn dispatch(w: &TestWrapper, key: &str, secret: &str, run_id: i64, handler
         task_id: 1,
         task_name: "disk-check".into(),
         handler: handler.into(),
-        params: Value::Null,
+        params,
         attempt: 1,
         scheduled_at: chrono::Utc::now(),
         shard_index: 0,
@@ -133,6 +140,7 @@ async fn with_no_engine_a_wrappers_alarms_reach_clients_and_forged_ones_do_not()
             .engine_unreachable_after(Duration::from_millis(500))
             // Its result has no engine to go to: do not wait for one on shutdown.
             .flush_timeout(Duration::from_millis(100))
+            .enable_shell(ShellOptions::default())
             .async_handler("disk-check", |ctx| async move {
                 ctx.alarm(AlarmSeverity::Warning, "disk_full", "disk 91% full on /var")
                     .map_err(|e| mthpt_wrapper::HandlerError::fatal(e.to_string()))?;
@@ -152,10 +160,17 @@ async fn with_no_engine_a_wrappers_alarms_reach_clients_and_forged_ones_do_not()
     next_event_where(&mut op, &mut skipped, app_kind("engine_unreachable")).await;
 
     // A handler's alarm, while still no engine answers.
-    dispatch(&w, &t.key, &t.secret, 4242, "disk-check").await;
+    dispatch(&w, &t.key, &t.secret, 4242, "disk-check", Value::Null).await;
     let disk = next_event_where(&mut acme, &mut skipped, app_kind("disk_full")).await;
     assert_eq!(disk["alarm"]["run_id"], 4242);
     assert_eq!(disk["alarm"]["message"], "disk 91% full on /var");
+
+    // The shell built-in raises one from a prefixed line of its script's output.
+    let script = json!("echo '::mthpt-alarm critical backup_failed backup of /srv failed'");
+    dispatch(&w, &t.key, &t.secret, 4243, "shell", script).await;
+    let backup = next_event_where(&mut acme, &mut skipped, app_kind("backup_failed")).await;
+    assert_eq!(backup["alarm"]["severity"], "critical");
+    assert_eq!(backup["alarm"]["message"], "backup of /srv failed");
 
     // Forged: a wrong secret; acme's app signing for globex's routing key and tenant; an
     // unsigned message pretending to come from a wrapper. Then a genuine marker.
