@@ -382,3 +382,79 @@ async fn with_an_engine_up_a_handler_alarm_is_stored_once_and_shown_once() {
     bus.delete_exchange().await.unwrap();
     bus.close().await;
 }
+
+/// The broker's `host:port` in `url`, and `url` with that part replaced by `authority`.
+fn swap_authority(url: &str, authority: &str) -> (String, String) {
+    let start = url
+        .find('@')
+        .map_or_else(|| url.find("//").unwrap() + 2, |at| at + 1);
+    let end = url[start..].find('/').map_or(url.len(), |i| start + i);
+    let upstream = url[start..end].to_owned();
+    let swapped = format!("{}{authority}{}", &url[..start], &url[end..]);
+    (upstream, swapped)
+}
+
+/// Forwards every connection to `listener` to `upstream` until aborted.
+async fn forward(listener: tokio::net::TcpListener, upstream: String) {
+    loop {
+        let Ok((mut inbound, _)) = listener.accept().await else {
+            return;
+        };
+        let upstream = upstream.clone();
+        tokio::spawn(async move {
+            if let Ok(mut outbound) = tokio::net::TcpStream::connect(&upstream).await {
+                let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+            }
+        });
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_direct_alarm_raised_while_the_broker_is_away_is_published_when_it_is_back() {
+    let bus = amqp_bus().await;
+    let shared: Arc<dyn Bus> = Arc::new(bus.clone());
+    let mut app = spawn_app(Backend::Postgres).await;
+    app.listen_to(shared.clone(), &queue());
+    let t = tenancy(app.store(), "acme", "billing").await.unwrap();
+    let mut op = connect_events(&app.events_url(), &app.operator_token).await;
+
+    // The wrapper's broker address: a port with nothing behind it yet.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let (upstream, url) = swap_authority(&amqp_url(), &format!("127.0.0.1:{port}"));
+    let exchange = bus.exchange().to_owned();
+    let tenant = t.tenant.id.0;
+    let w = TestWrapper::start(&t, &["http://127.0.0.1:1".to_owned()], move |b| {
+        b.amqp_url(url)
+            .amqp_exchange(exchange)
+            .tenant_id(tenant)
+            .engine_unreachable_after(Duration::from_millis(300))
+            .blocking_handler("noop", |_ctx| Ok(Value::Null))
+    })
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+
+    // The broker comes back (behind a forwarder on that port).
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+        .await
+        .unwrap();
+    let back = Instant::now();
+    let proxy = tokio::spawn(forward(listener, upstream));
+    let mut skipped = Vec::new();
+    let shown = next_event_where(&mut op, &mut skipped, app_kind("engine_unreachable")).await;
+    assert_eq!(shown["tenant_id"], tenant);
+    let took = back.elapsed();
+    assert!(
+        took < Duration::from_secs(8),
+        "published {took:?} after the broker was back"
+    );
+
+    w.stop().await;
+    proxy.abort();
+    app.stop().await;
+    bus.delete_exchange().await.unwrap();
+    bus.close().await;
+}
