@@ -7,6 +7,8 @@
 //!   client-named queue bound to `alarm.#` and `run.#`), drops repeats by message id, and
 //!   hands each message to the hub with the tenant it belongs to. After a broker reconnect it
 //!   sends every session `{"type":"resync"}`: the database is the source of truth.
+//!   Alarm messages published by wrappers are shown only when correctly signed for their
+//!   tenant ([`crate::wrapper_alarms`]).
 //! - Each session ([`run_session`]) is one task: frames for its audience, a ping every
 //!   [`PING_EVERY`], answers to the browser's pings, and nothing else (acknowledging is a REST
 //!   call; its event comes back through the bus to every node).
@@ -16,9 +18,12 @@ use std::time::Duration;
 
 use actix_ws::{AggregatedMessage, Session};
 use futures::StreamExt;
-use mthpt_engine::bus::{Bus, Delivery, SeenIds};
+use mthpt_engine::bus::{Bus, BusMessage, Delivery, SeenIds};
 use mthpt_engine::tenant::TenantId;
+use mthpt_wrapper::protocol::parse_signed_message_id;
 use tokio::sync::broadcast;
+
+use crate::wrapper_alarms::{WrapperCheck, cross_path_key};
 
 /// The routing-key patterns a console node subscribes to.
 pub const PATTERNS: &[&str] = &["alarm.#", "run.#"];
@@ -75,6 +80,8 @@ impl Viewer {
 #[derive(Debug, Clone)]
 pub struct EventHub {
     tx: broadcast::Sender<Arc<Frame>>,
+    /// Checks alarm messages wrappers publish; without it the feeder drops them all.
+    wrapper_check: Option<Arc<WrapperCheck>>,
 }
 
 impl Default for EventHub {
@@ -86,7 +93,18 @@ impl Default for EventHub {
 impl EventHub {
     pub fn new() -> Self {
         let (tx, _) = broadcast::channel(HUB_BUFFER);
-        Self { tx }
+        Self {
+            tx,
+            wrapper_check: None,
+        }
+    }
+
+    /// A hub whose feeder shows wrappers' alarm messages that `check` admits.
+    pub fn with_wrapper_check(check: WrapperCheck) -> Self {
+        Self {
+            wrapper_check: Some(Arc::new(check)),
+            ..Self::new()
+        }
     }
 
     /// Sends a frame to the sessions that may see it; returns how many sessions are open.
@@ -164,6 +182,9 @@ pub fn spawn_feeder(
                         if !m.message_id.is_empty() && !seen.first_time(&m.message_id) {
                             continue;
                         }
+                        if !admit_from_wrapper(&hub, &m, &mut seen).await {
+                            continue;
+                        }
                         let Some(audience) = audience_of(&m.body) else {
                             tracing::debug!(key = %m.routing_key, "dropped a live event without a tenant_id");
                             continue;
@@ -183,6 +204,17 @@ pub fn spawn_feeder(
             tokio::time::sleep(Duration::from_secs(1)).await;
         }
     })
+}
+
+/// Whether a message passes the wrapper check (engine messages do; a wrapper's must be
+/// correctly signed for its own tenant), and is the first copy of a wrapper alarm's
+/// transition ([`cross_path_key`]): the direct and the relayed copy are shown once.
+async fn admit_from_wrapper(hub: &EventHub, m: &BusMessage, seen: &mut SeenIds) -> bool {
+    let admitted = match &hub.wrapper_check {
+        Some(check) => check.admit(m).await.is_ok(),
+        None => parse_signed_message_id(&m.message_id).is_none(),
+    };
+    admitted && cross_path_key(&m.body).is_none_or(|k| seen.first_time(&k))
 }
 
 /// One WebSocket session: see the module docs.

@@ -2,7 +2,8 @@
 //!
 //! - [`api`]: HTTP handlers, authentication and roles, errors, OpenAPI;
 //! - [`service`]: the operations beneath the handlers (reused by the web UI);
-//! - [`events`]: live events from the message bus to WebSocket sessions;
+//! - [`events`]: live events from the message bus to WebSocket sessions, and
+//!   [`wrapper_alarms`]: the check of alarm messages wrappers publish;
 //! - [`cli`]: the `mthpt` subcommands.
 
 pub mod api;
@@ -11,3 +12,4 @@ pub mod events;
 pub mod service;
 #[cfg(feature = "test-support")]
 pub mod testing;
+pub mod wrapper_alarms;

@@ -231,3 +231,47 @@ impl TestApp {
         self.db.cleanup().await;
     }
 }
+
+/// A WebSocket client of `GET /api/v1/events`.
+pub type EventSocket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// How long [`next_event_where`] waits for a matching frame.
+pub const EVENT_WAIT: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// Opens the events socket at `url` with a bearer token.
+pub async fn connect_events(url: &str, token: &str) -> EventSocket {
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let mut request = url.into_client_request().unwrap();
+    request
+        .headers_mut()
+        .insert("Authorization", format!("Bearer {token}").parse().unwrap());
+    let (socket, response) = tokio_tungstenite::connect_async(request).await.unwrap();
+    assert_eq!(response.status().as_u16(), 101);
+    socket
+}
+
+/// The next JSON text frame for which `wanted` holds, within [`EVENT_WAIT`] (others are
+/// collected in `skipped`).
+pub async fn next_event_where(
+    socket: &mut EventSocket,
+    skipped: &mut Vec<serde_json::Value>,
+    wanted: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    use futures::StreamExt;
+    let deadline = tokio::time::Instant::now() + EVENT_WAIT;
+    loop {
+        let frame = tokio::time::timeout_at(deadline, socket.next())
+            .await
+            .expect("timed out waiting for an event")
+            .expect("socket closed")
+            .unwrap();
+        if let tokio_tungstenite::tungstenite::Message::Text(text) = frame {
+            let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+            if wanted(&value) {
+                return value;
+            }
+            skipped.push(value);
+        }
+    }
+}

@@ -11,7 +11,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{SinkExt, StreamExt};
-use mthpt_console::testing::{ConsoleNode, TestApp, spawn_app};
+use mthpt_console::testing::{
+    ConsoleNode, EVENT_WAIT, TestApp, connect_events as connect, next_event_where as next_where,
+    spawn_app,
+};
 use mthpt_engine::alarm::{AlarmKind, NewAlarm, Severity};
 use mthpt_engine::bus::{AmqpBus, AmqpConfig, Bus, InProcessBus};
 use mthpt_engine::clock::{Clock, SystemClock};
@@ -20,72 +23,15 @@ use mthpt_engine::schedule::ScheduleSpec;
 use mthpt_engine::store::{Backend, Store};
 use mthpt_engine::task::TaskDefinition;
 use mthpt_engine::tenant::{Role, TenantId};
+use mthpt_engine::testing::{amqp_bus, amqp_url};
 use mthpt_tests::{TestWrapper, quick_engine_config, tenancy};
 use mthpt_wrapper::HandlerError;
 use serde_json::Value;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::{self, Message};
 
-type Socket =
-    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
-
-const WAIT: Duration = Duration::from_secs(15);
-
-fn amqp_url() -> String {
-    std::env::var("MTHPT_TEST_AMQP_URL")
-        .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".to_owned())
-}
-
-async fn amqp_bus() -> AmqpBus {
-    let config = AmqpConfig {
-        url: amqp_url(),
-        exchange: format!("mthpt.alarms.test.{}", uuid::Uuid::new_v4().simple()),
-        connection_name: "mthpt-test".to_owned(),
-    };
-    AmqpBus::connect(config).await.unwrap_or_else(|e| {
-        panic!(
-            "RabbitMQ is unreachable at {}: {e}; start it or point MTHPT_TEST_AMQP_URL at one",
-            amqp_url()
-        )
-    })
-}
-
 fn queue(node: &str) -> String {
     format!("test.{node}.{}", uuid::Uuid::new_v4().simple())
-}
-
-/// Opens the events socket with a bearer token.
-async fn connect(url: &str, token: &str) -> Socket {
-    let mut request = url.into_client_request().unwrap();
-    request
-        .headers_mut()
-        .insert("Authorization", format!("Bearer {token}").parse().unwrap());
-    let (socket, response) = tokio_tungstenite::connect_async(request).await.unwrap();
-    assert_eq!(response.status().as_u16(), 101);
-    socket
-}
-
-/// The next JSON text frame for which `wanted` holds (others are collected in `skipped`).
-async fn next_where(
-    socket: &mut Socket,
-    skipped: &mut Vec<Value>,
-    wanted: impl Fn(&Value) -> bool,
-) -> Value {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
-        let frame = tokio::time::timeout_at(deadline, socket.next())
-            .await
-            .expect("timed out waiting for an event")
-            .expect("socket closed")
-            .unwrap();
-        if let Message::Text(text) = frame {
-            let value: Value = serde_json::from_str(&text).unwrap();
-            if wanted(&value) {
-                return value;
-            }
-            skipped.push(value);
-        }
-    }
 }
 
 fn is(kind: &'static str, alarm: i64) -> impl Fn(&Value) -> bool {
@@ -338,7 +284,7 @@ async fn standalone_delivers_through_the_in_process_bus() {
         .send(Message::Ping(b"hi".to_vec().into()))
         .await
         .unwrap();
-    let pong = tokio::time::timeout(WAIT, async {
+    let pong = tokio::time::timeout(EVENT_WAIT, async {
         loop {
             match socket.next().await {
                 Some(Ok(Message::Pong(p))) => return p,

@@ -38,6 +38,9 @@ text_enum!(
         ExecutorLost = "executor_lost",
         NodeLost = "node_lost",
         Misfire = "misfire",
+        /// Raised by an app's wrapper (a handler, or the wrapper itself, e.g. no engine
+        /// reachable); the wrapper's own kind is `details.app_kind`.
+        App = "app",
     }
 );
 
@@ -199,6 +202,15 @@ pub struct NewAlarm {
 }
 
 impl NewAlarm {
+    /// A wrapper alarm's own kind (`details.app_kind`); `None` for other alarms. A repeat of an
+    /// open `app` alarm must have the same task and the same own kind.
+    pub fn app_kind(&self) -> Option<&str> {
+        match self.kind {
+            AlarmKind::App => self.details.get("app_kind").and_then(|v| v.as_str()),
+            _ => None,
+        }
+    }
+
     /// An alarm of `kind` for a tenant, with no references yet.
     pub fn new(
         tenant_id: Option<TenantId>,

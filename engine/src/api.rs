@@ -1,5 +1,6 @@
 //! The callback API every engine node serves to wrappers (any node accepts any callback; they
-//! share the database): executor register / heartbeat / deregister, results and progress.
+//! share the database): executor register / heartbeat / deregister, results, progress and
+//! alarms raised by wrappers.
 //! Every request is signed with the app's secret (`X-Mthpt-App: <tenant>.<app>`); unsigned,
 //! forged, stale or replayed requests get 401 and are logged. The signature headers and the app
 //! key are checked before the body is read, and bodies are read within the limits of
@@ -18,16 +19,17 @@ use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, ResponseError, web};
 use mthpt_wrapper::intake::{self, Intake, IntakeError};
 use mthpt_wrapper::protocol::{
-    self, DeregisterRequest, DeregisterResponse, ErrorBody, ErrorCode, HeartbeatRequest,
-    HeartbeatResponse, ItemAck, ItemStatus, LogStream, Outcome, ProgressBatch,
-    ProgressBatchResponse, RegisterRequest, RegisterResponse, ReplayGuard, ResultBatch,
-    ResultBatchResponse,
+    self, AlarmAck, AlarmBatch, AlarmBatchResponse, AlarmState, DeregisterRequest,
+    DeregisterResponse, ErrorBody, ErrorCode, HeartbeatRequest, HeartbeatResponse, ItemAck,
+    ItemStatus, LogStream, Outcome, ProgressBatch, ProgressBatchResponse, RegisterRequest,
+    RegisterResponse, ReplayGuard, ResultBatch, ResultBatchResponse,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio::sync::oneshot;
 use tracing::Instrument;
 
+use crate::alarm::{AlarmKind, NewAlarm, Severity};
 use crate::app::{App, AppId, ExecutorHeartbeat, ExecutorId, ExecutorRegistration, ExecutorState};
 use crate::clock::Clock;
 use crate::directory::Directory;
@@ -219,6 +221,7 @@ impl CallbackApi {
                 .route(protocol::paths::DEREGISTER, web::post().to(deregister))
                 .route(protocol::paths::RESULTS, web::post().to(results))
                 .route(protocol::paths::PROGRESS, web::post().to(progress))
+                .route(protocol::paths::ALARMS, web::post().to(alarms))
                 .default_service(web::to(unknown_path));
         }
     }
@@ -458,6 +461,7 @@ async fn register(
                 instance_id: e.instance_id,
                 heartbeat_interval_ms: Some(api.heartbeat_interval_ms),
                 executor_timeout_ms: api.executor_timeout_ms,
+                tenant_id: Some(app.tenant_id.0),
             })
         },
     )
@@ -782,6 +786,96 @@ async fn progress(
         },
     )
     .await
+}
+
+/// Stores a wrapper's alarms as alarms of the app's tenant (kind `app`, the wrapper's own kind
+/// in `details.app_kind`, dedupe key `app:<app key>:<alarm id>`), through the same outbox as
+/// the engine's own: a repeat of an open alarm of the same task and own kind is counted on it.
+/// The run (and its task) is attached only when it is one of the tenant's runs.
+async fn alarms(
+    req: HttpRequest,
+    body: web::Payload,
+    api: web::Data<CallbackApi>,
+) -> Result<HttpResponse, ApiError> {
+    signed(
+        req,
+        body,
+        api,
+        move |api, app, key, batch: AlarmBatch| async move {
+            if batch.alarms.len() > protocol::MAX_ALARMS_PER_BATCH {
+                return Err(ApiError::Malformed(format!(
+                    "{} alarms in one batch; at most {} are accepted",
+                    batch.alarms.len(),
+                    protocol::MAX_ALARMS_PER_BATCH
+                )));
+            }
+            let now = api.clock.now_ms();
+            let mut tx = api.store.begin().await?;
+            let mut items = Vec::with_capacity(batch.alarms.len());
+            for a in &batch.alarms {
+                let ack = |status, message: Option<String>| AlarmAck {
+                    id: a.id.clone(),
+                    status,
+                    message,
+                };
+                if let Err(e) = a.validate() {
+                    items.push(ack(ItemStatus::Rejected, Some(e.to_string())));
+                    continue;
+                }
+                let dedupe_key = protocol::dedupe_key(&key, &a.id);
+                if a.state == AlarmState::Resolved {
+                    let resolved = tx
+                        .resolve_alarm_by_key(app.tenant_id, &dedupe_key, now)
+                        .await?;
+                    items.push(match resolved {
+                        Some(_) => ack(ItemStatus::Accepted, None),
+                        None => ack(
+                            ItemStatus::Duplicate,
+                            Some("no open alarm with this id".to_owned()),
+                        ),
+                    });
+                    continue;
+                }
+                let mut alarm = NewAlarm::new(
+                    Some(app.tenant_id),
+                    AlarmKind::App,
+                    severity_of(a.severity),
+                    a.message.clone(),
+                );
+                alarm.details = a.details(&key, &batch.instance_id);
+                alarm.dedupe_key = Some(dedupe_key);
+                if let Some(run_id) = a.run_id {
+                    match tx.get_run(app.tenant_id, RunId(run_id)).await {
+                        Ok(run) => {
+                            alarm.run_id = Some(run.id);
+                            alarm.task_id = Some(run.task_id);
+                        }
+                        Err(StoreError::NotFound(_)) => {}
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+                let raised = tx.insert_alarm(&alarm, now).await?;
+                items.push(match raised {
+                    Some(_) => ack(ItemStatus::Accepted, None),
+                    None => ack(
+                        ItemStatus::Duplicate,
+                        Some("an alarm with this id was stored before".to_owned()),
+                    ),
+                });
+            }
+            tx.commit().await?;
+            Ok(AlarmBatchResponse { items })
+        },
+    )
+    .await
+}
+
+fn severity_of(s: protocol::AlarmSeverity) -> Severity {
+    match s {
+        protocol::AlarmSeverity::Info => Severity::Info,
+        protocol::AlarmSeverity::Warning => Severity::Warning,
+        protocol::AlarmSeverity::Critical => Severity::Critical,
+    }
 }
 
 fn empty_progress(run_id: i64) -> RunProgress {

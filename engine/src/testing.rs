@@ -113,3 +113,28 @@ pub async fn sqlite() -> TestDb {
         cleanup: Cleanup::SqliteDir(dir),
     }
 }
+
+/// The RabbitMQ the suite publishes to: `MTHPT_TEST_AMQP_URL`, default
+/// `amqp://guest:guest@127.0.0.1:5672/%2f`.
+pub fn amqp_url() -> String {
+    std::env::var("MTHPT_TEST_AMQP_URL")
+        .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".to_owned())
+}
+
+/// A bus on an exchange of the test's own (tests running at once do not see each other's
+/// messages); fails, never skips, when the broker cannot be reached.
+pub async fn amqp_bus() -> crate::bus::AmqpBus {
+    let config = crate::bus::AmqpConfig {
+        url: amqp_url(),
+        exchange: format!("mthpt.alarms.test.{}", uuid::Uuid::new_v4().simple()),
+        connection_name: "mthpt-test".to_owned(),
+    };
+    crate::bus::AmqpBus::connect(config)
+        .await
+        .unwrap_or_else(|e| {
+            panic!(
+                "RabbitMQ is unreachable at {}: {e}; start it or point MTHPT_TEST_AMQP_URL at one",
+                amqp_url()
+            )
+        })
+}

@@ -16,28 +16,9 @@ use mthpt_engine::bus::{AmqpBus, AmqpConfig, Bus, Delivery, InProcessBus};
 use mthpt_engine::clock::ManualClock;
 use mthpt_engine::relay::AlarmRelay;
 use mthpt_engine::store::Store;
+use mthpt_engine::testing::amqp_bus;
 use support::fixtures::*;
 use tokio::sync::mpsc;
-
-fn amqp_url() -> String {
-    std::env::var("MTHPT_TEST_AMQP_URL")
-        .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".to_owned())
-}
-
-/// A bus on an exchange of the test's own.
-async fn amqp_bus() -> AmqpBus {
-    let config = AmqpConfig {
-        url: amqp_url(),
-        exchange: format!("mthpt.alarms.test.{}", uuid::Uuid::new_v4().simple()),
-        connection_name: "mthpt-test".to_owned(),
-    };
-    AmqpBus::connect(config).await.unwrap_or_else(|e| {
-        panic!(
-            "RabbitMQ is unreachable at {}: {e}; start it or point MTHPT_TEST_AMQP_URL at one",
-            amqp_url()
-        )
-    })
-}
 
 async fn raise(store: &dyn Store, w: &World, n: i64) {
     let mut tx = store.begin().await.unwrap();

@@ -58,6 +58,7 @@ on_both_backends!(
     channels::metrics_snapshot_counts_outbox_and_live_executors,
     alarms::repeats_count_on_the_open_alarm_and_every_transition_is_an_event,
     alarms::concurrent_relays_take_disjoint_batches_of_events,
+    alarms::wrapper_alarms_repeat_per_own_kind_and_are_resolved_by_their_key,
     isolation::tenant_b_sees_and_changes_nothing_of_tenant_a,
     views::runs_are_filtered_by_trigger_executor_and_finish_time,
     views::alarms_are_filtered_by_severity_task_and_acknowledgement,

@@ -21,7 +21,7 @@ use crate::protocol::{
 use crate::runtime::Inner;
 
 /// The engine to call now: the position of the shared cursor and its URL.
-fn engine_url(inner: &Inner) -> (usize, String) {
+pub(crate) fn engine_url(inner: &Inner) -> (usize, String) {
     let urls = &inner.settings.engine_urls;
     let at = inner.engine_cursor.load(Ordering::Relaxed);
     let url = urls
@@ -34,7 +34,7 @@ fn engine_url(inner: &Inner) -> (usize, String) {
 /// Moves the shared cursor past the engine at `failed`, unless another loop already moved it
 /// (two loops failing on the same engine must not skip the next one, nor bring the cursor back
 /// to the failed engine).
-fn next_engine(inner: &Inner, failed: usize) {
+pub(crate) fn next_engine(inner: &Inner, failed: usize) {
     let _ = inner.engine_cursor.compare_exchange(
         failed,
         failed.wrapping_add(1),
@@ -57,7 +57,7 @@ pub(crate) fn backoff(initial: Duration, max: Duration, round: u32) -> Duration 
     })
 }
 
-async fn sleep_or_stop(dur: Duration, stop: &mut watch::Receiver<bool>) -> bool {
+pub(crate) async fn sleep_or_stop(dur: Duration, stop: &mut watch::Receiver<bool>) -> bool {
     tokio::select! {
         _ = tokio::time::sleep(dur) => false,
         _ = stop.wait_for(|s| *s) => true,
@@ -285,8 +285,10 @@ async fn membership_round(inner: &Inner, interval: &mut Duration) -> Result<(), 
         } else {
             register_once(inner).await.map(|resp| {
                 inner.registered.store(true, Ordering::SeqCst);
+                inner.alarms.learn_tenant(resp.tenant_id);
                 if let Some(ms) = resp.heartbeat_interval_ms {
                     *interval = Duration::from_millis(ms.clamp(100, 3_600_000));
+                    inner.alarms.learn_interval(*interval);
                 }
                 if let Some(timeout) = resp.executor_timeout_ms {
                     inner

@@ -74,6 +74,14 @@ pub enum BuildError {
     /// The HTTP client could not be built.
     #[error(transparent)]
     Client(#[from] ClientError),
+    /// The AMQP URL is not `amqp://` or `amqps://`.
+    #[error(
+        "AMQP URL must start with amqp:// or amqps:// (e.g. amqp://user:password@host:5672/vhost)"
+    )]
+    InvalidAmqpUrl,
+    /// The tenant id is not positive.
+    #[error("tenant id {0} must be 1 or more")]
+    InvalidTenantId(i64),
 }
 
 /// Why a URL was refused, without repeating the URL the build error already names.
@@ -90,6 +98,9 @@ fn valid_name(name: &str, extra: &[u8]) -> bool {
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b) || extra.contains(&b))
 }
+
+/// The exchange alarms go to, as on the engines.
+const DEFAULT_EXCHANGE: &str = "mthpt.alarms";
 
 /// Configures and builds a [`Wrapper`]. Start with [`Wrapper::builder`].
 #[derive(Debug)]
@@ -118,6 +129,10 @@ pub struct WrapperBuilder {
     shell: Option<ShellOptions>,
     http: bool,
     intake: Intake,
+    amqp_url: Option<String>,
+    amqp_exchange: String,
+    tenant_id: Option<i64>,
+    engine_unreachable_after: Option<Duration>,
 }
 
 impl WrapperBuilder {
@@ -147,7 +162,41 @@ impl WrapperBuilder {
             shell: None,
             http: false,
             intake: Intake::default(),
+            amqp_url: None,
+            amqp_exchange: DEFAULT_EXCHANGE.to_owned(),
+            tenant_id: None,
+            engine_unreachable_after: None,
         }
+    }
+
+    /// Also publishes the wrapper's alarms straight to the alarm exchange of this RabbitMQ
+    /// (`amqp://user:password@host:5672/vhost`), signed with the app's secret, so operators hear
+    /// of them when no engine can relay them (docs/alarms.md). The routing key needs the app's
+    /// tenant id: an engine tells it at registration, or give it with [`tenant_id`](Self::tenant_id).
+    pub fn amqp_url(mut self, url: impl Into<String>) -> Self {
+        self.amqp_url = Some(url.into());
+        self
+    }
+
+    /// The exchange direct alarms go to (default `mthpt.alarms`).
+    pub fn amqp_exchange(mut self, exchange: impl Into<String>) -> Self {
+        self.amqp_exchange = exchange.into();
+        self
+    }
+
+    /// The id of the app's tenant, for the routing key of direct alarms before any engine
+    /// has answered (engines tell it at registration otherwise).
+    pub fn tenant_id(mut self, id: i64) -> Self {
+        self.tenant_id = Some(id);
+        self
+    }
+
+    /// After how long without an answer from any engine the wrapper raises its
+    /// `engine_unreachable` alarm (default: three heartbeat intervals, at least 1 s). It is
+    /// resolved when an engine answers again.
+    pub fn engine_unreachable_after(mut self, after: Duration) -> Self {
+        self.engine_unreachable_after = Some(after);
+        self
     }
 
     /// Limits on the request bodies the run API reads: at most `max_body` bytes per request,
@@ -342,6 +391,14 @@ impl WrapperBuilder {
         if self.capacity == 0 {
             return Err(BuildError::ZeroCapacity);
         }
+        if let Some(url) = &self.amqp_url
+            && !(url.starts_with("amqp://") || url.starts_with("amqps://"))
+        {
+            return Err(BuildError::InvalidAmqpUrl);
+        }
+        if let Some(t) = self.tenant_id.filter(|t| *t < 1) {
+            return Err(BuildError::InvalidTenantId(t));
+        }
         if let Some(shell) = self.shell.take() {
             self = self.add(
                 builtin::SHELL.to_owned(),
@@ -404,7 +461,15 @@ impl WrapperBuilder {
             result_linger: self.result_linger,
             log_tail_lines: self.log_tail_lines,
             remember_finished: self.remember_finished,
+            engine_unreachable_after: self
+                .engine_unreachable_after
+                .unwrap_or(self.heartbeat_interval * 3)
+                .max(Duration::from_secs(1)),
         };
+        let alarms = Arc::new(crate::alarms::Alarms::new(
+            self.amqp_url.is_some(),
+            self.tenant_id,
+        ));
         let inner = Arc::new(Inner::new(
             InnerParts {
                 settings,
@@ -413,12 +478,27 @@ impl WrapperBuilder {
                 runtime: runtime.clone(),
                 spool,
                 events: events_tx,
+                alarms,
             },
             replayed,
         ));
         inner.add_task(runtime.spawn(crate::background::keep_membership(inner.clone())));
         inner.add_task(runtime.spawn(crate::background::deliver_results(inner.clone())));
         inner.add_task(runtime.spawn(crate::background::fence_when_cut_off(inner.clone())));
+        inner.add_task(runtime.spawn(crate::alarms::deliver_alarms(inner.clone())));
+        inner.add_task(runtime.spawn(crate::alarms::watch_engines(
+            inner.clone(),
+            inner.settings.engine_unreachable_after,
+        )));
+        if let Some(url) = self.amqp_url {
+            inner.add_task(runtime.spawn(crate::alarms::direct::publish_direct(
+                inner.clone(),
+                crate::alarms::direct::DirectConfig {
+                    url,
+                    exchange: self.amqp_exchange,
+                },
+            )));
+        }
         inner.add_task(runtime.spawn(crate::background::forward_progress(
             inner.clone(),
             events_rx,

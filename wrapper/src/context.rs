@@ -10,8 +10,12 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 
+use crate::alarms::Alarms;
 use crate::handler::HandlerError;
-use crate::protocol::{LogLine, LogStream, ProgressUpdate, RunId, RunRequest, TaskId, Trigger};
+use crate::protocol::{
+    AlarmError, AlarmSeverity, AlarmState, LogLine, LogStream, ProgressUpdate, RunId, RunRequest,
+    TaskId, Trigger, WrapperAlarm, check_kind, check_message,
+};
 
 /// Longest log line kept or sent, in bytes; longer lines are cut.
 pub const MAX_LOG_LINE_BYTES: usize = 4096;
@@ -100,6 +104,7 @@ pub(crate) struct ContextParts {
     pub(crate) cancel: Arc<Cancellation>,
     pub(crate) events: mpsc::Sender<ProgressEvent>,
     pub(crate) tail_lines: usize,
+    pub(crate) alarms: Arc<Alarms>,
 }
 
 struct ContextInner {
@@ -108,6 +113,7 @@ struct ContextInner {
     events: mpsc::Sender<ProgressEvent>,
     tail: Mutex<VecDeque<String>>,
     tail_lines: usize,
+    alarms: Arc<Alarms>,
 }
 
 /// The context of one run, handed to its handler. Cheap to clone; every clone is the same run.
@@ -151,6 +157,7 @@ impl RunContext {
                 events: parts.events,
                 tail: Mutex::new(VecDeque::new()),
                 tail_lines: parts.tail_lines,
+                alarms: parts.alarms,
             }),
         }
     }
@@ -279,6 +286,34 @@ impl RunContext {
         let _ = self.inner.events.try_send(ProgressEvent::Update(update));
     }
 
+    /// Raises an alarm for an operator, about this run: `kind` is 1 to 63 characters of
+    /// `a-z 0-9 _` starting with a letter (e.g. `disk_full`), `message` 1 to 1000 characters
+    /// without control characters. It goes to an engine, which stores it as an alarm of the
+    /// app's tenant (a repeat of an open alarm of the same task and kind is counted on it), and,
+    /// when the wrapper has an AMQP URL, straight to the alarm exchange too. Never blocks; a bad
+    /// kind or message is refused with an error naming what is wrong.
+    pub fn alarm(
+        &self,
+        severity: AlarmSeverity,
+        kind: &str,
+        message: impl Into<String>,
+    ) -> Result<(), AlarmError> {
+        let message = message.into();
+        check_kind(kind)?;
+        check_message(&message)?;
+        self.inner.alarms.raise(WrapperAlarm {
+            id: crate::alarms::new_id(),
+            severity,
+            kind: kind.to_owned(),
+            message,
+            state: AlarmState::Raised,
+            run_id: Some(self.run_id()),
+            task_id: Some(self.task_id()),
+            at: Utc::now(),
+        });
+        Ok(())
+    }
+
     /// Logs a line: kept in the run's log tail (sent with its result) and streamed to the engine.
     pub fn log(&self, line: impl Into<String>) {
         self.log_stream(LogStream::Handler, line.into());
@@ -346,6 +381,7 @@ mod tests {
             cancel: cancel.clone(),
             events,
             tail_lines,
+            alarms: Arc::new(Alarms::new(false, None)),
         });
         (ctx, cancel)
     }
@@ -386,6 +422,25 @@ mod tests {
         let (ctx, cancel) = context(0);
         cancel.cancel(CancelReason::Shutdown);
         assert_eq!(ctx.cancelled().await, CancelReason::Shutdown);
+    }
+
+    #[test]
+    fn a_handler_alarm_is_validated_and_queued_with_its_run() {
+        let (ctx, _) = context(0);
+        assert!(
+            ctx.alarm(AlarmSeverity::Warning, "Disk Full", "x")
+                .err()
+                .is_some_and(|e| e.to_string().contains("a-z 0-9 _"))
+        );
+        assert!(ctx.alarm(AlarmSeverity::Warning, "disk_full", "").is_err());
+        assert!(
+            ctx.alarm(AlarmSeverity::Warning, "disk_full", "disk 91% full")
+                .is_ok()
+        );
+        let queued = ctx.inner.alarms.to_engine.peek(10);
+        assert_eq!(queued.len(), 1);
+        assert_eq!(queued[0].run_id, Some(7));
+        assert_eq!(queued[0].task_id, Some(1));
     }
 
     #[test]

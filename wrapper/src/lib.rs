@@ -76,6 +76,7 @@
 
 #![warn(missing_docs)]
 
+mod alarms;
 mod background;
 mod builder;
 pub mod builtin;
@@ -98,6 +99,7 @@ pub use builder::{BuildError, WrapperBuilder};
 pub use builtin::ShellOptions;
 pub use context::{CancelReason, MAX_LOG_LINE_BYTES, RunContext};
 pub use handler::{FailureKind, HandlerError, HandlerResult};
+pub use protocol::{AlarmError, AlarmSeverity};
 pub use runtime::DrainReport;
 pub use spool::SpoolError;
 

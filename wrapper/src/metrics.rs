@@ -5,7 +5,7 @@
 
 use metrics::{counter, gauge, histogram};
 
-use crate::protocol::{AckStatus, Outcome};
+use crate::protocol::{AckStatus, AlarmSeverity, AlarmState, Outcome};
 
 /// A run request was answered with `status`.
 pub(crate) fn run_request(status: AckStatus) {
@@ -43,4 +43,24 @@ pub(crate) fn load(running: u32, pending_results: usize) {
 /// Results an engine confirmed.
 pub(crate) fn results_confirmed(n: usize) {
     counter!("mthpt_wrapper_results_confirmed_total").increment(n as u64);
+}
+
+/// An alarm was raised (or resolved) by a handler or by the wrapper itself.
+pub(crate) fn alarm_raised(severity: AlarmSeverity, state: AlarmState) {
+    let state = match state {
+        AlarmState::Raised => "raised",
+        AlarmState::Resolved => "resolved",
+    };
+    counter!("mthpt_wrapper_alarms_total", "severity" => severity.as_str(), "state" => state)
+        .increment(1);
+}
+
+/// An alarm was published straight to the message bus and confirmed.
+pub(crate) fn alarm_published() {
+    counter!("mthpt_wrapper_alarms_published_total").increment(1);
+}
+
+/// An alarm was dropped from a full queue (`path`: `engine` or `amqp`).
+pub(crate) fn alarm_dropped(path: &'static str) {
+    counter!("mthpt_wrapper_alarms_dropped_total", "path" => path).increment(1);
 }

@@ -55,6 +55,8 @@ pub(crate) struct Settings {
     pub(crate) result_linger: Duration,
     pub(crate) log_tail_lines: usize,
     pub(crate) remember_finished: usize,
+    /// After how long without an answer from any engine `engine_unreachable` is raised.
+    pub(crate) engine_unreachable_after: Duration,
 }
 
 #[derive(Debug)]
@@ -161,6 +163,8 @@ pub(crate) struct Inner {
     /// After this long without engine contact the instance stops its runs (0: never; set from
     /// the executor timeout an engine announces at registration).
     pub(crate) fence_after_ms: AtomicI64,
+    /// Alarms on their way to engines and to the message bus.
+    pub(crate) alarms: Arc<crate::alarms::Alarms>,
 }
 
 impl std::fmt::Debug for Inner {
@@ -228,6 +232,7 @@ pub(crate) struct InnerParts {
     pub(crate) runtime: Handle,
     pub(crate) spool: Spool,
     pub(crate) events: mpsc::Sender<ProgressEvent>,
+    pub(crate) alarms: Arc<crate::alarms::Alarms>,
 }
 
 impl Inner {
@@ -272,6 +277,7 @@ impl Inner {
             started_at: Utc::now(),
             last_contact_ms: AtomicI64::new(Utc::now().timestamp_millis()),
             fence_after_ms: AtomicI64::new(0),
+            alarms: parts.alarms,
         }
     }
 
@@ -492,6 +498,7 @@ impl Inner {
             cancel: cancel.clone(),
             events: self.events.clone(),
             tail_lines: self.settings.log_tail_lines,
+            alarms: self.alarms.clone(),
         });
         match handler {
             Handler::Blocking(f) => {

@@ -4,10 +4,11 @@
 use std::collections::BTreeSet;
 
 use mthpt_wrapper::protocol::{
-    CancelRequest, CancelResponse, DeregisterRequest, DeregisterResponse, ErrorBody,
-    HealthResponse, HeartbeatRequest, HeartbeatResponse, ProgressBatch, ProgressBatchResponse,
-    RegisterRequest, RegisterResponse, ResultBatch, ResultBatchResponse, RunAck, RunBatchRequest,
-    RunBatchResponse, RunRequest, SignatureHeaders, signature_hex, verify_signature,
+    AlarmBatch, AlarmBatchResponse, CancelRequest, CancelResponse, DeregisterRequest,
+    DeregisterResponse, ErrorBody, HealthResponse, HeartbeatRequest, HeartbeatResponse,
+    ProgressBatch, ProgressBatchResponse, RegisterRequest, RegisterResponse, ResultBatch,
+    ResultBatchResponse, RunAck, RunBatchRequest, RunBatchResponse, RunRequest, SignatureHeaders,
+    signature_hex, verify_signature,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -76,6 +77,8 @@ fn check(tag: &str, text: &str) -> Result<(), String> {
         "ResultBatchResponse" => round_trip::<ResultBatchResponse>(tag, text),
         "ProgressBatch" => round_trip::<ProgressBatch>(tag, text),
         "ProgressBatchResponse" => round_trip::<ProgressBatchResponse>(tag, text),
+        "AlarmBatch" => round_trip::<AlarmBatch>(tag, text),
+        "AlarmBatchResponse" => round_trip::<AlarmBatchResponse>(tag, text),
         "ErrorBody" => round_trip::<ErrorBody>(tag, text),
         "signing-example" => check_signing_example(text),
         other => Err(format!("unknown example tag mthpt:{other}")),

@@ -27,7 +27,8 @@ pub fn routes(cfg: &mut utoipa_actix_web::service_config::ServiceConfig<'_>) {
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct AlarmBody {
     pub id: i64,
-    /// run_failed, retries_exhausted, timed_out, not_started, executor_lost, node_lost, misfire.
+    /// run_failed, retries_exhausted, timed_out, not_started, executor_lost, node_lost, misfire,
+    /// or app (raised by an app's wrapper; its own kind is `details.app_kind`).
     pub kind: String,
     /// info, warning or critical.
     pub severity: String,

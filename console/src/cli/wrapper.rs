@@ -73,6 +73,30 @@ pub struct WrapperArgs {
         value_name = "SECONDS"
     )]
     pub drain_grace: u64,
+
+    /// Also publish this wrapper's alarms (handlers' and its own "engine unreachable") straight
+    /// to RabbitMQ, signed with the app's secret: amqp://user:password@host:5672/vhost.
+    #[arg(long, env = "MTHPT_AMQP_URL", value_name = "URL")]
+    pub amqp_url: Option<String>,
+
+    /// The exchange alarms are published to.
+    #[arg(
+        long,
+        env = "MTHPT_AMQP_EXCHANGE",
+        default_value = "mthpt.alarms",
+        value_name = "NAME"
+    )]
+    pub amqp_exchange: String,
+
+    /// The id of the app's tenant, for the routing key of alarms published before any engine
+    /// answered (engines tell it at registration).
+    #[arg(long, env = "MTHPT_TENANT_ID", value_name = "ID")]
+    pub tenant_id: Option<i64>,
+
+    /// Seconds without an answer from any engine before the "engine unreachable" alarm is
+    /// raised (default: three heartbeat intervals, 15 s).
+    #[arg(long, env = "MTHPT_ENGINE_UNREACHABLE_AFTER", value_name = "SECONDS")]
+    pub engine_unreachable_after: Option<u64>,
 }
 
 /// Why `mthpt wrapper` could not start or serve.
@@ -202,6 +226,17 @@ async fn serve(args: WrapperArgs) -> Result<(), WrapperCliError> {
     }
     if args.enable_http {
         builder = builder.enable_http();
+    }
+    if let Some(url) = &args.amqp_url {
+        builder = builder
+            .amqp_url(url.clone())
+            .amqp_exchange(args.amqp_exchange.clone());
+    }
+    if let Some(tenant) = args.tenant_id {
+        builder = builder.tenant_id(tenant);
+    }
+    if let Some(secs) = args.engine_unreachable_after {
+        builder = builder.engine_unreachable_after(std::time::Duration::from_secs(secs));
     }
     let wrapper = builder.build()?;
     let server = wrapper

@@ -41,10 +41,11 @@ pub struct Services {
 impl Services {
     /// Services with a hub of their own (fed by nothing until a feeder is started on it).
     pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>) -> Self {
+        let check = crate::wrapper_alarms::WrapperCheck::new(store.clone(), clock.clone());
         Self {
             store,
             clock,
-            events: EventHub::new(),
+            events: EventHub::with_wrapper_check(check),
         }
     }
 

@@ -693,6 +693,15 @@ pub trait Tx: Send {
     /// Those of `tasks` that have unresolved alarms a success resolves (one statement for a
     /// batch of results; usually none).
     async fn tasks_with_unresolved_alarms(&mut self, tasks: &[TaskId]) -> Result<Vec<TaskId>>;
+    /// Resolves the tenant's unresolved alarm with this dedupe key (a wrapper saying its
+    /// condition is over), with a `resolved` event unless it was muted; `None` when there is
+    /// no such open alarm.
+    async fn resolve_alarm_by_key(
+        &mut self,
+        tenant: TenantId,
+        dedupe_key: &str,
+        now: i64,
+    ) -> Result<Option<Alarm>>;
     async fn get_alarm(&mut self, scope: Scope, id: AlarmId) -> Result<Alarm>;
     async fn list_alarms(&mut self, scope: Scope, filter: &AlarmFilter) -> Result<Vec<Alarm>>;
     /// Acknowledges an alarm (idempotent: the first acknowledgement is kept, and only it writes

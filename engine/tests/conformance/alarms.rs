@@ -2,6 +2,7 @@ use std::sync::Arc;
 
 use mthpt_engine::alarm::{AlarmEventKind, AlarmFilter, AlarmKind, NewAlarm, Severity};
 use mthpt_engine::store::{Scope, Store, StoreError};
+use mthpt_engine::task::Task;
 
 use crate::in_tx;
 use crate::support::fixtures::*;
@@ -435,4 +436,110 @@ pub async fn concurrent_relays_take_disjoint_batches_of_events(store: Arc<dyn St
         .unwrap();
     one.commit().await.unwrap();
     assert_eq!(events(store).await.len(), 4);
+}
+
+fn app_alarm(w: &World, task: Option<&Task>, app_kind: &str, id: &str) -> NewAlarm {
+    let mut alarm = NewAlarm::new(
+        Some(w.tenant.id),
+        AlarmKind::App,
+        Severity::Warning,
+        format!("{app_kind} from the wrapper"),
+    );
+    alarm.task_id = task.map(|t| t.id);
+    alarm.details =
+        serde_json::json!({"app": "acme.billing", "app_kind": app_kind, "alarm_id": id});
+    alarm.dedupe_key = Some(format!("app:acme.billing:{id}"));
+    alarm
+}
+
+pub async fn wrapper_alarms_repeat_per_own_kind_and_are_resolved_by_their_key(
+    store: Arc<dyn Store>,
+) {
+    let store = &*store;
+    let a = world(store, "acme").await;
+    let b = world(store, "globex").await;
+    let (task, _) = create_task(store, &a, &manual(a.app.id, "disk")).await;
+
+    let disk = in_tx!(store, |tx| tx
+        .insert_alarm(&app_alarm(&a, Some(&task), "disk_full", "id-1"), T0)
+        .await
+        .unwrap()
+        .unwrap());
+    assert_eq!(disk.kind, AlarmKind::App);
+    let again = in_tx!(store, |tx| tx
+        .insert_alarm(
+            &app_alarm(&a, Some(&task), "disk_full", "id-2"),
+            T0 + SECOND
+        )
+        .await
+        .unwrap()
+        .unwrap());
+    assert_eq!(
+        (again.id, again.count),
+        (disk.id, 2),
+        "same task and own kind: a repeat"
+    );
+    let other_kind = in_tx!(store, |tx| tx
+        .insert_alarm(&app_alarm(&a, Some(&task), "quota", "id-3"), T0 + SECOND)
+        .await
+        .unwrap()
+        .unwrap());
+    assert_ne!(
+        other_kind.id, disk.id,
+        "another own kind is an alarm of its own"
+    );
+    assert!(
+        in_tx!(store, |tx| tx
+            .insert_alarm(
+                &app_alarm(&a, Some(&task), "disk_full", "id-1"),
+                T0 + 2 * SECOND
+            )
+            .await
+            .unwrap())
+        .is_none(),
+        "the same wrapper alarm id is stored once"
+    );
+
+    // Resolved by its key, within its tenant only, once.
+    let unreachable = in_tx!(store, |tx| tx
+        .insert_alarm(&app_alarm(&a, None, "engine_unreachable", "id-4"), T0)
+        .await
+        .unwrap()
+        .unwrap());
+    let key = "app:acme.billing:id-4";
+    assert!(
+        in_tx!(store, |tx| tx
+            .resolve_alarm_by_key(b.tenant.id, key, T0 + 5)
+            .await
+            .unwrap())
+        .is_none(),
+        "another tenant cannot resolve it"
+    );
+    let resolved = in_tx!(store, |tx| tx
+        .resolve_alarm_by_key(a.tenant.id, key, T0 + 10)
+        .await
+        .unwrap());
+    assert_eq!(
+        resolved.map(|r| (r.id, r.resolved_at)),
+        Some((unreachable.id, Some(T0 + 10)))
+    );
+    assert!(
+        in_tx!(store, |tx| tx
+            .resolve_alarm_by_key(a.tenant.id, key, T0 + 20)
+            .await
+            .unwrap())
+        .is_none()
+    );
+    let mut tx = store.begin().await.unwrap();
+    let events = tx.list_unpublished_alarm_events(100).await.unwrap();
+    drop(tx);
+    let of_unreachable: Vec<_> = events
+        .iter()
+        .filter(|e| e.alarm_id == unreachable.id)
+        .map(|e| e.event)
+        .collect();
+    assert_eq!(
+        of_unreachable,
+        vec![AlarmEventKind::Raised, AlarmEventKind::Resolved]
+    );
 }

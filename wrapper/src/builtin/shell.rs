@@ -5,8 +5,10 @@
 //! The script runs as `bash -c SCRIPT` with stdin closed and these variables set:
 //! `MTHPT_RUN_ID`, `MTHPT_TASK_ID`, `MTHPT_TASK_NAME`, `MTHPT_ATTEMPT`, `MTHPT_SHARD_INDEX`,
 //! `MTHPT_SHARD_TOTAL`, `MTHPT_SCHEDULED_AT_MS`.
-//! Each line of stdout and stderr becomes a log line of the run. Exit status 0 is success; any
-//! other status, or death by a signal, is a retryable failure.
+//! Each line of stdout and stderr becomes a log line of the run. A stdout line
+//! `::mthpt-alarm <severity> <kind> <message>` (e.g. `::mthpt-alarm warning disk_full disk 91%
+//! full`) also raises an alarm, as a handler's `ctx.alarm` does; one that is not valid logs why.
+//! Exit status 0 is success; any other status, or death by a signal, is a retryable failure.
 //!
 //! The run owns its process group: on cancellation or deadline the whole group gets SIGTERM,
 //! then SIGKILL after the grace period; when the script ends, whatever is left of its group is
@@ -36,7 +38,7 @@ use tokio::time::Instant;
 
 use crate::context::{MAX_LOG_LINE_BYTES, RunContext};
 use crate::handler::{HandlerError, HandlerResult};
-use crate::protocol::LogStream;
+use crate::protocol::{AlarmError, AlarmSeverity, LogStream};
 
 /// Options of the `shell` handler, set by the wrapper's operator.
 #[derive(Debug, Clone)]
@@ -143,6 +145,19 @@ async fn terminate_group(pgid: i32, guard: Option<i32>, grace: Duration) {
     signal_group(pgid, Signal::SIGKILL);
 }
 
+/// The prefix of a stdout line that raises an alarm.
+pub const ALARM_PREFIX: &str = "::mthpt-alarm ";
+
+/// An alarm line's severity, kind and message; `None` for any other line.
+fn alarm_line(line: &str) -> Option<Result<(AlarmSeverity, &str, &str), AlarmError>> {
+    let rest = line.strip_prefix(ALARM_PREFIX)?;
+    let mut words = rest.trim_start().splitn(3, ' ');
+    let severity = words.next().unwrap_or_default();
+    let kind = words.next().unwrap_or_default();
+    let message = words.next().unwrap_or_default().trim();
+    Some(severity.parse().map(|s| (s, kind, message)))
+}
+
 async fn pump<R: AsyncRead + Unpin>(reader: R, ctx: RunContext, stream: LogStream) {
     let mut reader = BufReader::new(reader);
     let mut line: Vec<u8> = Vec::new();
@@ -150,7 +165,19 @@ async fn pump<R: AsyncRead + Unpin>(reader: R, ctx: RunContext, stream: LogStrea
         if line.last() == Some(&b'\r') {
             line.pop();
         }
-        ctx.log_stream(stream, String::from_utf8_lossy(line).into_owned());
+        let text = String::from_utf8_lossy(line).into_owned();
+        if stream == LogStream::Stdout {
+            match alarm_line(&text) {
+                Some(Ok((severity, kind, message))) => {
+                    if let Err(e) = ctx.alarm(severity, kind, message) {
+                        ctx.log(format!("[mthpt] alarm not raised: {e}"));
+                    }
+                }
+                Some(Err(e)) => ctx.log(format!("[mthpt] alarm not raised: {e}")),
+                None => {}
+            }
+        }
+        ctx.log_stream(stream, text);
         line.clear();
     };
     loop {
@@ -327,6 +354,24 @@ pub(crate) async fn run(ctx: RunContext, options: ShellOptions) -> HandlerResult
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn alarm_lines_are_read_from_their_prefix() {
+        assert!(alarm_line("disk 91% full").is_none());
+        assert!(alarm_line("::mthpt-alarmist").is_none());
+        assert_eq!(
+            alarm_line("::mthpt-alarm warning disk_full disk 91% full on /var"),
+            Some(Ok((
+                AlarmSeverity::Warning,
+                "disk_full",
+                "disk 91% full on /var"
+            )))
+        );
+        assert!(matches!(
+            alarm_line("::mthpt-alarm urgent disk_full x"),
+            Some(Err(AlarmError::Severity(s))) if s == "urgent"
+        ));
+    }
 
     #[test]
     fn params_accept_a_plain_script() -> Result<(), HandlerError> {

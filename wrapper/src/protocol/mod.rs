@@ -12,6 +12,7 @@
 //! - enum values are `snake_case` strings;
 //! - optional fields are left out when empty.
 
+mod alarm;
 mod signing;
 
 use std::collections::BTreeMap;
@@ -20,6 +21,12 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use alarm::{
+    AlarmAck, AlarmBatch, AlarmBatchResponse, AlarmError, AlarmSeverity, AlarmState,
+    ENGINE_UNREACHABLE, MAX_ALARM_KIND_CHARS, MAX_ALARM_MESSAGE_CHARS, MAX_ALARMS_PER_BATCH,
+    PUBLISH_METHOD, SIGNED_ID_PREFIX, WrapperAlarm, check_kind, check_message, dedupe_key,
+    message_canonical, message_signature, parse_signed_message_id, routing_key, signed_message_id,
+};
 pub use signing::{
     BodySignature, MAX_CLOCK_SKEW_SECS, ReplayGuard, SignatureError, SignatureHeaders, Signer,
     canonical_string, signature_hex, unix_now, verify_signature,
@@ -62,6 +69,8 @@ pub mod paths {
     pub const RESULTS: &str = "/mthpt/v1/results";
     /// Wrapper → engine: a batch of progress updates and log lines (`POST`).
     pub const PROGRESS: &str = "/mthpt/v1/progress";
+    /// Wrapper → engine: a batch of alarms raised by the instance or its handlers (`POST`).
+    pub const ALARMS: &str = "/mthpt/v1/alarms";
 
     /// The cancel path of one run, e.g. `/mthpt/v1/runs/42/cancel`.
     pub fn run_cancel(run_id: RunId) -> String {
@@ -403,6 +412,10 @@ pub struct RegisterResponse {
     /// runs elsewhere; a wrapper cut off from every engine stops its runs before that.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub executor_timeout_ms: Option<u64>,
+    /// The id of the app's tenant: the tenant part of the routing key of alarms the wrapper
+    /// publishes straight to the alarm exchange.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant_id: Option<i64>,
 }
 
 /// `POST /mthpt/v1/executors/heartbeat`: an instance is alive.

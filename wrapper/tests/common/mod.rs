@@ -13,10 +13,11 @@ use actix_web::{App, HttpRequest, HttpResponse, HttpServer, web};
 use chrono::Utc;
 use mthpt_wrapper::client::{RawResponse, SignedClient};
 use mthpt_wrapper::protocol::{
-    DeregisterRequest, DeregisterResponse, ErrorBody, ErrorCode, HeartbeatRequest,
-    HeartbeatResponse, ItemAck, ItemStatus, ProgressBatch, ProgressBatchResponse, RegisterRequest,
-    RegisterResponse, ReplayGuard, ResultBatch, ResultBatchResponse, RunId, RunRequest, RunResult,
-    SignatureHeaders, Signer, Trigger, paths, unix_now,
+    AlarmAck, AlarmBatch, AlarmBatchResponse, DeregisterRequest, DeregisterResponse, ErrorBody,
+    ErrorCode, HeartbeatRequest, HeartbeatResponse, ItemAck, ItemStatus, ProgressBatch,
+    ProgressBatchResponse, RegisterRequest, RegisterResponse, ReplayGuard, ResultBatch,
+    ResultBatchResponse, RunId, RunRequest, RunResult, SignatureHeaders, Signer, Trigger,
+    WrapperAlarm, paths, unix_now,
 };
 use mthpt_wrapper::{Wrapper, WrapperBuilder};
 use serde::Serialize;
@@ -38,6 +39,8 @@ pub struct EngineLog {
     /// Result batches it refused with 503.
     pub refused_result_batches: usize,
     pub progress: Vec<ProgressBatch>,
+    /// Alarms it accepted, in arrival order.
+    pub alarms: Vec<WrapperAlarm>,
     pub unauthorized: usize,
 }
 
@@ -48,6 +51,8 @@ struct Switches {
     hang_heartbeats: bool,
     /// Announced at registration.
     executor_timeout_ms: Option<u64>,
+    /// Heartbeats, registrations and alarms are answered 503 (an engine whose database is down).
+    down: bool,
 }
 
 #[derive(Debug, Default)]
@@ -96,6 +101,9 @@ async fn signed_json<T: DeserializeOwned>(
 }
 
 async fn register(req: HttpRequest, body: web::Bytes, st: web::Data<EngineState>) -> HttpResponse {
+    if lock(&st.switches).down {
+        return unavailable();
+    }
     match signed_json::<RegisterRequest>(&st, &req, &body).await {
         Ok(r) => {
             let id = r.instance_id.clone();
@@ -104,13 +112,43 @@ async fn register(req: HttpRequest, body: web::Bytes, st: web::Data<EngineState>
                 instance_id: id,
                 heartbeat_interval_ms: Some(200),
                 executor_timeout_ms: lock(&st.switches).executor_timeout_ms,
+                tenant_id: None,
             })
         }
         Err(resp) => resp,
     }
 }
 
+fn unavailable() -> HttpResponse {
+    HttpResponse::ServiceUnavailable().json(ErrorBody::new(ErrorCode::Unavailable, "down"))
+}
+
+async fn alarms(req: HttpRequest, body: web::Bytes, st: web::Data<EngineState>) -> HttpResponse {
+    if lock(&st.switches).down {
+        return unavailable();
+    }
+    match signed_json::<AlarmBatch>(&st, &req, &body).await {
+        Ok(batch) => {
+            let items = batch
+                .alarms
+                .iter()
+                .map(|a| AlarmAck {
+                    id: a.id.clone(),
+                    status: ItemStatus::Accepted,
+                    message: None,
+                })
+                .collect();
+            lock(&st.log).alarms.extend(batch.alarms);
+            HttpResponse::Ok().json(AlarmBatchResponse { items })
+        }
+        Err(resp) => resp,
+    }
+}
+
 async fn heartbeat(req: HttpRequest, body: web::Bytes, st: web::Data<EngineState>) -> HttpResponse {
+    if lock(&st.switches).down {
+        return unavailable();
+    }
     let hang = lock(&st.switches).hang_heartbeats;
     if hang {
         tokio::time::sleep(Duration::from_secs(10)).await;
@@ -209,6 +247,7 @@ impl EngineStandIn {
                 .route(paths::DEREGISTER, web::post().to(deregister))
                 .route(paths::RESULTS, web::post().to(results))
                 .route(paths::PROGRESS, web::post().to(progress))
+                .route(paths::ALARMS, web::post().to(alarms))
         })
         .workers(1)
         .disable_signals()
@@ -226,6 +265,11 @@ impl EngineStandIn {
     /// The executor timeout announced to wrappers that register from now on.
     pub fn announce_executor_timeout(&self, ms: u64) {
         lock(&self.state.switches).executor_timeout_ms = Some(ms);
+    }
+
+    /// Answers heartbeats, registrations and alarms with 503 (`true`) or serves them again.
+    pub fn set_down(&self, down: bool) {
+        lock(&self.state.switches).down = down;
     }
 
     pub fn hang_heartbeats(&self, hang: bool) {

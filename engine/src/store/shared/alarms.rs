@@ -29,6 +29,7 @@ macro_rules! alarm_ops {
                     None => None,
                     Some(task) => sqlx::query_as(concat!(
                         "SELECT * FROM alarms WHERE task_id = $1 AND kind = $2
+                           AND ($4 IS NULL OR details ->> 'app_kind' = $4)
                            AND resolved_at IS NULL AND repeat_of IS NULL
                            AND acknowledged_at IS NULL AND muted = FALSE
                            AND NOT EXISTS (SELECT 1 FROM alarm_mutes m WHERE m.task_id = $1 AND m.muted_until > $3)
@@ -38,6 +39,7 @@ macro_rules! alarm_ops {
                     .bind(task)
                     .bind(alarm.kind.as_str())
                     .bind(now)
+                    .bind(alarm.app_kind())
                     .fetch_optional(&mut *self.tx)
                     .await?,
                 };
@@ -194,6 +196,29 @@ macro_rules! alarm_ops {
                 .fetch_all(&mut *self.tx)
                 .await?;
                 for alarm in resolved.iter().filter(|a| !a.muted) {
+                    $crate::store::Tx::insert_alarm_event(&mut *self, AlarmEventKind::Resolved, alarm, now).await?;
+                }
+                Ok(resolved)
+            }
+
+            async fn resolve_alarm_by_key(
+                &mut self,
+                tenant: TenantId,
+                dedupe_key: &str,
+                now: i64,
+            ) -> Result<Option<Alarm>> {
+                let resolved: Option<Alarm> = sqlx::query_as(
+                    "UPDATE alarms SET resolved_at = $3
+                     WHERE tenant_id = $1 AND dedupe_key = $2 AND resolved_at IS NULL
+                       AND repeat_of IS NULL
+                     RETURNING *",
+                )
+                .bind(tenant)
+                .bind(dedupe_key)
+                .bind(now)
+                .fetch_optional(&mut *self.tx)
+                .await?;
+                if let Some(alarm) = resolved.as_ref().filter(|a| !a.muted) {
                     $crate::store::Tx::insert_alarm_event(&mut *self, AlarmEventKind::Resolved, alarm, now).await?;
                 }
                 Ok(resolved)
