@@ -604,14 +604,14 @@ pub trait Tx: Send {
         app: Option<AppId>,
         items: &[(RunId, RunCompletion)],
     ) -> Result<Vec<Result<Completion>>>;
-    /// Records progress and log lines of a running run; false when the run is unknown (for
-    /// that app) or no longer running.
+    /// Records progress and log lines of a running run and returns its task; `None` when the
+    /// run is unknown (for that app) or no longer running.
     async fn record_progress(
         &mut self,
         app: Option<AppId>,
         progress: &RunProgress,
         now: i64,
-    ) -> Result<bool>;
+    ) -> Result<Option<TaskId>>;
     /// A late success for `ended`, a run the engine ended without its result: declared `lost`
     /// with its executor, or `timed_out` although the handler finished before the deadline (see
     /// [`Revival`]). Its retry or recovery run is withdrawn (deleted) when it has not started —
