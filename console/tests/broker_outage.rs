@@ -122,7 +122,12 @@ async fn alarms_raised_while_the_broker_is_stopped_all_arrive_once_it_is_back() 
 
     let mut socket = connect(&app.events_url(), &ada).await;
     let first = raise(app.store(), t.tenant.id, "before").await;
-    next_where(&mut socket, &mut Vec::new(), support::is("alarm.raised", first)).await;
+    next_where(
+        &mut socket,
+        &mut Vec::new(),
+        support::is("alarm.raised", first),
+    )
+    .await;
 
     ctl(&node, RabbitNode::stop_app).await.unwrap();
     let stopped_at = SystemClock.now_ms();
@@ -202,7 +207,12 @@ async fn alarms_raised_while_the_broker_is_stopped_all_arrive_once_it_is_back() 
 
     // Alarms raised after the outage arrive as events again.
     let after = raise(app.store(), t.tenant.id, "after").await;
-    next_where(&mut socket, &mut Vec::new(), support::is("alarm.raised", after)).await;
+    next_where(
+        &mut socket,
+        &mut Vec::new(),
+        support::is("alarm.raised", after),
+    )
+    .await;
 
     w.stop().await;
     engine.shutdown().await;

@@ -673,11 +673,19 @@ async fn raise_alarm(store: &dyn Store, tenant: mthpt_engine::tenant::TenantId, 
 }
 
 /// Raises alarms until one reaches `socket` (the node's subscription is up once one does).
-async fn live_alarm(store: &dyn Store, tenant: mthpt_engine::tenant::TenantId, socket: &mut support::Socket, key: &str) -> i64 {
+async fn live_alarm(
+    store: &dyn Store,
+    tenant: mthpt_engine::tenant::TenantId,
+    socket: &mut support::Socket,
+    key: &str,
+) -> i64 {
     for attempt in 0..40 {
         let id = raise_alarm(store, tenant, &format!("{key}-{attempt}")).await;
         let frames = support::frames_for(socket, Duration::from_millis(500)).await;
-        if frames.iter().any(|v| v["type"] == "alarm.raised" && v["alarm"]["id"] == id) {
+        if frames
+            .iter()
+            .any(|v| v["type"] == "alarm.raised" && v["alarm"]["id"] == id)
+        {
             return id;
         }
     }
@@ -691,7 +699,11 @@ async fn a_killed_console_nodes_clients_reconnect_and_resync_the_open_alarms() {
     let app = mthpt_console::testing::spawn_app(mthpt_engine::store::Backend::Postgres).await;
     let acme = app.tenant("acme").await;
     let (_, ada) = app
-        .user(Some(&acme), "ada", mthpt_engine::tenant::Role::TenantOperator)
+        .user(
+            Some(&acme),
+            "ada",
+            mthpt_engine::tenant::Role::TenantOperator,
+        )
         .await;
     let amqp_url = std::env::var("MTHPT_TEST_AMQP_URL")
         .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".to_owned());
@@ -770,7 +782,10 @@ async fn a_killed_console_nodes_clients_reconnect_and_resync_the_open_alarms() {
     let open = open_alarm_ids(&base, &ada).await;
     assert!(open.contains(&first), "{open:?}");
     for id in &down[1..] {
-        assert!(open.contains(id), "alarm {id} raised while the node was down: {open:?}");
+        assert!(
+            open.contains(id),
+            "alarm {id} raised while the node was down: {open:?}"
+        );
     }
     assert!(!open.contains(&down[0]), "acknowledged meanwhile: {open:?}");
     // And live events flow again.

@@ -89,11 +89,18 @@ async fn run_events_reach_the_clients_that_asked_and_may_see_the_tenant() {
     let bus = amqp_bus().await;
     let shared: Arc<dyn Bus> = Arc::new(bus.clone());
     let mut app = spawn_app(Backend::Postgres).await;
-    app.listen_to(shared.clone(), &format!("test.runs.{}", uuid::Uuid::new_v4()));
+    app.listen_to(
+        shared.clone(),
+        &format!("test.runs.{}", uuid::Uuid::new_v4()),
+    );
     let acme = tenancy(app.store(), "acme", "billing").await.unwrap();
     let globex = tenancy(app.store(), "globex", "ledger").await.unwrap();
-    let (_, ada) = app.user(Some(&acme.tenant), "ada", Role::TenantViewer).await;
-    let (_, gil) = app.user(Some(&globex.tenant), "gil", Role::TenantAdmin).await;
+    let (_, ada) = app
+        .user(Some(&acme.tenant), "ada", Role::TenantViewer)
+        .await;
+    let (_, gil) = app
+        .user(Some(&globex.tenant), "gil", Role::TenantAdmin)
+        .await;
     let engine = engine_with(&app, shared.clone(), "engine-1").await;
     let (wa, wb) = (worker(&acme, &engine), worker(&globex, &engine));
     wa.registered().await.unwrap();

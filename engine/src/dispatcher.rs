@@ -26,9 +26,9 @@ use crate::claimer::{Cancellation, Fire};
 use crate::clock::{Clock, ms_to_datetime};
 use crate::directory::{AppEntry, Directory, lock};
 use crate::outcome::{Finish, finish_runs, log_finished};
-use crate::run_events::{RunEvent, RunEvents};
 use crate::routing::{self, RoutingState};
 use crate::run::{ClaimedTransition, Fence, NewRun, Run, RunId, RunState, TriggerKind};
+use crate::run_events::{RunEvent, RunEvents};
 use crate::store::{Result, StartClaimed, Store, StoreError};
 use crate::task::{Routing, Task};
 use crate::tenant::TenantId;
@@ -345,7 +345,11 @@ impl Dispatcher {
                                     lock(&self.routing).sent(executor, heartbeat_at);
                                     if let Some(fence) = p.fire.run.fence() {
                                         if self.run_events.is_on() {
-                                            starting.push(running_event(&p.fire.run, executor, sent_at));
+                                            starting.push(running_event(
+                                                &p.fire.run,
+                                                executor,
+                                                sent_at,
+                                            ));
                                         }
                                         started.push(StartClaimed {
                                             fence,

@@ -215,7 +215,10 @@ impl RunEvents {
         clock: Arc<dyn Clock>,
         config: RunEventsConfig,
         stop: watch::Receiver<bool>,
-    ) -> (RunEvents, impl std::future::Future<Output = ()> + Send + 'static) {
+    ) -> (
+        RunEvents,
+        impl std::future::Future<Output = ()> + Send + 'static,
+    ) {
         let (tx, rx) = mpsc::channel(config.queue.max(1));
         let events = RunEvents {
             tx: Some(tx),
@@ -574,7 +577,10 @@ mod tests {
             limiter.tick(i * 10, &mut out);
         }
         limiter.tick(1_000, &mut out);
-        assert!(out.len() <= 5, "at most 4 a second (+1 at the edge): {out:?}");
+        assert!(
+            out.len() <= 5,
+            "at most 4 a second (+1 at the edge): {out:?}"
+        );
         let Some(What::Progress {
             fraction,
             coalesced,
@@ -592,7 +598,10 @@ mod tests {
                 _ => 0,
             })
             .sum();
-        assert_eq!(total, 100, "every update is either sent or counted as coalesced");
+        assert_eq!(
+            total, 100,
+            "every update is either sent or counted as coalesced"
+        );
     }
 
     #[test]

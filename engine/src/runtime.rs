@@ -34,8 +34,8 @@ use crate::directory::Directory;
 use crate::dispatcher::{ACK_TIMEOUT, DispatchConfig, Dispatcher};
 use crate::node::{NodeHeartbeat, NodeState};
 use crate::relay::AlarmRelay;
-use crate::run_events::{RunEvents, RunEventsConfig};
 use crate::run::{Fence, RunId};
+use crate::run_events::{RunEvents, RunEventsConfig};
 use crate::store::{DueListener, Store, StoreError};
 use crate::watchdog::{HealthProbe, WatchConfig, Watchdog};
 

@@ -123,10 +123,12 @@ impl RabbitNode {
                 return Ok(node);
             }
             if Instant::now() >= deadline {
-                let log = std::fs::read_to_string(node.dir.path().join("log").join(format!(
-                    "{}.log",
-                    node.name
-                )))
+                let log = std::fs::read_to_string(
+                    node.dir
+                        .path()
+                        .join("log")
+                        .join(format!("{}.log", node.name)),
+                )
                 .unwrap_or_default();
                 let tail: Vec<&str> = log.lines().rev().take(20).collect();
                 return Err(format!(
