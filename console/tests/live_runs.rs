@@ -366,3 +366,101 @@ async fn a_socket_closes_within_seconds_of_sign_out_or_token_revocation() {
     eprintln!("socket of a signed-out session closed after {took:?}");
     app.stop().await;
 }
+
+/// Triggers `n` runs of a handler that reports progress and a log line, and returns how long
+/// it took until all were final; with `events`, the engine publishes run events to an
+/// in-process bus that a console node forwards to a client reading `?runs=true`.
+async fn time_runs(n: usize, events: bool) -> Duration {
+    let bus: Arc<dyn Bus> = Arc::new(InProcessBus::new());
+    let mut app = spawn_app(Backend::Postgres).await;
+    let t = tenancy(app.store(), "acme", "billing").await.unwrap();
+    let engine = EngineNode::start_with_bus(
+        app.shared_store(),
+        Arc::new(SystemClock),
+        quick_engine_config("engine-1"),
+        events.then(|| bus.clone()),
+    )
+    .await
+    .unwrap();
+    let w = TestWrapper::start(&t, &[engine.url()], |b| {
+        b.capacity(10_000).async_handler("work", |ctx| async move {
+            ctx.progress(0.5, "half way");
+            ctx.log("a line");
+            Ok(Value::Null)
+        })
+    })
+    .unwrap();
+    w.registered().await.unwrap();
+    let task = mthpt_tests::create(
+        app.store(),
+        &t,
+        &TaskDefinition::new(t.app.id, "many", "work", ScheduleSpec::Manual),
+    )
+    .await
+    .unwrap();
+    let reader = if events {
+        app.listen_to(bus.clone(), "console");
+        let (_, ada) = app.user(Some(&t.tenant), "ada", Role::TenantViewer).await;
+        let mut socket = connect(&runs_url(&app), &ada).await;
+        Some(tokio::spawn(async move {
+            let mut frames = 0_usize;
+            while let Some(Ok(_)) = socket.next().await {
+                frames += 1;
+            }
+            frames
+        }))
+    } else {
+        None
+    };
+
+    let started = std::time::Instant::now();
+    let now = mthpt_engine::clock::Clock::now_ms(&SystemClock);
+    let mut tx = app.store().begin().await.unwrap();
+    for i in 0..n {
+        tx.trigger_task(t.tenant.id, task.id, None, "test", now + i as i64)
+            .await
+            .unwrap();
+    }
+    tx.commit().await.unwrap();
+    mthpt_tests::wait_until(Duration::from_secs(60), "every run final", || async {
+        Ok(mthpt_tests::runs(app.store(), &t, &task)
+            .await?
+            .iter()
+            .filter(|r| r.state.is_final())
+            .count()
+            >= n)
+    })
+    .await
+    .unwrap();
+    let took = started.elapsed();
+    w.stop().await;
+    engine.shutdown().await;
+    app.stop().await;
+    if let Some(reader) = reader {
+        let frames = reader.await.unwrap();
+        assert!(
+            frames >= n,
+            "the client read the run events: {frames} frames"
+        );
+    }
+    took
+}
+
+/// The result path does not get slower when runs are published: the same runs take about as
+/// long with live run events on (and a client reading them) as without (best of two rounds
+/// each, interleaved, so warm-up and the machine's other load fall on both).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn publishing_run_events_does_not_slow_the_result_path() {
+    let n = 200;
+    let (mut without, mut with) = (Duration::MAX, Duration::MAX);
+    for _ in 0..2 {
+        without = without.min(time_runs(n, false).await);
+        with = with.min(time_runs(n, true).await);
+    }
+    eprintln!("{n} runs until final (best of 2): {without:?} without run events, {with:?} with");
+    // The machine is shared: only a clear slowdown (e.g. results waiting on the bus) fails.
+    assert!(
+        with.as_secs_f64() <= without.as_secs_f64() * 1.5 + 0.5,
+        "with run events {with:?}, without {without:?}"
+    );
+}

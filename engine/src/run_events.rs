@@ -666,6 +666,26 @@ mod tests {
     }
 
     #[test]
+    fn a_full_queue_drops_and_counts_without_waiting() {
+        let (tx, _rx) = mpsc::channel(100);
+        let events = RunEvents {
+            tx: Some(tx),
+            dropped: Arc::new(AtomicU64::new(0)),
+        };
+        let started = std::time::Instant::now();
+        for i in 0..100_000 {
+            events.emit(progress(i, 0.5));
+        }
+        let took = started.elapsed();
+        assert_eq!(events.dropped(), 100_000 - 100);
+        // What a result adds to its path: microseconds, against a transaction's milliseconds.
+        assert!(
+            took < std::time::Duration::from_millis(500),
+            "100,000 emits took {took:?}"
+        );
+    }
+
+    #[test]
     fn message_ids_are_unique() {
         let mut a = MessageIds::new();
         let mut b = MessageIds::new();
