@@ -182,7 +182,12 @@ pub fn spawn_feeder(
                         });
                     }
                     Delivery::Message(m) => {
-                        if !m.message_id.is_empty() && !seen.first_time(&m.message_id) {
+                        // Run events are published once and never re-sent: only alarm events
+                        // take room among the remembered ids.
+                        if !m.routing_key.starts_with("run.")
+                            && !m.message_id.is_empty()
+                            && !seen.first_time(&m.message_id)
+                        {
                             continue;
                         }
                         let Some(audience) = audience_of(&m.body) else {
