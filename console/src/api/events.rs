@@ -2,7 +2,7 @@
 //! live run events on request; re-sync requests). See [`crate::events`] and docs/alarms.md.
 
 use actix_web::http::header;
-use actix_web::{HttpRequest, HttpResponse, ResponseError, get, web};
+use actix_web::{HttpRequest, HttpResponse, get, web};
 
 use super::auth::{Caller, Credential};
 use super::error::{ApiError, ApiResult, Problem};
@@ -50,15 +50,8 @@ async fn events(
     let frames = services.events.subscribe();
     let runs = query.runs.then(|| services.events.subscribe_runs());
     let still_allowed = move || {
-        let (services, req) = (services.clone(), req.clone());
-        async move {
-            match Caller::authenticate(&services, &req).await {
-                Ok(_) => true,
-                // Only a credential that no longer holds ends the session; a database hiccup
-                // does not.
-                Err(e) => e.status_code() != actix_web::http::StatusCode::UNAUTHORIZED,
-            }
-        }
+        let (services, caller) = (services.clone(), caller.clone());
+        async move { caller.still_holds(&services).await }
     };
     actix_web::rt::spawn(run_session(
         viewer,

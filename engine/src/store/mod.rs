@@ -373,6 +373,9 @@ pub trait Tx: Send {
         token_hash: &str,
         now: i64,
     ) -> Result<Option<(ApiToken, User)>>;
+    /// Whether token `id` still holds at `now`: not revoked, not expired, its user enabled.
+    /// Reads only (an open WebSocket asks every few seconds).
+    async fn api_token_holds(&mut self, id: ApiTokenId, now: i64) -> Result<bool>;
     async fn list_api_tokens(&mut self, user: UserId) -> Result<Vec<ApiToken>>;
     async fn revoke_api_token(&mut self, user: UserId, id: ApiTokenId, now: i64) -> Result<()>;
 
@@ -777,6 +780,9 @@ pub trait Tx: Send {
         id: &str,
         now: i64,
     ) -> Result<Option<(crate::tenant::Session, User)>>;
+    /// Whether session `id` still holds at `now`: not signed out, not expired, its user
+    /// enabled. Reads only (an open WebSocket asks every few seconds).
+    async fn session_holds(&mut self, id: &str, now: i64) -> Result<bool>;
     /// Revokes a session (sign-out); false when it was unknown or already revoked.
     async fn revoke_session(&mut self, id: &str, now: i64) -> Result<bool>;
     /// Records a sign-in attempt, forgetting the user name's attempts older than `forget_before`.
