@@ -11,7 +11,12 @@
 //!   tenant ([`crate::wrapper_alarms`]).
 //! - Each session ([`run_session`]) is one task: frames for its audience, a ping every
 //!   [`PING_EVERY`], answers to the browser's pings, and nothing else (acknowledging is a REST
-//!   call; its event comes back through the bus to every node).
+//!   call; its event comes back through the bus to every node). Every [`RECHECK_EVERY`] it
+//!   asks whether its credential still holds, and closes when it was signed out, revoked or
+//!   expired (close code 1008, policy).
+//! - Live run events (`run.#`: state changes, progress, log lines) have a channel of their
+//!   own in the hub: only sessions that asked for them (`?runs=true`) subscribe to it, with
+//!   the same audience rules.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -39,6 +44,9 @@ const SEEN_IDS: usize = 65_536;
 
 /// The re-sync frame.
 pub const RESYNC: &str = r#"{"type":"resync"}"#;
+
+/// How often a session checks that its credential still holds.
+pub const RECHECK_EVERY: Duration = Duration::from_secs(2);
 
 /// Who may see a frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,6 +90,8 @@ pub struct EventHub {
     tx: broadcast::Sender<Arc<Frame>>,
     /// Checks alarm messages wrappers publish; without it the feeder drops them all.
     wrapper_check: Option<Arc<WrapperCheck>>,
+    /// Live run events, for the sessions that asked for them.
+    runs: broadcast::Sender<Arc<Frame>>,
 }
 
 impl Default for EventHub {
@@ -93,9 +103,11 @@ impl Default for EventHub {
 impl EventHub {
     pub fn new() -> Self {
         let (tx, _) = broadcast::channel(HUB_BUFFER);
+        let (runs, _) = broadcast::channel(HUB_BUFFER);
         Self {
             tx,
             wrapper_check: None,
+            runs,
         }
     }
 
@@ -105,6 +117,16 @@ impl EventHub {
             wrapper_check: Some(Arc::new(check)),
             ..Self::new()
         }
+    }
+
+    /// Sends a live run event to the sessions that asked for run events and may see it.
+    pub fn send_run(&self, frame: Frame) -> usize {
+        self.runs.send(Arc::new(frame)).unwrap_or(0)
+    }
+
+    /// A new session's feed of live run events.
+    pub fn subscribe_runs(&self) -> broadcast::Receiver<Arc<Frame>> {
+        self.runs.subscribe()
     }
 
     /// Sends a frame to the sessions that may see it; returns how many sessions are open.
@@ -179,10 +201,17 @@ pub fn spawn_feeder(
                         });
                     }
                     Delivery::Message(m) => {
-                        if !m.message_id.is_empty() && !seen.first_time(&m.message_id) {
+                        // Run events are published once and never re-sent: only alarm events
+                        // take room among the remembered ids.
+                        if !m.routing_key.starts_with("run.")
+                            && !m.message_id.is_empty()
+                            && !seen.first_time(&m.message_id)
+                        {
                             continue;
                         }
-                        if !admit_from_wrapper(&hub, &m, &mut seen).await {
+                        if !m.routing_key.starts_with("run.")
+                            && !admit_from_wrapper(&hub, &m, &mut seen).await
+                        {
                             continue;
                         }
                         let Some(audience) = audience_of(&m.body) else {
@@ -190,6 +219,9 @@ pub fn spawn_feeder(
                             continue;
                         };
                         match String::from_utf8(m.body) {
+                            Ok(text) if m.routing_key.starts_with("run.") => {
+                                hub.send_run(Frame { audience, text });
+                            }
                             Ok(text) => {
                                 hub.send(Frame { audience, text });
                             }
@@ -217,19 +249,63 @@ async fn admit_from_wrapper(hub: &EventHub, m: &BusMessage, seen: &mut SeenIds) 
     admitted && cross_path_key(&m.body).is_none_or(|k| seen.first_time(&k))
 }
 
-/// One WebSocket session: see the module docs.
-pub async fn run_session(
+/// The next frame of an optional feed (never, without one).
+async fn next_frame(
+    feed: &mut Option<broadcast::Receiver<Arc<Frame>>>,
+) -> Result<Arc<Frame>, broadcast::error::RecvError> {
+    match feed {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// One WebSocket session: see the module docs. `runs` is the feed of live run events when the
+/// client asked for them; `still_allowed` answers whether the session's credential still
+/// holds (asked every [`RECHECK_EVERY`]).
+pub async fn run_session<F, Fut>(
     viewer: Viewer,
     mut session: Session,
     msgs: actix_ws::MessageStream,
     mut frames: broadcast::Receiver<Arc<Frame>>,
-) {
+    mut runs: Option<broadcast::Receiver<Arc<Frame>>>,
+    still_allowed: F,
+) where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
     let mut msgs = msgs
         .aggregate_continuations()
         .max_continuation_size(64 * 1024);
     let mut ping = tokio::time::interval_at(tokio::time::Instant::now() + PING_EVERY, PING_EVERY);
+    let mut recheck =
+        tokio::time::interval_at(tokio::time::Instant::now() + RECHECK_EVERY, RECHECK_EVERY);
     loop {
         tokio::select! {
+            _ = recheck.tick() => {
+                if !still_allowed().await {
+                    let _ = session
+                        .close(Some(actix_ws::CloseReason {
+                            code: actix_ws::CloseCode::Policy,
+                            description: Some("signed out, revoked or expired".to_owned()),
+                        }))
+                        .await;
+                    return;
+                }
+            }
+            frame = next_frame(&mut runs) => match frame {
+                Ok(frame) => {
+                    if viewer.sees(frame.audience) && session.text(frame.text.clone()).await.is_err() {
+                        break;
+                    }
+                }
+                Err(broadcast::error::RecvError::Lagged(_)) => {
+                    // Run events in between were missed: the run views re-read.
+                    if session.text(RESYNC).await.is_err() {
+                        break;
+                    }
+                }
+                Err(broadcast::error::RecvError::Closed) => runs = None,
+            },
             frame = frames.recv() => match frame {
                 Ok(frame) if frame.text.is_empty() => {
                     // The node is stopping (see `EventHub::close_sessions`).

@@ -221,6 +221,11 @@ impl TestApp {
         format!("{}/api/v1/events", self.base_url.replacen("http", "ws", 1))
     }
 
+    /// The URL other processes (`mthpt console`, `mthpt engine`) open this app's database with.
+    pub fn database_url(&self) -> String {
+        self.db.url()
+    }
+
     /// Stops the server and drops the database.
     pub async fn stop(self) {
         for f in &self.feeders {

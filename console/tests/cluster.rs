@@ -2,9 +2,12 @@
 //! `mthpt wrapper` commands): several nodes never create or dispatch an occurrence twice, nor
 //! when one of them is stopped (SIGSTOP) for 10 s in the middle of it; a SIGKILLed node's claimed runs fire on another node once its lease ends; a SIGKILLed
 //! wrapper's running run is declared lost and recovered elsewhere; a run past its deadline is
-//! cancelled and its shell process group is gone.
+//! cancelled and its shell process group is gone; a SIGKILLed console node's WebSocket clients
+//! reconnect to it once it is started again and re-sync the open alarms.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -634,4 +637,166 @@ async fn run_past_its_deadline_is_cancelled_and_its_shell_group_is_gone() {
     .unwrap();
     drop(w);
     db.cleanup().await;
+}
+
+/// The open alarms of tenant `acme` on the console at `base`, as `token` sees them: what a
+/// reconnecting client re-reads (ids).
+async fn open_alarm_ids(base: &str, token: &str) -> std::collections::BTreeSet<i64> {
+    let res = reqwest::Client::new()
+        .get(format!("{base}/api/v1/tenants/acme/alarms?status=open"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status().as_u16(), 200);
+    let body: serde_json::Value = res.json().await.unwrap();
+    body["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|a| a["id"].as_i64())
+        .collect()
+}
+
+async fn raise_alarm(store: &dyn Store, tenant: mthpt_engine::tenant::TenantId, key: &str) -> i64 {
+    let mut alarm = mthpt_engine::alarm::NewAlarm::new(
+        Some(tenant),
+        AlarmKind::Misfire,
+        mthpt_engine::alarm::Severity::Warning,
+        key,
+    );
+    alarm.dedupe_key = Some(key.to_owned());
+    let mut tx = store.begin().await.unwrap();
+    let a = tx.insert_alarm(&alarm, now()).await.unwrap().unwrap();
+    tx.commit().await.unwrap();
+    a.id.0
+}
+
+/// Raises alarms until one reaches `socket` (the node's subscription is up once one does).
+async fn live_alarm(
+    store: &dyn Store,
+    tenant: mthpt_engine::tenant::TenantId,
+    socket: &mut support::Socket,
+    key: &str,
+) -> i64 {
+    for attempt in 0..40 {
+        let id = raise_alarm(store, tenant, &format!("{key}-{attempt}")).await;
+        let frames = support::frames_for(socket, Duration::from_millis(500)).await;
+        if frames
+            .iter()
+            .any(|v| v["type"] == "alarm.raised" && v["alarm"]["id"] == id)
+        {
+            return id;
+        }
+    }
+    panic!("no alarm reached the console node's client")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_killed_console_nodes_clients_reconnect_and_resync_the_open_alarms() {
+    use mthpt_engine::bus::{AmqpBus, AmqpConfig, Bus};
+    let _serial = SERIAL.lock().await;
+    let app = mthpt_console::testing::spawn_app(mthpt_engine::store::Backend::Postgres).await;
+    let acme = app.tenant("acme").await;
+    let (_, ada) = app
+        .user(
+            Some(&acme),
+            "ada",
+            mthpt_engine::tenant::Role::TenantOperator,
+        )
+        .await;
+    let amqp_url = std::env::var("MTHPT_TEST_AMQP_URL")
+        .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".to_owned());
+    let exchange = format!("mthpt.alarms.test.{}", uuid::Uuid::new_v4().simple());
+    let bus = AmqpBus::connect(AmqpConfig {
+        exchange: exchange.clone(),
+        ..AmqpConfig::new(amqp_url.clone())
+    })
+    .await
+    .unwrap_or_else(|e| panic!("RabbitMQ is unreachable at {amqp_url}: {e}"));
+    let relay_bus: Arc<dyn Bus> = Arc::new(bus.clone());
+    let engine = mthpt_engine::runtime::EngineNode::start_with_bus(
+        app.shared_store(),
+        Arc::new(SystemClock),
+        mthpt_tests::quick_engine_config("engine-1"),
+        Some(relay_bus),
+    )
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let port = support::free_port();
+    let base = format!("http://127.0.0.1:{port}");
+    let events = format!("ws://127.0.0.1:{port}/api/v1/events");
+    let args: Vec<String> = [
+        "console",
+        "--database-url",
+        &app.database_url(),
+        "--bind",
+        &format!("127.0.0.1:{port}"),
+        "--amqp-url",
+        &amqp_url,
+        "--amqp-exchange",
+        &exchange,
+        "--node-id",
+        "console-1",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let store = app.shared_store();
+
+    let mut console = Proc::spawn("console-1", dir.path(), &args);
+    let mut socket = support::connect_when_up(&events, &ada, WAIT).await;
+    let first = live_alarm(&*store, acme.id, &mut socket, "before").await;
+
+    console.kill9();
+    // The client sees its socket end.
+    let ended = tokio::time::timeout(Duration::from_secs(5), async {
+        use futures::StreamExt;
+        while let Some(Ok(_)) = socket.next().await {}
+    })
+    .await;
+    assert!(ended.is_ok(), "the socket of a killed node ends");
+    // Meanwhile: alarms raised, and one acknowledged through another node.
+    let mut down = Vec::new();
+    for i in 0..3 {
+        down.push(raise_alarm(&*store, acme.id, &format!("while-down-{i}")).await);
+    }
+    let res = app
+        .request(
+            reqwest::Method::POST,
+            &format!("/api/v1/tenants/acme/alarms/{}/ack", down[0]),
+            &ada,
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status().as_u16(), 200);
+
+    drop(console);
+    let mut console = Proc::spawn("console-1", dir.path(), &args);
+    let started = std::time::Instant::now();
+    let mut socket = support::connect_when_up(&events, &ada, WAIT).await;
+    // Re-sync: one list call shows what is open now, including what happened while the node
+    // was down.
+    let open = open_alarm_ids(&base, &ada).await;
+    assert!(open.contains(&first), "{open:?}");
+    for id in &down[1..] {
+        assert!(
+            open.contains(id),
+            "alarm {id} raised while the node was down: {open:?}"
+        );
+    }
+    assert!(!open.contains(&down[0]), "acknowledged meanwhile: {open:?}");
+    // And live events flow again.
+    live_alarm(&*store, acme.id, &mut socket, "after").await;
+    eprintln!(
+        "console node restarted: client reconnected, re-synced and live again after {:?}",
+        started.elapsed()
+    );
+    console.kill9();
+    engine.shutdown().await;
+    app.stop().await;
+    bus.delete_exchange().await.unwrap();
+    bus.close().await;
 }

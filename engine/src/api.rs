@@ -35,6 +35,7 @@ use crate::clock::Clock;
 use crate::directory::Directory;
 use crate::outcome::{Finish, Finished, finish_runs, log_finished};
 use crate::run::{ReportedBy, RunCompletion, RunId, RunProgress, RunState};
+use crate::run_events::{RunEvent, RunEvents, What};
 use crate::store::{Store, StoreError};
 
 /// The group commit of result batches: requests queue their results; whoever holds `writing`
@@ -64,6 +65,7 @@ impl ResultWriter {
         &self,
         store: &Arc<dyn Store>,
         directory: &Directory,
+        events: &RunEvents,
         app: AppId,
         finishes: Vec<(RunId, Finish)>,
     ) -> Result<Outcomes, ApiError> {
@@ -88,7 +90,7 @@ impl ResultWriter {
                 if tickets.is_empty() {
                     break;
                 }
-                write_results(store, directory, tickets).await;
+                write_results(store, directory, events, tickets).await;
             }
         }
         match answer.await {
@@ -116,10 +118,16 @@ fn answered_outcomes(answered: Result<Outcomes, String>) -> Result<Outcomes, Api
 
 /// Writes the tickets (all of one app) in one transaction; when that fails, each ticket alone,
 /// so one request's problem does not fail the others.
-async fn write_results(store: &Arc<dyn Store>, directory: &Directory, tickets: Vec<ResultTicket>) {
+async fn write_results(
+    store: &Arc<dyn Store>,
+    directory: &Directory,
+    events: &RunEvents,
+    tickets: Vec<ResultTicket>,
+) {
     async fn write(
         store: &Arc<dyn Store>,
         directory: &Directory,
+        events: &RunEvents,
         app: AppId,
         finishes: &[(RunId, Finish)],
     ) -> Result<Outcomes, StoreError> {
@@ -127,6 +135,7 @@ async fn write_results(store: &Arc<dyn Store>, directory: &Directory, tickets: V
         let out = finish_runs(tx.as_mut(), Some(app), finishes, &mut rand::random).await?;
         tx.commit().await?;
         log_finished(&out, Some(directory));
+        events.finished(&out);
         Ok(out)
     }
     let Some(app) = tickets.first().map(|t| t.app) else {
@@ -139,7 +148,9 @@ async fn write_results(store: &Arc<dyn Store>, directory: &Directory, tickets: V
             .iter()
             .flat_map(|t| t.finishes.iter().cloned())
             .collect();
-        write(store, directory, app, &all).await.map_err(Some)
+        write(store, directory, events, app, &all)
+            .await
+            .map_err(Some)
     };
     match grouped {
         Ok(mut outcomes) => {
@@ -154,7 +165,7 @@ async fn write_results(store: &Arc<dyn Store>, directory: &Directory, tickets: V
                 tracing::warn!(error = %e, "writing result batches together failed; writing each alone");
             }
             for t in tickets {
-                let alone = write(store, directory, t.app, &t.finishes).await;
+                let alone = write(store, directory, events, t.app, &t.finishes).await;
                 let _ = t.reply.send(alone.map_err(|e| {
                     tracing::error!(error = %e, "store unavailable while handling a callback");
                     e.to_string()
@@ -181,6 +192,8 @@ pub struct CallbackApi {
     reconciling: Arc<tokio::sync::Semaphore>,
     /// Announced to wrappers at registration, so they stop their runs before that.
     executor_timeout_ms: Option<u64>,
+    /// Where live run events go (after the commit).
+    run_events: RunEvents,
 }
 
 impl CallbackApi {
@@ -203,7 +216,14 @@ impl CallbackApi {
             results: ResultWriter::default(),
             reconciling: Arc::new(tokio::sync::Semaphore::new(1)),
             executor_timeout_ms: None,
+            run_events: RunEvents::default(),
         }
+    }
+
+    /// Publishes live run events (results, progress, log lines) to `events`.
+    pub fn with_run_events(mut self, events: RunEvents) -> Self {
+        self.run_events = events;
+        self
     }
 
     /// Tells registering wrappers that an instance silent for `ms` may be declared lost.
@@ -594,6 +614,7 @@ async fn forgotten_runs_lost(
     };
     tx.commit().await?;
     log_finished(&finished, Some(&api.directory));
+    api.run_events.finished(&finished);
     Ok(())
 }
 
@@ -701,7 +722,13 @@ async fn results(
                 Vec::new()
             } else {
                 api.results
-                    .finish(&api.store, &api.directory, app.id, finishes)
+                    .finish(
+                        &api.store,
+                        &api.directory,
+                        &api.run_events,
+                        app.id,
+                        finishes,
+                    )
                     .await?
             };
             // The written items, in order, are those not refused above.
@@ -768,8 +795,15 @@ async fn progress(
             let now = api.clock.now_ms();
             let mut tx = api.store.begin().await?;
             let mut items = Vec::with_capacity(per_run.len());
+            let mut live = Vec::new();
             for (run_id, p) in &per_run {
-                let recorded = tx.record_progress(Some(app.id), p, now).await?;
+                let task = tx.record_progress(Some(app.id), p, now).await?;
+                let recorded = task.is_some();
+                if let Some(task) = task
+                    && api.run_events.is_on()
+                {
+                    live.push((task, p));
+                }
                 items.push(ItemAck {
                     run_id: *run_id,
                     status: if recorded {
@@ -782,6 +816,9 @@ async fn progress(
                 });
             }
             tx.commit().await?;
+            for (task_id, p) in live {
+                progress_events(&api.run_events, app.tenant_id, task_id, p, now);
+            }
             Ok(ProgressBatchResponse { items })
         },
     )
@@ -875,6 +912,36 @@ fn severity_of(s: protocol::AlarmSeverity) -> Severity {
         protocol::AlarmSeverity::Info => Severity::Info,
         protocol::AlarmSeverity::Warning => Severity::Warning,
         protocol::AlarmSeverity::Critical => Severity::Critical,
+    }
+}
+
+/// The live events of one run's recorded progress: the progress itself, and its log lines.
+fn progress_events(
+    events: &RunEvents,
+    tenant_id: crate::tenant::TenantId,
+    task_id: crate::task::TaskId,
+    p: &RunProgress,
+    at: i64,
+) {
+    let event = |what| RunEvent {
+        tenant_id,
+        task_id,
+        run_id: p.run_id,
+        at,
+        what,
+    };
+    if p.fraction.is_some() || p.message.is_some() {
+        events.emit(event(What::Progress {
+            fraction: p.fraction.map(|f| f.clamp(0.0, 1.0)),
+            message: p.message.clone(),
+            coalesced: 0,
+        }));
+    }
+    if !p.log_lines.is_empty() {
+        events.emit(event(What::Log {
+            lines: p.log_lines.clone(),
+            dropped: 0,
+        }));
     }
 }
 

@@ -27,7 +27,8 @@ use crate::clock::{Clock, ms_to_datetime};
 use crate::directory::{AppEntry, Directory, lock};
 use crate::outcome::{Finish, finish_runs, log_finished};
 use crate::routing::{self, RoutingState};
-use crate::run::{ClaimedTransition, Fence, NewRun, RunId, RunState, TriggerKind};
+use crate::run::{ClaimedTransition, Fence, NewRun, Run, RunId, RunState, TriggerKind};
+use crate::run_events::{RunEvent, RunEvents};
 use crate::store::{Result, StartClaimed, Store, StoreError};
 use crate::task::{Routing, Task};
 use crate::tenant::TenantId;
@@ -143,6 +144,8 @@ pub struct Dispatcher {
     intents: Recorder,
     /// Starts and releases.
     outcomes: Recorder,
+    /// Where live run events go (after the commit).
+    run_events: RunEvents,
 }
 
 /// A batch an instance answered: who, its heartbeat as this node last saw it, when the batch
@@ -215,6 +218,16 @@ impl std::fmt::Debug for Ready {
     }
 }
 
+/// The live event of `run` accepted by `executor` at `at`.
+fn running_event(run: &Run, executor: ExecutorId, at: i64) -> RunEvent {
+    let mut run = run.clone();
+    run.state = RunState::Running;
+    run.executor_id = Some(executor);
+    run.dispatched_at = Some(at);
+    run.started_at = Some(at);
+    RunEvent::state_of(&run, at)
+}
+
 impl Dispatcher {
     pub fn new(
         store: Arc<dyn Store>,
@@ -232,7 +245,14 @@ impl Dispatcher {
             routing: Mutex::new(RoutingState::default()),
             intents: Recorder::default(),
             outcomes: Recorder::default(),
+            run_events: RunEvents::default(),
         }
+    }
+
+    /// Publishes live run events (runs started, runs it ends) to `events`.
+    pub fn with_run_events(mut self, events: RunEvents) -> Self {
+        self.run_events = events;
+        self
     }
 
     /// The directory this dispatcher routes with.
@@ -342,6 +362,8 @@ impl Dispatcher {
         let mut released: Vec<Fence> = Vec::new();
 
         let mut started: Vec<StartClaimed> = Vec::new();
+        // The running events of those starts, emitted once recorded.
+        let mut starting: Vec<RunEvent> = Vec::new();
         let mut malformed: Vec<(Fire, String)> = Vec::new();
         // Runs an instance may hold although this node could not find out: back to pending,
         // keeping their intent, never sent elsewhere meanwhile.
@@ -420,6 +442,13 @@ impl Dispatcher {
                                 Some(AckStatus::Accepted | AckStatus::AlreadyKnown) => {
                                     lock(&self.routing).sent(executor, heartbeat_at);
                                     if let Some(fence) = p.fire.run.fence() {
+                                        if self.run_events.is_on() {
+                                            starting.push(running_event(
+                                                &p.fire.run,
+                                                executor,
+                                                sent_at,
+                                            ));
+                                        }
                                         started.push(StartClaimed {
                                             fence,
                                             executor_id: executor,
@@ -471,6 +500,14 @@ impl Dispatcher {
         released.extend(unsure);
         self.record(started, released, malformed, &mut report)
             .await?;
+        if !starting.is_empty() {
+            let recorded: HashSet<RunId> = report.started.iter().copied().collect();
+            for event in starting {
+                if recorded.contains(&event.run_id) {
+                    self.run_events.emit(event);
+                }
+            }
+        }
         Ok(report)
     }
 
@@ -543,6 +580,7 @@ impl Dispatcher {
             tx.commit().await?;
             report.lost.extend(lost.iter().map(|(id, _)| *id));
             log_finished(&finished, Some(&self.directory));
+            self.run_events.finished(&finished);
         }
         Ok((fires, hold))
     }
@@ -673,6 +711,7 @@ impl Dispatcher {
         report.failed.extend(items.iter().map(|(id, _)| *id));
         tx.commit().await?;
         log_finished(&finished, Some(&self.directory));
+        self.run_events.finished(&finished);
         Ok(())
     }
 

@@ -24,6 +24,7 @@ pub mod outcome;
 pub mod relay;
 pub mod routing;
 pub mod run;
+pub mod run_events;
 pub mod runtime;
 pub mod schedule;
 pub mod store;

@@ -156,6 +156,24 @@ fn describe() {
         "mthpt_notification_attempts_total",
         "Notification delivery attempts, by channel kind and result"
     );
+    describe_counter!(
+        "mthpt_run_events_published_total",
+        "Live run events (state, progress, log lines) the message bus took"
+    );
+    describe_counter!(
+        "mthpt_run_events_dropped_total",
+        "Live run events dropped, by reason (queue_full, bus)"
+    );
+}
+
+/// `n` live run events taken by the bus.
+pub fn run_events_published(n: usize) {
+    counter!("mthpt_run_events_published_total").increment(n as u64);
+}
+
+/// `n` live run events dropped for `reason` (`queue_full`, `bus`).
+pub fn run_events_dropped(reason: &'static str, n: usize) {
+    counter!("mthpt_run_events_dropped_total", "reason" => reason).increment(n as u64);
 }
 
 /// Runs ended by a result, the watchdog or a refusal (after the transaction committed).

@@ -7,6 +7,8 @@
 //! - **Heartbeat**: the node's own row, so other nodes can report it lost.
 //! - **Alarm relay** (when the node is given a [`Bus`]): publishes the outbox of alarm events
 //!   ([`AlarmRelay`]).
+//! - **Live run events** (with a bus too): state changes, progress and log lines of runs,
+//!   best effort ([`RunEvents`]).
 //! - **Callback API**: the HTTP server wrappers call back to.
 //!
 //! [`EngineNode::shutdown`] stops claiming, hands the runs it holds but has not fired back to
@@ -33,6 +35,7 @@ use crate::dispatcher::{ACK_TIMEOUT, DispatchConfig, DispatchReport, Dispatcher,
 use crate::node::{NodeHeartbeat, NodeState};
 use crate::relay::AlarmRelay;
 use crate::run::{Fence, RunId};
+use crate::run_events::{RunEvents, RunEventsConfig};
 use crate::store::{DueListener, Store, StoreError};
 use crate::watchdog::{HealthProbe, WatchConfig, Watchdog};
 
@@ -84,6 +87,8 @@ pub struct EngineConfig {
     pub relay_interval_ms: i64,
     /// At most this many alarm events per relay pass.
     pub relay_batch: i64,
+    /// Live run events (published when the node has a bus).
+    pub run_events: RunEventsConfig,
 }
 
 impl Default for EngineConfig {
@@ -108,6 +113,7 @@ impl Default for EngineConfig {
             shutdown_grace_ms: 10_000,
             relay_interval_ms: 50,
             relay_batch: 500,
+            run_events: RunEventsConfig::default(),
         }
     }
 }
@@ -278,12 +284,28 @@ impl EngineNode {
             config.directory_ttl_ms,
             config.executor_timeout_ms,
         ));
-        let dispatcher = Arc::new(Dispatcher::new(
-            store.clone(),
-            clock.clone(),
-            directory.clone(),
-            config.dispatch.clone(),
-        ));
+        let (stop, stop_rx) = watch::channel(false);
+        let (run_events, run_publisher) = match &bus {
+            Some(bus) => {
+                let (events, publisher) = RunEvents::start(
+                    bus.clone(),
+                    clock.clone(),
+                    config.run_events.clone(),
+                    stop_rx.clone(),
+                );
+                (events, Some(publisher))
+            }
+            None => (RunEvents::default(), None),
+        };
+        let dispatcher = Arc::new(
+            Dispatcher::new(
+                store.clone(),
+                clock.clone(),
+                directory.clone(),
+                config.dispatch.clone(),
+            )
+            .with_run_events(run_events.clone()),
+        );
         let claimer = Claimer::new(
             store.clone(),
             ClaimConfig {
@@ -303,7 +325,8 @@ impl EngineNode {
             },
         )
         .with_probe(Arc::new(HealthProbe::new(directory.clone(), clock.clone())))
-        .with_directory(directory.clone());
+        .with_directory(directory.clone())
+        .with_run_events(run_events.clone());
         let shared = Arc::new(Shared {
             address: address.clone(),
             store: store.clone(),
@@ -318,7 +341,8 @@ impl EngineNode {
 
         let api = web::Data::new(
             CallbackApi::new(store, clock, directory, shared.config.executor_heartbeat_ms)
-                .with_executor_timeout(shared.config.executor_timeout_ms),
+                .with_executor_timeout(shared.config.executor_timeout_ms)
+                .with_run_events(run_events),
         );
         let node_id = shared.config.node_id.clone();
         let server = HttpServer::new(move || {
@@ -359,7 +383,9 @@ impl EngineNode {
             }
         });
 
-        let (stop, stop_rx) = watch::channel(false);
+        if let Some(publisher) = run_publisher {
+            background.spawn(publisher);
+        }
         background.spawn(shared.clone().watchdog_loop(stop_rx.clone()));
         background.spawn(shared.clone().heartbeat_loop(stop_rx.clone()));
         background.spawn(crate::metrics::gauge_loop(

@@ -14,6 +14,8 @@ use crate::store::{PgStore, SqliteStore, Store};
 use sqlx::Connection;
 use sqlx::postgres::{PgConnectOptions, PgConnection};
 
+pub mod rabbit;
+
 /// The PostgreSQL database the suite creates its schemas in.
 pub fn postgres_url() -> String {
     std::env::var("MTHPT_TEST_DATABASE_URL")

@@ -28,6 +28,7 @@ use crate::clock::{Clock, ms_to_datetime};
 use crate::directory::Directory;
 use crate::outcome::{Finish, Finished, finish_runs, log_finished};
 use crate::run::{Run, RunId, RunState};
+use crate::run_events::RunEvents;
 use crate::store::{Result, Store, TRIGGER_KEY_WINDOW_MS};
 use crate::task::{Task, TaskId};
 
@@ -178,6 +179,8 @@ pub struct Watchdog {
     next_purge: Arc<AtomicI64>,
     /// Names the apps of finished runs in the log.
     directory: Option<Arc<Directory>>,
+    /// Where live run events go (after the commit).
+    run_events: RunEvents,
 }
 
 impl Watchdog {
@@ -189,7 +192,14 @@ impl Watchdog {
             probe: Arc::new(NoProbe),
             next_purge: Arc::new(AtomicI64::new(i64::MIN)),
             directory: None,
+            run_events: RunEvents::default(),
         }
+    }
+
+    /// Publishes the state changes of the runs it ends to `events`.
+    pub fn with_run_events(mut self, events: RunEvents) -> Self {
+        self.run_events = events;
+        self
     }
 
     /// Asks silent instances with `probe` before declaring them lost.
@@ -315,6 +325,7 @@ impl Watchdog {
         }
         tx.commit().await?;
         log_finished(&finished, self.directory.as_deref());
+        self.run_events.finished(&finished);
         Ok(())
     }
 
@@ -404,6 +415,7 @@ impl Watchdog {
         report.executors_lost.extend(ids);
         tx.commit().await?;
         log_finished(&finished, self.directory.as_deref());
+        self.run_events.finished(&finished);
         Ok(())
     }
 

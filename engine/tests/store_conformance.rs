@@ -19,6 +19,7 @@ on_both_backends!(
     tenants::moving_a_tenant_to_another_node_group_moves_its_pending_runs,
     tenants::users_are_scoped_to_their_tenant_and_operators_to_none,
     tenants::api_tokens_authenticate_until_revoked_or_expired,
+    tenants::sessions_hold_until_signed_out_expired_or_their_user_disabled,
     tenants::audit_events_are_appended_and_listed_newest_first,
     apps::apps_are_created_read_and_deleted_unless_in_use,
     apps::executors_register_heartbeat_drain_and_get_lost,

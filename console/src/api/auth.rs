@@ -77,6 +77,22 @@ impl Caller {
         }
     }
 
+    /// Whether the credential this caller authenticated with still holds (not signed out,
+    /// revoked or expired; its user not disabled). A read only; when the database cannot
+    /// answer, it is given the benefit of the doubt.
+    pub async fn still_holds(&self, services: &Services) -> bool {
+        let answer = async {
+            let mut tx = services.read().await?;
+            let now = services.now();
+            let holds = match &self.credential {
+                Credential::Session { id } => tx.session_holds(id, now).await?,
+                Credential::Token { id, .. } => tx.api_token_holds(*id, now).await?,
+            };
+            Ok::<_, ApiError>(holds)
+        };
+        answer.await.unwrap_or(true)
+    }
+
     /// Authenticates a request.
     pub async fn authenticate(services: &Services, req: &HttpRequest) -> ApiResult<Caller> {
         match req.headers().get(header::AUTHORIZATION) {

@@ -1,5 +1,5 @@
 //! `/events`: the WebSocket of live events (alarm raised, repeated, acknowledged, resolved;
-//! re-sync requests). See [`crate::events`] and docs/alarms.md.
+//! live run events on request; re-sync requests). See [`crate::events`] and docs/alarms.md.
 
 use actix_web::http::header;
 use actix_web::{HttpRequest, HttpResponse, get, web};
@@ -18,8 +18,11 @@ pub fn routes(cfg: &mut utoipa_actix_web::service_config::ServiceConfig<'_>) {
 /// with the cookie, the `Origin` must be the console's own. Operators receive every event;
 /// tenant users their tenant's only. Text frames are JSON: the alarm messages of
 /// docs/alarms.md, and `{"type":"resync"}` when events may have been missed (re-read the
-/// lists). The server pings every 20 s.
-#[utoipa::path(tag = "events", responses(
+/// lists). With `?runs=true` the socket also carries live run events (`run.state`,
+/// `run.progress`, `run.log`; rate-limited per run). The server pings every 20 s, and closes
+/// the socket (code 1008) within a few seconds of its session being signed out or its token
+/// revoked or expired.
+#[utoipa::path(tag = "events", params(EventsQuery), responses(
     (status = 101, description = "switched to the WebSocket protocol"),
     (status = 400, body = Problem, content_type = "application/problem+json"),
     (status = 401, body = Problem, content_type = "application/problem+json"),
@@ -30,6 +33,7 @@ async fn events(
     req: HttpRequest,
     body: web::Payload,
     services: web::Data<Services>,
+    query: web::Query<EventsQuery>,
 ) -> ApiResult<HttpResponse> {
     let caller = Caller::authenticate(&services, &req).await?;
     if matches!(caller.credential, Credential::Session { .. }) {
@@ -44,8 +48,30 @@ async fn events(
         .map_err(|e| ApiError::bad_request(format!("not a WebSocket upgrade: {e}")))?;
     // Subscribed before the answer goes out: every event after the handshake reaches it.
     let frames = services.events.subscribe();
-    actix_web::rt::spawn(run_session(viewer, session, msgs, frames));
+    let runs = query.runs.then(|| services.events.subscribe_runs());
+    let still_allowed = move || {
+        let (services, caller) = (services.clone(), caller.clone());
+        async move { caller.still_holds(&services).await }
+    };
+    actix_web::rt::spawn(run_session(
+        viewer,
+        session,
+        msgs,
+        frames,
+        runs,
+        still_allowed,
+    ));
     Ok(response)
+}
+
+/// What the socket carries besides alarms.
+#[derive(Debug, Default, serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+struct EventsQuery {
+    /// `true`: also live run events (state changes, progress, log lines of the runs the caller
+    /// may see). Default `false`.
+    #[serde(default)]
+    runs: bool,
 }
 
 /// A browser opening the socket with the session cookie must be on the console's own origin

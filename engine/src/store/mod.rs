@@ -373,6 +373,9 @@ pub trait Tx: Send {
         token_hash: &str,
         now: i64,
     ) -> Result<Option<(ApiToken, User)>>;
+    /// Whether token `id` still holds at `now`: not revoked, not expired, its user enabled.
+    /// Reads only (an open WebSocket asks every few seconds).
+    async fn api_token_holds(&mut self, id: ApiTokenId, now: i64) -> Result<bool>;
     async fn list_api_tokens(&mut self, user: UserId) -> Result<Vec<ApiToken>>;
     async fn revoke_api_token(&mut self, user: UserId, id: ApiTokenId, now: i64) -> Result<()>;
 
@@ -604,14 +607,14 @@ pub trait Tx: Send {
         app: Option<AppId>,
         items: &[(RunId, RunCompletion)],
     ) -> Result<Vec<Result<Completion>>>;
-    /// Records progress and log lines of a running run; false when the run is unknown (for
-    /// that app) or no longer running.
+    /// Records progress and log lines of a running run and returns its task; `None` when the
+    /// run is unknown (for that app) or no longer running.
     async fn record_progress(
         &mut self,
         app: Option<AppId>,
         progress: &RunProgress,
         now: i64,
-    ) -> Result<bool>;
+    ) -> Result<Option<TaskId>>;
     /// A late success for `ended`, a run the engine ended without its result: declared `lost`
     /// with its executor, or `timed_out` although the handler finished before the deadline (see
     /// [`Revival`]). Its retry or recovery run is withdrawn (deleted) when it has not started —
@@ -786,6 +789,9 @@ pub trait Tx: Send {
         id: &str,
         now: i64,
     ) -> Result<Option<(crate::tenant::Session, User)>>;
+    /// Whether session `id` still holds at `now`: not signed out, not expired, its user
+    /// enabled. Reads only (an open WebSocket asks every few seconds).
+    async fn session_holds(&mut self, id: &str, now: i64) -> Result<bool>;
     /// Revokes a session (sign-out); false when it was unknown or already revoked.
     async fn revoke_session(&mut self, id: &str, now: i64) -> Result<bool>;
     /// Records a sign-in attempt, forgetting the user name's attempts older than `forget_before`.

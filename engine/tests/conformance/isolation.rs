@@ -286,7 +286,7 @@ pub async fn tenant_b_sees_and_changes_nothing_of_tenant_a(store: Arc<dyn Store>
     ));
     let mut tx = store.begin().await.unwrap();
     assert!(
-        !tx.record_progress(
+        tx.record_progress(
             Some(b.app.id),
             &mthpt_engine::run::RunProgress {
                 run_id: run.id,
@@ -298,6 +298,7 @@ pub async fn tenant_b_sees_and_changes_nothing_of_tenant_a(store: Arc<dyn Store>
         )
         .await
         .unwrap()
+        .is_none()
     );
     assert!(
         tx.heartbeat_executor(

@@ -560,30 +560,35 @@ pub async fn progress_and_logs_are_recorded_for_running_runs_only(store: Arc<dyn
         log_lines: lines.iter().map(|l| l.to_string()).collect(),
     };
     let mut tx = store.begin().await.unwrap();
-    assert!(
+    assert_eq!(
         tx.record_progress(Some(w.app.id), &p(runs[0].id, Some(0.25), &["a", "b"]), T0)
             .await
-            .unwrap()
+            .unwrap(),
+        Some(runs[0].task_id),
+        "the run's task is returned"
     );
     assert!(
         tx.record_progress(None, &p(runs[0].id, Some(7.0), &["c"]), T0)
             .await
             .unwrap()
+            .is_some()
     );
     assert!(
-        !tx.record_progress(None, &p(runs[1].id, Some(0.5), &[]), T0)
+        tx.record_progress(None, &p(runs[1].id, Some(0.5), &[]), T0)
             .await
-            .unwrap(),
+            .unwrap()
+            .is_none(),
         "claimed, not running"
     );
     assert!(
-        !tx.record_progress(
+        tx.record_progress(
             Some(AppId(w.app.id.0 + 1000)),
             &p(runs[0].id, None, &["x"]),
             T0
         )
         .await
         .unwrap()
+        .is_none()
     );
     tx.commit().await.unwrap();
     let mut tx = read(store).await;

@@ -3,7 +3,7 @@ use std::sync::Arc;
 use mthpt_engine::audit::NewAuditEvent;
 use mthpt_engine::run::RunState;
 use mthpt_engine::store::{Scope, Store, StoreError, UserUpdate};
-use mthpt_engine::tenant::{NewApiToken, NewTenant, NewUser, Role, TenantUpdate};
+use mthpt_engine::tenant::{NewApiToken, NewSession, NewTenant, NewUser, Role, TenantUpdate};
 
 use crate::in_tx;
 use crate::support::fixtures::*;
@@ -416,6 +416,11 @@ pub async fn api_tokens_authenticate_until_revoked_or_expired(store: Arc<dyn Sto
             .is_none(),
         "expired"
     );
+    assert!(tx.api_token_holds(short.id, T0).await.unwrap());
+    assert!(
+        !tx.api_token_holds(short.id, T0 + MINUTE).await.unwrap(),
+        "expired"
+    );
     assert!(
         tx.authenticate_api_token(&"c".repeat(64), T0)
             .await
@@ -445,6 +450,12 @@ pub async fn api_tokens_authenticate_until_revoked_or_expired(store: Arc<dyn Sto
             .unwrap()
             .is_none()
     );
+    assert!(
+        !tx.api_token_holds(forever.id, T0 + 3 * SECOND)
+            .await
+            .unwrap(),
+        "revoked"
+    );
     tx.commit().await.unwrap();
 
     // A disabled user's tokens stop working.
@@ -466,6 +477,65 @@ pub async fn api_tokens_authenticate_until_revoked_or_expired(store: Arc<dyn Sto
             .unwrap()
             .is_none()
     );
+    assert!(
+        !tx.api_token_holds(short.id, T0).await.unwrap(),
+        "its user is disabled"
+    );
+}
+
+pub async fn sessions_hold_until_signed_out_expired_or_their_user_disabled(store: Arc<dyn Store>) {
+    let store = &*store;
+    let a = world(store, "acme").await;
+    let mut tx = store.begin().await.unwrap();
+    let alice = tx
+        .create_user(
+            &NewUser {
+                tenant_id: Some(a.tenant.id),
+                username: "alice".into(),
+                password_hash: "x".into(),
+                role: Role::TenantViewer,
+            },
+            T0,
+        )
+        .await
+        .unwrap();
+    for id in ["s1", "s2"] {
+        tx.create_session(
+            &NewSession {
+                id: id.into(),
+                user_id: alice.id,
+                expires_at: T0 + MINUTE,
+            },
+            T0,
+        )
+        .await
+        .unwrap();
+    }
+    assert!(tx.session_holds("s1", T0).await.unwrap());
+    assert!(
+        !tx.session_holds("s1", T0 + MINUTE).await.unwrap(),
+        "expired"
+    );
+    assert!(!tx.session_holds("nope", T0).await.unwrap(), "unknown");
+    assert!(tx.revoke_session("s1", T0).await.unwrap());
+    assert!(!tx.session_holds("s1", T0).await.unwrap(), "signed out");
+    assert!(tx.session_holds("s2", T0).await.unwrap());
+    tx.update_user(
+        Scope::Tenant(a.tenant.id),
+        alice.id,
+        &UserUpdate {
+            disabled: Some(true),
+            ..Default::default()
+        },
+        T0,
+    )
+    .await
+    .unwrap();
+    assert!(
+        !tx.session_holds("s2", T0).await.unwrap(),
+        "its user is disabled"
+    );
+    tx.commit().await.unwrap();
 }
 
 pub async fn audit_events_are_appended_and_listed_newest_first(store: Arc<dyn Store>) {

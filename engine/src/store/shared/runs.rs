@@ -250,7 +250,7 @@ macro_rules! run_ops {
                 app: Option<AppId>,
                 progress: &RunProgress,
                 _now: i64,
-            ) -> Result<bool> {
+            ) -> Result<Option<TaskId>> {
                 let id = progress.run_id;
                 let row: Option<Run> = sqlx::query_as(concat!(
                     "SELECT * FROM runs WHERE id = $1 AND state = 'running'
@@ -261,7 +261,7 @@ macro_rules! run_ops {
                 .bind(app)
                 .fetch_optional(&mut *self.tx)
                 .await?;
-                let Some(run) = row else { return Ok(false) };
+                let Some(run) = row else { return Ok(None) };
                 let tail = if progress.log_lines.is_empty() {
                     run.log_tail
                 } else {
@@ -279,7 +279,7 @@ macro_rules! run_ops {
                 .bind(tail)
                 .execute(&mut *self.tx)
                 .await?;
-                Ok(true)
+                Ok(Some(run.task_id))
             }
 
             async fn running_runs_past_deadline(&mut self, now: i64, limit: i64) -> Result<Vec<Run>> {

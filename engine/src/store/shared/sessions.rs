@@ -51,6 +51,19 @@ macro_rules! session_ops {
                 Ok(Some((session, user)))
             }
 
+            async fn session_holds(&mut self, id: &str, now: i64) -> Result<bool> {
+                let n: i64 = sqlx::query_scalar(
+                    "SELECT COUNT(*) FROM sessions
+                     WHERE id = $1 AND revoked_at IS NULL AND expires_at > $2
+                       AND user_id IN (SELECT id FROM users WHERE disabled = FALSE)",
+                )
+                .bind(id)
+                .bind(now)
+                .fetch_one(&mut *self.tx)
+                .await?;
+                Ok(n > 0)
+            }
+
             async fn revoke_session(&mut self, id: &str, now: i64) -> Result<bool> {
                 let done = sqlx::query(
                     "UPDATE sessions SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL",

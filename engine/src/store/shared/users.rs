@@ -148,6 +148,19 @@ macro_rules! user_ops {
                 Ok(Some((token, user)))
             }
 
+            async fn api_token_holds(&mut self, id: ApiTokenId, now: i64) -> Result<bool> {
+                let n: i64 = sqlx::query_scalar(
+                    "SELECT COUNT(*) FROM api_tokens
+                     WHERE id = $1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $2)
+                       AND user_id IN (SELECT id FROM users WHERE disabled = FALSE)",
+                )
+                .bind(id)
+                .bind(now)
+                .fetch_one(&mut *self.tx)
+                .await?;
+                Ok(n > 0)
+            }
+
             async fn list_api_tokens(&mut self, user: UserId) -> Result<Vec<ApiToken>> {
                 Ok(sqlx::query_as("SELECT * FROM api_tokens WHERE user_id = $1 ORDER BY id")
                     .bind(user)
