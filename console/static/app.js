@@ -7,6 +7,9 @@
   const data = body.dataset;
   let tenants = {};
   try { tenants = JSON.parse(data.tenants || "{}"); } catch (e) { tenants = {}; }
+  let labels = {};
+  try { labels = JSON.parse(data.labels || "{}"); } catch (e) { labels = {}; }
+  const label = (v) => labels[v] || v;
   const ownTenant = Number(data.tenantId || 0);
 
   // ---- open-alarm badge -------------------------------------------------------------------
@@ -36,7 +39,7 @@
     box.dataset.shownAfterMs = String(Date.now() - (alarm.last_seen || alarm.created_at));
     box.setAttribute("role", "alert");
     const tenant = tenants[String(alarm.tenant_id)] || "";
-    box.appendChild(el("strong", "", data.tAlarm + " · " + alarm.severity + " · " + alarm.kind + (tenant ? " · " + tenant : "")));
+    box.appendChild(el("strong", "", data.tAlarm + " · " + label(alarm.severity) + " · " + label(alarm.kind) + (tenant ? " · " + tenant : "")));
     box.appendChild(el("p", "msg", alarm.message));
     const count = el("small", "count", alarm.count > 1 ? "×" + alarm.count : "");
     box.appendChild(count);

@@ -37,6 +37,8 @@ pub struct Layout {
     pub here: String,
     /// The user's zone.
     pub tz: String,
+    /// `{"<severity or kind>":"<label>"}` for the pop-ups the script builds.
+    pub labels_json: String,
     /// Which navigation entry is current: `tasks`, `runs`, `alarms`.
     pub nav: &'static str,
 }
@@ -58,6 +60,7 @@ impl Layout {
             can_admin: false,
             here: "/".to_owned(),
             tz: "UTC".to_owned(),
+            labels_json: labels(tr),
             nav: "",
         }
     }
@@ -127,6 +130,7 @@ impl Layout {
             can_admin: may(Action::Administer),
             here,
             tz: ctx.tz.name().to_owned(),
+            labels_json: labels(ctx.tr),
             nav,
         })
     }
@@ -150,4 +154,17 @@ impl Layout {
 /// The tenants the caller can see (an operator: all; a tenant user: its own).
 pub async fn tenants(ctx: &Ctx) -> ApiResult<Vec<Tenant>> {
     tenant_service::list(&ctx.services, &ctx.caller).await
+}
+
+/// The labels of alarm severities and kinds, for the pop-ups the script builds.
+fn labels(tr: Tr) -> String {
+    use mthpt_engine::alarm::{AlarmKind, Severity};
+    let mut map = std::collections::BTreeMap::new();
+    for s in Severity::ALL {
+        map.insert(s.as_str(), tr.t(&format!("severity.{s}")));
+    }
+    for k in AlarmKind::ALL {
+        map.insert(k.as_str(), tr.t(&format!("alarm.kind.{k}")));
+    }
+    serde_json::to_string(&map).unwrap_or_else(|_| "{}".to_owned())
 }
