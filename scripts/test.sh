@@ -105,6 +105,12 @@ command -v javac >/dev/null || missing+=(default-jdk-headless)
 [ -f /usr/share/java/quartz2.jar ] || missing+=(libquartz2-java)
 [ ${#missing[@]} -eq 0 ] || apt_install "${missing[@]}"
 
+# ---- Chromium + ChromeDriver (the console's browser tests) ---------------------------------
+missing=()
+command -v chromium >/dev/null || missing+=(chromium)
+command -v chromedriver >/dev/null || missing+=(chromium-driver)
+[ ${#missing[@]} -eq 0 ] || apt_install "${missing[@]}"
+
 # ---- Build, lint, test ----------------------------------------------------------------------
 if [ "$lint" = 1 ]; then
   say "cargo fmt --check"

@@ -41,13 +41,16 @@ pub struct TestApp {
 pub fn serve(services: Services, limits: ApiLimits) -> (String, ServerHandle) {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind a free port");
     let base_url = format!("http://{}", listener.local_addr().unwrap());
-    let server =
-        HttpServer::new(move || App::new().configure(api::configure(services.clone(), limits)))
-            .workers(1)
-            .disable_signals()
-            .listen(listener)
-            .expect("listen")
-            .run();
+    let server = HttpServer::new(move || {
+        App::new()
+            .configure(api::configure(services.clone(), limits))
+            .configure(crate::web::configure(services.clone()))
+    })
+    .workers(1)
+    .disable_signals()
+    .listen(listener)
+    .expect("listen")
+    .run();
     let handle = server.handle();
     tokio::spawn(server);
     (base_url, handle)

@@ -193,7 +193,7 @@ impl FromRequest for Caller {
 }
 
 /// The CSRF rule for cookie-authenticated requests (see the module docs).
-fn check_same_origin(req: &HttpRequest) -> ApiResult<()> {
+pub(crate) fn check_same_origin(req: &HttpRequest) -> ApiResult<()> {
     use actix_web::http::Method;
     if matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS) {
         return Ok(());

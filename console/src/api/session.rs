@@ -22,7 +22,7 @@ pub struct SignIn {
     pub password: String,
 }
 
-fn cookie(req: &HttpRequest, value: String, max_age_s: i64) -> Cookie<'static> {
+pub(crate) fn cookie(req: &HttpRequest, value: String, max_age_s: i64) -> Cookie<'static> {
     Cookie::build(SESSION_COOKIE, value)
         .path("/")
         .http_only(true)

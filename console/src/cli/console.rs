@@ -171,7 +171,9 @@ pub async fn run(args: ConsoleArgs) -> ExitCode {
         max_body_bytes: settings.max_body_bytes,
     };
     let server = match HttpServer::new(move || {
-        App::new().configure(api::configure(services.clone(), limits))
+        App::new()
+            .configure(api::configure(services.clone(), limits))
+            .configure(crate::web::configure(services.clone()))
     })
     .workers(settings.workers)
     .client_request_timeout(Duration::from_millis(settings.client_request_timeout_ms))

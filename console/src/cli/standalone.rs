@@ -4,7 +4,8 @@
 //! alarm. The engine and the console share an in-process bus in place of RabbitMQ: alarm events
 //! reach the console's WebSocket (`/api/v1/events`) and are written to the log.
 //!
-//! It also serves the console API (`/api/v1`, docs at `/api/docs/`) on `--console-listen`. On
+//! It also serves the web console (`/`) and its API (`/api/v1`, docs at `/api/docs/`) on
+//! `--console-listen`. On
 //! first start it creates the operator `admin` with a generated password, kept in
 //! `<data>/operator-password` (readable by the owner only) and printed with the URL on every
 //! start; there is no fixed default password.
@@ -96,7 +97,9 @@ async fn serve(args: StandaloneArgs) -> anyhow::Result<()> {
     );
     let alarm_log = tokio::spawn(log_alarms(bus.clone()));
     let console = HttpServer::new(move || {
-        App::new().configure(api::configure(services.clone(), ApiLimits::default()))
+        App::new()
+            .configure(api::configure(services.clone(), ApiLimits::default()))
+            .configure(crate::web::configure(services.clone()))
     })
     .workers(1)
     .disable_signals()
@@ -105,7 +108,7 @@ async fn serve(args: StandaloneArgs) -> anyhow::Result<()> {
     let console_handle = console.handle();
     tokio::spawn(console);
     let console_banner = format!(
-        "  console   {console_url}/api/v1 (docs {console_url}/api/docs/)\n  login     {OPERATOR} / {}",
+        "  console   {console_url} (web console; API {console_url}/api/v1, docs {console_url}/api/docs/)\n  login     {OPERATOR} / {}",
         match &login {
             Some(password) => format!(
                 "{password} (kept in {})",

@@ -1,0 +1,420 @@
+//! The one catalog of the console's words: every string a page shows, in English and
+//! Simplified Chinese. A key missing from the catalog shows as `⟦key⟧`, which the tests look
+//! for on every page they visit.
+
+use mthpt_engine::schedule::describe::Language;
+
+/// A language of the console.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lang {
+    En,
+    Zh,
+}
+
+impl Lang {
+    /// The BCP 47 tag (`en`, `zh-CN`), as in the language cookie and `<html lang>`.
+    pub fn tag(self) -> &'static str {
+        match self {
+            Lang::En => "en",
+            Lang::Zh => "zh-CN",
+        }
+    }
+
+    /// The language of a tag (`zh` and `zh-Hans` read as Simplified Chinese).
+    pub fn from_tag(tag: &str) -> Option<Lang> {
+        match tag.to_ascii_lowercase().as_str() {
+            "en" => Some(Lang::En),
+            "zh" | "zh-cn" | "zh-hans" => Some(Lang::Zh),
+            _ => None,
+        }
+    }
+
+    /// The language schedule descriptions are written in.
+    pub fn describe_language(self) -> Language {
+        match self {
+            Lang::En => Language::English,
+            Lang::Zh => Language::Chinese,
+        }
+    }
+}
+
+/// Looks words up in one language.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tr {
+    lang: Lang,
+}
+
+impl Tr {
+    pub fn new(lang: Lang) -> Tr {
+        Tr { lang }
+    }
+
+    pub fn lang(self) -> Lang {
+        self.lang
+    }
+
+    pub fn tag(self) -> &'static str {
+        self.lang.tag()
+    }
+
+    /// The text of `key`; `⟦key⟧` when the catalog lacks it.
+    pub fn t(self, key: &str) -> String {
+        match CATALOG.iter().find(|(k, _, _)| *k == key) {
+            Some((_, en, zh)) => match self.lang {
+                Lang::En => (*en).to_owned(),
+                Lang::Zh => (*zh).to_owned(),
+            },
+            None => format!("⟦{key}⟧"),
+        }
+    }
+}
+
+/// (key, English, Simplified Chinese).
+pub static CATALOG: &[(&str, &str, &str)] = &[
+    // frame
+    ("nav.skip", "Skip to content", "跳到正文"),
+    ("nav.label", "Main", "主导航"),
+    ("nav.tenant", "Tenant", "租户"),
+    ("nav.tasks", "Tasks", "任务"),
+    ("nav.runs", "Runs", "运行记录"),
+    ("nav.alarms", "Alarms", "告警"),
+    ("nav.open_alarms", "Open alarms", "未处理告警"),
+    ("nav.switch_tenant", "Other tenants", "切换租户"),
+    ("nav.sign_out", "Sign out", "退出登录"),
+    ("prefs.tz", "Time zone", "时区"),
+    ("prefs.save", "Save", "保存"),
+    (
+        "prefs.bad_tz",
+        "not an IANA time zone:",
+        "不是有效的 IANA 时区：",
+    ),
+    ("role.operator", "platform operator", "平台运维"),
+    ("role.tenant_admin", "tenant admin", "租户管理员"),
+    ("role.tenant_operator", "tenant operator", "租户操作员"),
+    ("role.tenant_viewer", "tenant viewer", "租户只读用户"),
+    ("error.title", "Something went wrong", "出错了"),
+    ("error.home", "Back to the start page", "返回首页"),
+    (
+        "error.no_tenant",
+        "There is no tenant yet; create one with the API or `mthpt admin`",
+        "还没有租户；请用 API 或 `mthpt admin` 创建",
+    ),
+    // lists
+    ("filter.any", "Any", "全部"),
+    ("filter.apply", "Filter", "筛选"),
+    ("list.actions", "Actions", "操作"),
+    ("list.more", "More", "更多"),
+    ("list.older", "Older", "更早"),
+    // sign-in
+    ("login.title", "Sign in", "登录"),
+    ("login.username", "User name", "用户名"),
+    ("login.password", "Password", "密码"),
+    ("login.submit", "Sign in", "登录"),
+    (
+        "login.wrong",
+        "Wrong user name or password, or the user is disabled.",
+        "用户名或密码错误，或该用户已被停用。",
+    ),
+    (
+        "login.rate_limited",
+        "Too many failed attempts; wait a few minutes and try again.",
+        "失败次数过多，请几分钟后再试。",
+    ),
+    // alarms
+    ("alarms.title", "Alarms", "告警"),
+    ("alarms.status", "Status", "状态"),
+    ("alarms.severity", "Severity", "级别"),
+    ("alarms.kind", "Kind", "类型"),
+    ("alarms.task", "Task id", "任务 ID"),
+    ("alarms.raised", "Raised", "产生时间"),
+    ("alarms.last_seen", "last seen", "最近一次"),
+    ("alarms.message", "Message", "内容"),
+    ("alarms.count", "Count", "次数"),
+    ("alarms.none", "No alarms match.", "没有符合条件的告警。"),
+    ("alarm.ack", "Acknowledge", "确认"),
+    ("alarm.dismiss", "Hide", "隐藏"),
+    ("alarm.popup_title", "Alarm", "告警"),
+    ("alarm.ack_failed", "Could not acknowledge:", "确认失败："),
+    ("alarm.status.open", "open", "未处理"),
+    ("alarm.status.acknowledged", "acknowledged", "已确认"),
+    ("alarm.status.resolved", "resolved", "已恢复"),
+    ("alarm.status.muted", "muted", "已静音"),
+    ("alarm.kind.run_failed", "run failed", "运行失败"),
+    (
+        "alarm.kind.retries_exhausted",
+        "retries exhausted",
+        "重试次数用尽",
+    ),
+    ("alarm.kind.timed_out", "timed out", "运行超时"),
+    (
+        "alarm.kind.not_started",
+        "not started in time",
+        "未按时启动",
+    ),
+    ("alarm.kind.executor_lost", "executor lost", "执行器失联"),
+    ("alarm.kind.node_lost", "engine node lost", "引擎节点失联"),
+    ("alarm.kind.misfire", "misfire", "错过触发"),
+    ("severity.info", "info", "提示"),
+    ("severity.warning", "warning", "警告"),
+    ("severity.critical", "critical", "严重"),
+    // tasks
+    ("tasks.title", "Tasks", "任务"),
+    ("tasks.search", "Name contains", "名称包含"),
+    ("tasks.status", "Status", "状态"),
+    ("tasks.status.active", "active", "启用"),
+    ("tasks.status.paused", "paused", "已暂停"),
+    ("tasks.new", "New task", "新建任务"),
+    ("tasks.none", "No tasks match.", "没有符合条件的任务。"),
+    ("tasks.name", "Name", "名称"),
+    ("tasks.handler", "App · handler", "应用 · 处理器"),
+    ("tasks.schedule", "Schedule", "调度"),
+    ("tasks.next_fire", "Next fire", "下次触发"),
+    ("tasks.last_result", "Last result", "最近结果"),
+    ("tasks.paused", "paused", "已暂停"),
+    ("tasks.runs", "Runs", "运行记录"),
+    ("tasks.pause", "Pause", "暂停"),
+    ("tasks.resume", "Resume", "恢复"),
+    ("tasks.trigger", "Run now", "立即运行"),
+    // task form
+    ("form.new_title", "New task", "新建任务"),
+    ("form.edit_title", "Edit task", "编辑任务"),
+    ("form.what", "What runs", "运行什么"),
+    ("form.when", "When", "何时运行"),
+    ("form.how", "How", "如何运行"),
+    (
+        "form.has_errors",
+        "Some fields need attention; see the messages next to them.",
+        "部分字段有误，请查看字段旁的提示。",
+    ),
+    (
+        "form.cron_hint",
+        "Quartz cron, seconds first: sec min hour day-of-month month day-of-week [year]; ? in one of the day fields.",
+        "Quartz cron 表达式，秒在最前：秒 分 时 日 月 周 [年]；日和周之一用 ?。",
+    ),
+    (
+        "form.times_in_zone",
+        "Dates and times in this form are in your time zone:",
+        "表单中的日期时间使用你的时区：",
+    ),
+    ("form.save", "Save", "保存"),
+    ("form.cancel", "Cancel", "取消"),
+    ("field.name", "Name", "名称"),
+    ("field.app", "App", "应用"),
+    ("field.handler", "Handler", "处理器"),
+    ("field.description", "Description", "描述"),
+    ("field.params", "Parameters (JSON)", "参数（JSON）"),
+    ("field.schedule.kind", "Schedule kind", "调度类型"),
+    ("field.schedule.expr", "Cron expression", "Cron 表达式"),
+    ("field.schedule.timezone", "Schedule time zone", "调度时区"),
+    ("field.schedule.every_ms", "Every (ms)", "间隔（毫秒）"),
+    ("field.schedule.anchor_at", "Starting from", "起始时间"),
+    (
+        "field.schedule.delay_ms",
+        "Delay after the previous run (ms)",
+        "上次结束后延迟（毫秒）",
+    ),
+    ("field.schedule.at", "At", "运行时间"),
+    ("field.window_start_at", "Not before", "最早开始"),
+    ("field.window_end_at", "Not after", "最晚结束"),
+    ("field.max_fires", "At most this many fires", "最多触发次数"),
+    ("field.misfire_policy", "Misfire policy", "错过触发策略"),
+    (
+        "field.misfire_threshold_ms",
+        "Misfire threshold (ms)",
+        "错过触发阈值（毫秒）",
+    ),
+    (
+        "field.misfire_max_catch_up",
+        "Most missed fires to catch up",
+        "最多补跑次数",
+    ),
+    (
+        "field.overlap_policy",
+        "When the previous run still runs",
+        "上次仍在运行时",
+    ),
+    ("field.routing", "Routing", "路由策略"),
+    ("field.timeout_ms", "Timeout (ms)", "超时（毫秒）"),
+    (
+        "field.start_timeout_ms",
+        "Start timeout (ms)",
+        "启动超时（毫秒）",
+    ),
+    ("field.max_retries", "Retries", "重试次数"),
+    (
+        "field.retry_backoff_ms",
+        "First retry after (ms)",
+        "首次重试间隔（毫秒）",
+    ),
+    (
+        "field.retry_backoff_max_ms",
+        "Longest retry wait (ms)",
+        "最长重试间隔（毫秒）",
+    ),
+    (
+        "field.recover_lost",
+        "Run again when its executor is lost",
+        "执行器失联时重新运行",
+    ),
+    ("field.priority", "Priority", "优先级"),
+    ("field.paused", "Paused", "暂停"),
+    ("kind.cron", "cron expression", "Cron 表达式"),
+    ("kind.fixed_rate", "fixed rate", "固定频率"),
+    ("kind.fixed_delay", "fixed delay", "固定延迟"),
+    ("kind.once", "once", "仅一次"),
+    ("kind.manual", "manual only", "仅手动"),
+    ("misfire.fire_once_now", "fire once now", "立即补跑一次"),
+    ("misfire.skip", "skip", "跳过"),
+    ("misfire.fire_all", "fire every missed one", "补跑全部"),
+    ("overlap.parallel", "run both", "并行运行"),
+    ("overlap.skip", "skip the new one", "跳过新的"),
+    ("overlap.serial", "wait for it", "排队等待"),
+    (
+        "overlap.replace",
+        "cancel it, run the new one",
+        "取消旧的并运行新的",
+    ),
+    ("routing.round_robin", "round robin", "轮询"),
+    ("routing.random", "random", "随机"),
+    ("routing.least_busy", "least busy", "最空闲"),
+    (
+        "routing.consistent_hash",
+        "consistent hash (sticky)",
+        "一致性哈希（粘滞）",
+    ),
+    ("routing.failover", "failover", "故障转移"),
+    ("routing.broadcast", "broadcast (sharding)", "广播（分片）"),
+    ("preview.next", "Next fire times", "接下来的触发时间"),
+    ("preview.zone", "zone", "时区"),
+    // runs
+    ("runs.title", "Runs", "运行记录"),
+    ("runs.run", "Run", "运行"),
+    ("runs.id", "Run", "运行"),
+    ("runs.task", "Task", "任务"),
+    ("runs.state", "State", "状态"),
+    ("runs.trigger", "Trigger", "触发方式"),
+    ("runs.attempt", "Attempt", "尝试"),
+    ("runs.scheduled", "Scheduled", "计划时间"),
+    ("runs.finished", "Finished", "结束时间"),
+    ("runs.progress", "Progress", "进度"),
+    ("runs.none", "No runs match.", "没有符合条件的运行记录。"),
+    ("runs.live", "live", "实时"),
+    (
+        "runs.live_hint",
+        "New runs and state changes appear here as they happen",
+        "新的运行和状态变化会实时显示",
+    ),
+    ("runs.cancel", "Cancel run", "取消运行"),
+    ("runs.rerun", "Run again", "重新运行"),
+    ("runs.timeline", "Timeline", "时间线"),
+    ("runs.error", "Error", "错误"),
+    ("runs.output", "Output", "输出"),
+    ("runs.attempts", "Attempts", "各次尝试"),
+    ("runs.log", "Log", "日志"),
+    ("runs.no_log", "Nothing logged.", "没有日志。"),
+    ("state.pending", "pending", "等待中"),
+    ("state.claimed", "claimed", "已领取"),
+    ("state.running", "running", "运行中"),
+    ("state.succeeded", "succeeded", "成功"),
+    ("state.failed", "failed", "失败"),
+    ("state.timed_out", "timed out", "超时"),
+    ("state.lost", "lost", "丢失"),
+    ("state.skipped", "skipped", "已跳过"),
+    ("state.cancelled", "cancelled", "已取消"),
+    ("trigger.schedule", "schedule", "定时"),
+    ("trigger.manual", "manual", "手动"),
+    ("trigger.retry", "retry", "重试"),
+    ("trigger.chain", "chain", "依赖触发"),
+    ("trigger.recovery", "recovery", "恢复"),
+    ("timeline.scheduled", "scheduled", "计划"),
+    ("timeline.created", "created", "创建"),
+    ("timeline.due", "due", "到期"),
+    ("timeline.claimed", "claimed", "领取"),
+    ("timeline.dispatched", "dispatched", "派发"),
+    ("timeline.started", "started", "开始"),
+    ("timeline.finished", "finished", "结束"),
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mthpt_engine::alarm::{AlarmKind, Severity};
+    use mthpt_engine::run::{RunState, TriggerKind};
+    use mthpt_engine::task::{MisfirePolicy, OverlapPolicy, Routing};
+    use mthpt_engine::tenant::Role;
+
+    #[test]
+    fn every_key_is_unique_and_translated() {
+        for (i, (key, en, zh)) in CATALOG.iter().enumerate() {
+            assert!(!en.is_empty() && !zh.is_empty(), "{key} lacks a text");
+            assert!(
+                CATALOG[i + 1..].iter().all(|(k, _, _)| k != key),
+                "{key} is in the catalog twice"
+            );
+        }
+    }
+
+    #[test]
+    fn every_value_the_pages_label_has_an_entry() {
+        let mut keys: Vec<String> = Vec::new();
+        let mut add = |prefix: &str, values: Vec<String>| {
+            keys.extend(values.into_iter().map(|v| format!("{prefix}{v}")));
+        };
+        let all = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        add(
+            "state.",
+            RunState::ALL.iter().map(|v| v.to_string()).collect(),
+        );
+        add(
+            "trigger.",
+            TriggerKind::ALL.iter().map(|v| v.to_string()).collect(),
+        );
+        add(
+            "alarm.kind.",
+            AlarmKind::ALL.iter().map(|v| v.to_string()).collect(),
+        );
+        add(
+            "severity.",
+            Severity::ALL.iter().map(|v| v.to_string()).collect(),
+        );
+        add(
+            "misfire.",
+            MisfirePolicy::ALL.iter().map(|v| v.to_string()).collect(),
+        );
+        add(
+            "overlap.",
+            OverlapPolicy::ALL.iter().map(|v| v.to_string()).collect(),
+        );
+        add(
+            "routing.",
+            Routing::ALL.iter().map(|v| v.to_string()).collect(),
+        );
+        add("role.", Role::ALL.iter().map(|v| v.to_string()).collect());
+        add("kind.", all(&super::super::task_form::KINDS));
+        add("field.", all(&super::super::task_form::FIELDS));
+        add(
+            "timeline.",
+            all(&[
+                "scheduled",
+                "created",
+                "due",
+                "claimed",
+                "dispatched",
+                "started",
+                "finished",
+            ]),
+        );
+        for key in keys {
+            assert!(
+                CATALOG.iter().any(|(k, _, _)| *k == key),
+                "{key} is not in the catalog"
+            );
+        }
+    }
+
+    #[test]
+    fn a_missing_key_is_marked() {
+        assert_eq!(Tr::new(Lang::Zh).t("no.such.key"), "⟦no.such.key⟧");
+        assert_eq!(Tr::new(Lang::Zh).t("nav.tasks"), "任务");
+    }
+}

@@ -1,0 +1,512 @@
+//! `/t/{tenant}/tasks`: the task list (search and filters in the URL, next fire, last result,
+//! pause / resume / trigger), the task form (create and edit, errors next to the fields) and
+//! the schedule preview fragment the form shows live.
+
+use std::collections::HashMap;
+
+use actix_web::http::StatusCode;
+use actix_web::{HttpRequest, HttpResponse, web};
+use askama::Template;
+use chrono::TimeZone;
+use mthpt_engine::app::App;
+use mthpt_engine::run::{Run, RunFilter};
+use mthpt_engine::schedule::describe::describe;
+use mthpt_engine::task::{MisfirePolicy, OverlapPolicy, Routing, TaskFilter, TaskId};
+use serde::Deserialize;
+
+use super::task_form::{KINDS, TaskForm};
+use super::{Ctx, Layout, Opt, html, local_path, options, safe_next, see_other, urlencode};
+use crate::api::auth::{Action, tenant_access};
+use crate::api::error::{ApiError, ApiResult};
+use crate::service::credentials::random_hex;
+use crate::service::runs::{cursor_after, parse_cursor};
+use crate::service::tasks::{self, TaskView};
+use crate::{or_error, page_ctx};
+
+pub fn routes(cfg: &mut web::ServiceConfig) {
+    cfg.route("/t/{tenant}/tasks", web::get().to(list))
+        .route("/t/{tenant}/tasks/new", web::get().to(new_form))
+        .route("/t/{tenant}/tasks/new", web::post().to(create))
+        .route("/t/{tenant}/tasks/{id}/edit", web::get().to(edit_form))
+        .route("/t/{tenant}/tasks/{id}/edit", web::post().to(update))
+        .route("/t/{tenant}/tasks/{id}/{action}", web::post().to(act))
+        .route("/t/{tenant}/schedule-preview", web::get().to(preview));
+}
+
+/// Tasks per page.
+const PAGE: i64 = 100;
+/// Fire times in the preview.
+const PREVIEW_COUNT: usize = 5;
+
+/// The list's filters, as they appear in the URL.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct TaskQuery {
+    #[serde(default)]
+    pub q: String,
+    /// `active`, `paused` or empty (both).
+    #[serde(default)]
+    pub status: String,
+    #[serde(default)]
+    pub cursor: String,
+}
+
+/// One row of the list.
+#[derive(Debug, Clone)]
+pub struct TaskRow {
+    pub id: i64,
+    pub name: String,
+    pub handler: String,
+    pub schedule: String,
+    pub next_fire: String,
+    pub last_state: String,
+    pub last_label: String,
+    pub last_at: String,
+    pub last_link: String,
+    pub paused: bool,
+    pub edit_link: String,
+    pub runs_link: String,
+    pub action_base: String,
+}
+
+#[derive(Template)]
+#[template(path = "tasks.html")]
+struct TasksPage {
+    l: Layout,
+    q: TaskQuery,
+    statuses: Vec<Opt>,
+    rows: Vec<TaskRow>,
+    next: String,
+    /// A fresh key per rendering: a trigger form sent twice fires once.
+    trigger_key: String,
+}
+
+async fn list(
+    req: HttpRequest,
+    tenant: web::Path<String>,
+    q: web::Query<TaskQuery>,
+) -> HttpResponse {
+    let ctx = page_ctx!(req);
+    let q = q.into_inner();
+    let tenant = or_error!(ctx, ctx.tenant(&tenant).await);
+    let after = if q.cursor.is_empty() {
+        None
+    } else {
+        Some(TaskId(or_error!(ctx, parse_cursor(&q.cursor))))
+    };
+    let filter = TaskFilter {
+        paused: match q.status.as_str() {
+            "active" => Some(false),
+            "paused" => Some(true),
+            _ => None,
+        },
+        name_contains: (!q.q.trim().is_empty()).then(|| q.q.trim().to_owned()),
+        after_id: after,
+        limit: Some(PAGE),
+        ..Default::default()
+    };
+    let views = or_error!(
+        ctx,
+        tasks::list(&ctx.services, &ctx.caller, &tenant.name, &filter).await
+    );
+    let last = or_error!(ctx, last_results(&ctx, &tenant.name).await);
+    let l = or_error!(
+        ctx,
+        Layout::of(
+            &ctx,
+            &tenant,
+            ctx.tr.t("tasks.title"),
+            local_path(&req),
+            "tasks"
+        )
+        .await
+    );
+    let next = if views.len() as i64 >= PAGE {
+        views
+            .last()
+            .map(|v| {
+                format!(
+                    "{}?q={}&status={}&cursor={}",
+                    l.link("tasks"),
+                    urlencode(&q.q),
+                    urlencode(&q.status),
+                    cursor_after(v.task.id.0)
+                )
+            })
+            .unwrap_or_default()
+    } else {
+        String::new()
+    };
+    let now = ctx.services.now();
+    let rows = views
+        .iter()
+        .map(|v| row(&ctx, &l, v, last.get(&v.task.id), now))
+        .collect();
+    html(
+        StatusCode::OK,
+        &TasksPage {
+            statuses: options(
+                ctx.tr,
+                "tasks.status.",
+                &["active", "paused"],
+                &q.status,
+                Some("filter.any"),
+            ),
+            l,
+            q,
+            rows,
+            next,
+            trigger_key: random_hex(8),
+        },
+    )
+}
+
+/// The newest finished run of each task, among the tenant's latest finished runs.
+async fn last_results(ctx: &Ctx, tenant: &str) -> ApiResult<HashMap<TaskId, Run>> {
+    let page = crate::service::runs::list(
+        &ctx.services,
+        &ctx.caller,
+        tenant,
+        RunFilter {
+            finished_from: Some(0),
+            ..Default::default()
+        },
+        None,
+        1000,
+    )
+    .await?;
+    let mut last = HashMap::new();
+    for run in page.items {
+        last.entry(run.task_id).or_insert(run);
+    }
+    Ok(last)
+}
+
+fn row(ctx: &Ctx, l: &Layout, v: &TaskView, last: Option<&Run>, now: i64) -> TaskRow {
+    let t = &v.task;
+    let schedule = t.schedule().ok();
+    let next_fire = match (&schedule, t.paused) {
+        (Some(s), false) => s.next_after(now).map(|ms| ctx.time(ms)).unwrap_or_default(),
+        _ => String::new(),
+    };
+    TaskRow {
+        id: t.id.0,
+        name: t.name.clone(),
+        handler: format!("{} · {}", v.app_name, t.handler),
+        schedule: schedule
+            .map(|s| describe(&s, ctx.tr.lang().describe_language()))
+            .unwrap_or_default(),
+        next_fire,
+        last_state: last.map(|r| r.state.to_string()).unwrap_or_default(),
+        last_label: last
+            .map(|r| ctx.tr.t(&format!("state.{}", r.state)))
+            .unwrap_or_default(),
+        last_at: last
+            .and_then(|r| r.finished_at)
+            .map(|ms| ctx.time(ms))
+            .unwrap_or_default(),
+        last_link: last
+            .map(|r| l.link(&format!("runs/{}", r.id)))
+            .unwrap_or_default(),
+        paused: t.paused,
+        edit_link: l.link(&format!("tasks/{}/edit", t.id)),
+        runs_link: format!("{}?task={}", l.link("runs"), t.id),
+        action_base: l.link(&format!("tasks/{}", t.id)),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct ActForm {
+    back: Option<String>,
+    key: Option<String>,
+}
+
+/// `POST /t/{tenant}/tasks/{id}/{pause|resume|trigger}`.
+async fn act(
+    req: HttpRequest,
+    path: web::Path<(String, i64, String)>,
+    form: web::Form<ActForm>,
+) -> HttpResponse {
+    let ctx = page_ctx!(req);
+    let (tenant, id, action) = path.into_inner();
+    let (s, c, id) = (&ctx.services, &ctx.caller, TaskId(id));
+    let done = match action.as_str() {
+        "pause" => tasks::set_paused(s, c, &tenant, id, None, true)
+            .await
+            .map(|_| ()),
+        "resume" => tasks::set_paused(s, c, &tenant, id, None, false)
+            .await
+            .map(|_| ()),
+        "trigger" => {
+            let key = form.key.as_deref().filter(|k| !k.is_empty());
+            let key = key.map(|k| format!("web-{id}-{k}"));
+            tasks::trigger(s, c, &tenant, id, None, key.as_deref())
+                .await
+                .map(|_| ())
+        }
+        _ => Err(ApiError::not_found(format!("task action {action:?}"))),
+    };
+    or_error!(ctx, done);
+    see_other(&safe_next(form.back.as_deref()))
+}
+
+#[derive(Template)]
+#[template(path = "task_form.html")]
+struct FormPage {
+    l: Layout,
+    f: TaskForm,
+    action: String,
+    apps: Vec<Opt>,
+    kinds: Vec<Opt>,
+    misfire: Vec<Opt>,
+    overlap: Vec<Opt>,
+    routing: Vec<Opt>,
+    preview: String,
+    preview_url: String,
+}
+
+fn names<T: std::fmt::Display>(all: &[T]) -> Vec<String> {
+    all.iter().map(|v| v.to_string()).collect()
+}
+
+/// Renders the form (first view, or again with its errors).
+async fn form_page(
+    ctx: &Ctx,
+    req: &HttpRequest,
+    tenant: &str,
+    f: TaskForm,
+    action: String,
+    status: StatusCode,
+) -> HttpResponse {
+    let tenant = or_error!(
+        ctx,
+        tenant_access(&ctx.services, &ctx.caller, tenant, Action::Administer).await
+    );
+    let apps: Vec<App> = {
+        let mut tx = or_error!(ctx, ctx.services.read().await);
+        or_error!(ctx, tx.list_apps(tenant.id).await.map_err(ApiError::from))
+    };
+    let title = if f.version.is_empty() {
+        ctx.tr.t("form.new_title")
+    } else {
+        format!("{} {}", ctx.tr.t("form.edit_title"), f.v("name"))
+    };
+    let l = or_error!(
+        ctx,
+        Layout::of(ctx, &tenant, title, local_path(req), "tasks").await
+    );
+    let preview = match f.schedule(ctx.tz) {
+        Ok(s) if f.v("schedule.kind") == "cron" && !f.v("schedule.expr").is_empty() => {
+            preview_html(ctx, &tenant.name, &s).await
+        }
+        _ => String::new(),
+    };
+    let opts = |prefix: &str, all: &[String], field: &str| {
+        let all: Vec<&str> = all.iter().map(String::as_str).collect();
+        options(ctx.tr, prefix, &all, &f.v(field), None)
+    };
+    let app_names: Vec<String> = apps.iter().map(|a| a.name.clone()).collect();
+    let apps = app_names
+        .iter()
+        .map(|n| Opt {
+            value: n.clone(),
+            label: n.clone(),
+            selected: *n == f.v("app"),
+        })
+        .collect();
+    let page = FormPage {
+        kinds: opts("kind.", &names(&KINDS), "schedule.kind"),
+        misfire: opts("misfire.", &names(MisfirePolicy::ALL), "misfire_policy"),
+        overlap: opts("overlap.", &names(OverlapPolicy::ALL), "overlap_policy"),
+        routing: opts("routing.", &names(Routing::ALL), "routing"),
+        apps,
+        preview,
+        preview_url: l.link("schedule-preview"),
+        action,
+        l,
+        f,
+    };
+    html(status, &page)
+}
+
+async fn new_form(req: HttpRequest, tenant: web::Path<String>) -> HttpResponse {
+    let ctx = page_ctx!(req);
+    let action = format!("/t/{}/tasks/new", urlencode(&tenant));
+    form_page(
+        &ctx,
+        &req,
+        &tenant,
+        TaskForm::blank(ctx.tz),
+        action,
+        StatusCode::OK,
+    )
+    .await
+}
+
+async fn edit_form(req: HttpRequest, path: web::Path<(String, i64)>) -> HttpResponse {
+    let ctx = page_ctx!(req);
+    let (tenant, id) = path.into_inner();
+    let view = or_error!(
+        ctx,
+        tasks::get(&ctx.services, &ctx.caller, &tenant, TaskId(id)).await
+    );
+    let spec = or_error!(ctx, tasks::TaskSpec::of(&view.task, &view.app_name));
+    let f = TaskForm::of(&spec, view.task.version, ctx.tz);
+    let action = format!("/t/{}/tasks/{id}/edit", urlencode(&tenant));
+    form_page(&ctx, &req, &tenant, f, action, StatusCode::OK).await
+}
+
+/// Reads a posted form; the form again with its errors when it cannot be read or saved.
+async fn save(
+    req: HttpRequest,
+    tenant: String,
+    id: Option<i64>,
+    input: HashMap<String, String>,
+) -> HttpResponse {
+    let ctx = page_ctx!(req);
+    let mut f = TaskForm::posted(&input);
+    let action = match id {
+        Some(id) => format!("/t/{}/tasks/{id}/edit", urlencode(&tenant)),
+        None => format!("/t/{}/tasks/new", urlencode(&tenant)),
+    };
+    let saved = match f.spec(ctx.tz) {
+        Err(problems) => Err(ApiError::fields(problems)),
+        Ok(spec) => match id {
+            None => tasks::create(&ctx.services, &ctx.caller, &tenant, &spec).await,
+            Some(id) => {
+                let version = f.version.parse().ok();
+                tasks::update(
+                    &ctx.services,
+                    &ctx.caller,
+                    &tenant,
+                    TaskId(id),
+                    version,
+                    &spec,
+                )
+                .await
+            }
+        },
+    };
+    match saved {
+        Ok(view) => see_other(&format!(
+            "/t/{}/tasks?q={}",
+            urlencode(&tenant),
+            urlencode(&view.task.name)
+        )),
+        Err(e)
+            if e.code == crate::api::error::Code::ValidationFailed
+                || e.code == crate::api::error::Code::Conflict
+                || e.code == crate::api::error::Code::VersionConflict =>
+        {
+            if e.code == crate::api::error::Code::Conflict && e.errors.is_empty() {
+                f.errors.insert("name".to_owned(), e.detail.clone());
+            } else {
+                f.add_error(&e);
+            }
+            let status = e.code.status();
+            form_page(&ctx, &req, &tenant, f, action, status).await
+        }
+        Err(e) => ctx.error(&e),
+    }
+}
+
+async fn create(
+    req: HttpRequest,
+    tenant: web::Path<String>,
+    input: web::Form<HashMap<String, String>>,
+) -> HttpResponse {
+    save(req, tenant.into_inner(), None, input.into_inner()).await
+}
+
+async fn update(
+    req: HttpRequest,
+    path: web::Path<(String, i64)>,
+    input: web::Form<HashMap<String, String>>,
+) -> HttpResponse {
+    let (tenant, id) = path.into_inner();
+    save(req, tenant, Some(id), input.into_inner()).await
+}
+
+#[derive(Template)]
+#[template(path = "preview.html")]
+struct PreviewFragment {
+    error: String,
+    zone: String,
+    times: Vec<String>,
+    words: String,
+    zone_label: String,
+    next_label: String,
+}
+
+/// The preview fragment of `schedule` (the next fire times in its zone, and its meaning).
+async fn preview_html(ctx: &Ctx, tenant: &str, schedule: &tasks::ScheduleInput) -> String {
+    let fragment = match tasks::preview(
+        &ctx.services,
+        &ctx.caller,
+        tenant,
+        Some(schedule),
+        None,
+        PREVIEW_COUNT,
+        None,
+    )
+    .await
+    {
+        Ok(p) => PreviewFragment {
+            error: String::new(),
+            zone: p.timezone.name().to_owned(),
+            times: p
+                .fire_times
+                .iter()
+                .filter_map(|ms| p.timezone.timestamp_millis_opt(*ms).single())
+                .map(|t| t.format("%Y-%m-%d %H:%M:%S %:z").to_string())
+                .collect(),
+            words: p
+                .descriptions
+                .iter()
+                .find(|(tag, _)| *tag == ctx.tr.tag())
+                .map(|(_, d)| d.clone())
+                .unwrap_or_default(),
+            zone_label: ctx.tr.t("preview.zone"),
+            next_label: ctx.tr.t("preview.next"),
+        },
+        Err(e) => PreviewFragment {
+            error: e.detail,
+            zone: String::new(),
+            times: Vec::new(),
+            words: String::new(),
+            zone_label: String::new(),
+            next_label: String::new(),
+        },
+    };
+    fragment.render().unwrap_or_default()
+}
+
+/// `GET /t/{tenant}/schedule-preview?schedule.kind=cron&schedule.expr=…`: the preview fragment.
+async fn preview(
+    req: HttpRequest,
+    tenant: web::Path<String>,
+    input: web::Query<HashMap<String, String>>,
+) -> HttpResponse {
+    let ctx = page_ctx!(req);
+    let f = TaskForm::posted(&input);
+    let body = match f.schedule(ctx.tz) {
+        Ok(s) => preview_html(&ctx, &tenant, &s).await,
+        Err(problems) => PreviewFragment {
+            error: problems
+                .iter()
+                .map(|p| format!("{}: {}", p.field, p.message))
+                .collect::<Vec<_>>()
+                .join("; "),
+            zone: String::new(),
+            times: Vec::new(),
+            words: String::new(),
+            zone_label: String::new(),
+            next_label: String::new(),
+        }
+        .render()
+        .unwrap_or_default(),
+    };
+    HttpResponse::Ok()
+        .content_type("text/html; charset=utf-8")
+        .insert_header(("Cache-Control", "no-store"))
+        .body(body)
+}

@@ -1,0 +1,170 @@
+// The console's one script: alarm pop-ups and live rows from the WebSocket of live events,
+// acknowledging through the REST API, and the task form's schedule preview. Pages work
+// without it (read-only views and plain form posts).
+"use strict";
+(function () {
+  const body = document.body;
+  const data = body.dataset;
+  let tenants = {};
+  try { tenants = JSON.parse(data.tenants || "{}"); } catch (e) { tenants = {}; }
+  let labels = {};
+  try { labels = JSON.parse(data.labels || "{}"); } catch (e) { labels = {}; }
+  const label = (v) => labels[v] || v;
+  const ownTenant = Number(data.tenantId || 0);
+
+  // ---- open-alarm badge -------------------------------------------------------------------
+  const badge = document.getElementById("alarm-badge");
+  function bump(alarm, by) {
+    if (!badge || alarm.tenant_id !== ownTenant) return;
+    const n = parseInt(badge.textContent, 10);
+    if (!isNaN(n) && !badge.textContent.endsWith("+")) badge.textContent = String(Math.max(0, n + by));
+  }
+
+  // ---- pop-ups ----------------------------------------------------------------------------
+  const popups = document.getElementById("popups");
+  function popupOf(id) {
+    return popups && popups.querySelector('.alarm-popup[data-alarm-id="' + id + '"]');
+  }
+  function el(tag, cls, text) {
+    const e = document.createElement(tag);
+    if (cls) e.className = cls;
+    if (text !== undefined) e.textContent = text;
+    return e;
+  }
+  function showAlarm(alarm) {
+    if (!popups || popupOf(alarm.id)) return;
+    const box = el("div", "alarm-popup sev-" + alarm.severity);
+    box.dataset.alarmId = String(alarm.id);
+    // How long after it was raised it showed here (same machine clocks; read by the tests).
+    box.dataset.shownAfterMs = String(Date.now() - (alarm.last_seen || alarm.created_at));
+    box.setAttribute("role", "alert");
+    const tenant = tenants[String(alarm.tenant_id)] || "";
+    box.appendChild(el("strong", "", data.tAlarm + " · " + label(alarm.severity) + " · " + label(alarm.kind) + (tenant ? " · " + tenant : "")));
+    box.appendChild(el("p", "msg", alarm.message));
+    const count = el("small", "count", alarm.count > 1 ? "×" + alarm.count : "");
+    box.appendChild(count);
+    const buttons = el("div", "buttons");
+    if (data.canOperate === "true" && tenant) {
+      const ack = el("button", "ack", data.tAck);
+      ack.type = "button";
+      ack.addEventListener("click", () => acknowledge(alarm, tenant, box, ack));
+      buttons.appendChild(ack);
+    }
+    const hide = el("button", "hide", data.tDismiss);
+    hide.type = "button";
+    hide.addEventListener("click", () => box.remove());
+    buttons.appendChild(hide);
+    box.appendChild(buttons);
+    popups.appendChild(box);
+  }
+  function acknowledge(alarm, tenant, box, button) {
+    button.disabled = true;
+    fetch("/api/v1/tenants/" + encodeURIComponent(tenant) + "/alarms/" + alarm.id + "/ack", {
+      method: "POST",
+      credentials: "same-origin",
+      headers: { "Accept": "application/json" },
+    }).then((res) => {
+      if (res.ok) { box.remove(); return; }
+      return res.json().then((p) => { throw new Error(p.detail || res.status); });
+    }).catch((e) => {
+      button.disabled = false;
+      let err = box.querySelector(".ack-error");
+      if (!err) { err = el("p", "ack-error"); box.appendChild(err); }
+      err.textContent = data.tAckFailed + " " + e.message;
+    });
+  }
+  function onAlarm(msg) {
+    const a = msg.alarm;
+    if (!a) return;
+    switch (msg.type) {
+      case "alarm.raised":
+        if (!a.muted) { showAlarm(a); bump(a, 1); }
+        break;
+      case "alarm.repeated": {
+        const p = popupOf(a.id);
+        if (p) p.querySelector(".count").textContent = "×" + a.count;
+        break;
+      }
+      case "alarm.acknowledged":
+      case "alarm.resolved": {
+        const p = popupOf(a.id);
+        if (p) p.remove();
+        bump(a, -1);
+        break;
+      }
+    }
+  }
+
+  // ---- live rows ----------------------------------------------------------------------------
+  const rows = document.getElementById("run-rows");
+  const liveUrl = rows && rows.dataset.live;
+  let refreshTimer = null;
+  let runEventsSeen = false;
+  function refreshRows() {
+    if (!liveUrl || refreshTimer) return;
+    refreshTimer = setTimeout(() => {
+      refreshTimer = null;
+      fetch(liveUrl, { credentials: "same-origin" })
+        .then((res) => (res.ok ? res.text() : Promise.reject(res.status)))
+        .then((html) => { rows.innerHTML = html; })
+        .catch(() => {});
+    }, 250);
+  }
+  if (liveUrl) {
+    // Until the first run event arrives (engines that publish none yet), re-read every 2 s.
+    setInterval(() => { if (!runEventsSeen && !document.hidden) refreshRows(); }, 2000);
+  }
+
+  // ---- the WebSocket ----------------------------------------------------------------------
+  let delay = 500;
+  function connect() {
+    if (!data.tenant) return; // signed-out pages
+    const ws = new WebSocket((location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/api/v1/events");
+    ws.onopen = () => { body.dataset.ws = "open"; delay = 500; };
+    ws.onmessage = (e) => {
+      let msg;
+      try { msg = JSON.parse(e.data); } catch (err) { return; }
+      if (typeof msg.type !== "string") return;
+      if (msg.type.startsWith("alarm.")) onAlarm(msg);
+      else if (msg.type.startsWith("run")) { runEventsSeen = true; refreshRows(); }
+      else if (msg.type === "resync") refreshRows();
+    };
+    ws.onclose = () => {
+      body.dataset.ws = "closed";
+      setTimeout(connect, delay);
+      delay = Math.min(delay * 2, 15000);
+    };
+  }
+  connect();
+
+  // ---- task form: schedule kinds and live preview ---------------------------------------------
+  const schedule = document.getElementById("schedule");
+  if (schedule) {
+    const kind = document.getElementById("f-schedule-kind");
+    const showKind = () => {
+      schedule.querySelectorAll(".kind").forEach((d) => {
+        d.hidden = !d.classList.contains("kind-" + kind.value);
+      });
+    };
+    kind.addEventListener("change", showKind);
+    showKind();
+    const preview = document.getElementById("preview");
+    let timer = null;
+    let asked = 0;
+    const update = () => {
+      clearTimeout(timer);
+      timer = setTimeout(() => {
+        if (kind.value !== "cron") { preview.innerHTML = ""; return; }
+        const q = new URLSearchParams();
+        schedule.querySelectorAll("[name^='schedule.']").forEach((i) => q.set(i.name, i.value));
+        const n = ++asked;
+        fetch(schedule.dataset.preview + "?" + q.toString(), { credentials: "same-origin" })
+          .then((res) => res.text())
+          .then((html) => { if (n === asked) preview.innerHTML = html; })
+          .catch(() => {});
+      }, 300);
+    };
+    schedule.addEventListener("input", update);
+    schedule.addEventListener("change", update);
+  }
+})();

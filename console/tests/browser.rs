@@ -1,0 +1,477 @@
+//! The web console in real headless Chromium (Debian `chromium` + `chromium-driver`, driven
+//! through chromedriver by fantoccini) against `mthpt standalone` with its demo app:
+//!
+//! - sign in through the form; create a cron task firing every 2 s through the task form, whose
+//!   preview shows the next fire times before it is saved; its runs appear on the runs page
+//!   without a reload;
+//! - a failing task's alarm pops up in two browser sessions within 2 s, and acknowledging it in
+//!   one clears it in the other;
+//! - a refused task name (markup) comes back as text with its error next to the field;
+//! - the pages visited are translated when switched to 中文 (no catalog key left untranslated).
+//!
+//! It saves screenshots to `docs/screenshots/`. Chromium and chromedriver missing is a
+//! failure, not a skip (`scripts/test.sh` installs them).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::json;
+
+const CHROMIUM: &str = "/usr/bin/chromium";
+const WAIT: Duration = Duration::from_secs(10);
+
+/// A child process killed when the test ends, however it ends.
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.0.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.0.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The chromedriver binary, or a failure that says how to get it.
+fn chromedriver_path() -> PathBuf {
+    let found = std::env::var_os("PATH")
+        .map(|paths| {
+            std::env::split_paths(&paths)
+                .map(|p| p.join("chromedriver"))
+                .find(|p| p.is_file())
+        })
+        .unwrap_or_default();
+    let path = found.unwrap_or_else(|| PathBuf::from("/usr/bin/chromedriver"));
+    assert!(
+        path.is_file() && Path::new(CHROMIUM).is_file(),
+        "chromium and chromedriver are needed for the browser tests: \
+         apt-get install chromium chromium-driver (scripts/test.sh installs them)"
+    );
+    path
+}
+
+/// Starts chromedriver on a free port; returns it and its URL.
+async fn start_chromedriver() -> (Killed, String) {
+    let port = free_port();
+    let child = Command::new(chromedriver_path())
+        .args([
+            format!("--port={port}"),
+            "--allowed-ips=127.0.0.1".to_owned(),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start chromedriver");
+    let driver = Killed(child);
+    let url = format!("http://127.0.0.1:{port}");
+    let deadline = Instant::now() + WAIT;
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "chromedriver did not listen in 10 s"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    (driver, url)
+}
+
+/// A fresh headless Chromium session with its own profile (its own cookies).
+async fn browser(driver: &str, profile: &Path) -> Client {
+    let mut caps = serde_json::Map::new();
+    caps.insert(
+        "goog:chromeOptions".to_owned(),
+        json!({
+            "binary": CHROMIUM,
+            "args": [
+                "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--disable-quic", "--no-first-run", "--disable-background-networking",
+                "--disable-component-update", "--disable-sync", "--disable-extensions",
+                "--window-size=1280,860", "--lang=en-US",
+                format!("--user-data-dir={}", profile.display()),
+            ],
+        }),
+    );
+    ClientBuilder::rustls()
+        .expect("rustls")
+        .capabilities(caps)
+        .connect(driver)
+        .await
+        .expect("a chromium session")
+}
+
+/// Starts `mthpt standalone` with its demo in `dir`; returns it, the console URL and the
+/// operator password it printed.
+fn start_standalone(dir: &Path) -> (Killed, String, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mthpt"))
+        .args([
+            "standalone",
+            "--listen",
+            "127.0.0.1:0",
+            "--wrapper-listen",
+            "127.0.0.1:0",
+            "--console-listen",
+            "127.0.0.1:0",
+        ])
+        .current_dir(dir)
+        .env_remove("MTHPT_DATA")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let child = Killed(child);
+    let (mut url, mut password) = (None, None);
+    while url.is_none() || password.is_none() {
+        let line = lines
+            .next()
+            .expect("standalone printed its banner")
+            .unwrap();
+        if let Some(rest) = line.trim().strip_prefix("console") {
+            url = rest.split_whitespace().next().map(str::to_owned);
+        }
+        if let Some(rest) = line.trim().strip_prefix("login") {
+            password = rest.split_whitespace().nth(2).map(str::to_owned);
+        }
+    }
+    (child, url.unwrap(), password.unwrap())
+}
+
+async fn screenshot(c: &Client, name: &str) {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/screenshots");
+    std::fs::create_dir_all(&dir).unwrap();
+    let png = c.screenshot().await.unwrap();
+    std::fs::write(dir.join(name), png).unwrap();
+}
+
+async fn sign_in(c: &Client, base: &str, password: &str) {
+    c.goto(&format!("{base}/login")).await.unwrap();
+    c.find(Locator::Id("username"))
+        .await
+        .unwrap()
+        .send_keys("admin")
+        .await
+        .unwrap();
+    c.find(Locator::Id("password"))
+        .await
+        .unwrap()
+        .send_keys(password)
+        .await
+        .unwrap();
+    c.find(Locator::Id("sign-in"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    c.wait()
+        .at_most(WAIT)
+        .for_element(Locator::Id("task-list"))
+        .await
+        .expect("signed in, the task list shows");
+}
+
+async fn fill(c: &Client, id: &str, text: &str) {
+    let input = c.find(Locator::Id(id)).await.unwrap();
+    input.clear().await.unwrap();
+    input.send_keys(text).await.unwrap();
+}
+
+async fn choose(c: &Client, select_id: &str, value: &str) {
+    c.find(Locator::Css(&format!(
+        "#{select_id} option[value='{value}']"
+    )))
+    .await
+    .unwrap()
+    .click()
+    .await
+    .unwrap();
+}
+
+/// Waits until the page's WebSocket of live events is open.
+async fn live(c: &Client) {
+    c.wait()
+        .at_most(WAIT)
+        .for_element(Locator::Css("body[data-ws='open']"))
+        .await
+        .expect("the live-event WebSocket opened");
+}
+
+/// The page has no catalog key left untranslated.
+async fn translated(c: &Client) {
+    let html = c.source().await.unwrap();
+    assert!(
+        !html.contains('⟦'),
+        "an untranslated key on {}: {}",
+        c.current_url().await.unwrap(),
+        html.split('⟦')
+            .nth(1)
+            .unwrap_or_default()
+            .split('⟧')
+            .next()
+            .unwrap_or_default()
+    );
+}
+
+/// Fills the task form (name, handler, schedule kind, no retries) and saves it.
+async fn create_task(c: &Client, base: &str, name: &str, handler: &str, cron: Option<&str>) {
+    c.goto(&format!("{base}/t/demo/tasks/new")).await.unwrap();
+    fill(c, "f-name", name).await;
+    choose(c, "f-app", "demo").await;
+    fill(c, "f-handler", handler).await;
+    match cron {
+        Some(expr) => {
+            choose(c, "f-schedule-kind", "cron").await;
+            fill(c, "f-schedule-expr", expr).await;
+            // The preview shows the next fire times before anything is saved.
+            c.wait()
+                .at_most(WAIT)
+                .for_element(Locator::Css("#preview ol.fire-times li:nth-child(3)"))
+                .await
+                .expect("the cron preview lists the next fire times");
+            let words = c.find(Locator::Css("#preview .words")).await.unwrap();
+            assert!(!words.text().await.unwrap().is_empty());
+            screenshot(c, "task-form.png").await;
+        }
+        None => choose(c, "f-schedule-kind", "manual").await,
+    }
+    fill(c, "f-max-retries", "0").await;
+    save(c).await;
+}
+
+async fn save(c: &Client) {
+    c.find(Locator::Id("save-task"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+}
+
+async fn saved(c: &Client) {
+    c.wait()
+        .at_most(WAIT)
+        .for_element(Locator::Css("#task-list tr.task"))
+        .await
+        .expect("the task was saved and the list shows");
+}
+
+async fn task_id(c: &Client, name: &str) -> i64 {
+    let xpath = format!(
+        "//tr[contains(@class,'task')][.//*[contains(@class,'task-name')][text()=\"{name}\"]]"
+    );
+    let row = c.find(Locator::XPath(&xpath)).await.unwrap();
+    row.attr("data-task-id")
+        .await
+        .unwrap()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_in_chromium_creates_tasks_shows_live_runs_and_pops_up_alarms() {
+    let started = Instant::now();
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, base, password) = tokio::task::block_in_place(|| start_standalone(dir.path()));
+    let (_driver, driver_url) = start_chromedriver().await;
+    let one = browser(&driver_url, &dir.path().join("profile-1")).await;
+    let two = browser(&driver_url, &dir.path().join("profile-2")).await;
+
+    // Sign in; a cron task every 2 s through the form, previewed before saving.
+    sign_in(&one, &base, &password).await;
+    translated(&one).await;
+    create_task(&one, &base, "every-2s", "hello", Some("*/2 * * * * ?")).await;
+    saved(&one).await;
+    let every = task_id(&one, "every-2s").await;
+    screenshot(&one, "tasks.png").await;
+
+    // Its runs appear on the runs page without a reload.
+    one.goto(&format!("{base}/t/demo/runs?task={every}"))
+        .await
+        .unwrap();
+    live(&one).await;
+    translated(&one).await;
+    one.execute("window.stillHere = 'yes';", vec![])
+        .await
+        .unwrap();
+    let before = one
+        .find_all(Locator::Css("#run-rows tr.state-succeeded"))
+        .await
+        .unwrap()
+        .len();
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let now = one
+            .find_all(Locator::Css("#run-rows tr.state-succeeded"))
+            .await
+            .unwrap()
+            .len();
+        if now >= before + 2 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "two more succeeded runs of every-2s did not appear in 10 s ({before} → {now})"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let same_page = one
+        .execute("return window.stillHere;", vec![])
+        .await
+        .unwrap();
+    assert_eq!(same_page, json!("yes"), "the runs page was not reloaded");
+
+    // A hostile name is text, never markup; a failing task pops an alarm up in two sessions.
+    create_task(&one, &base, "<img src=x onerror=alert(1)>", "flaky", None).await;
+    let error = one
+        .wait()
+        .at_most(WAIT)
+        .for_element(Locator::Id("err-f-name"))
+        .await
+        .expect("the refused name has its error next to the field");
+    assert!(!error.text().await.unwrap().is_empty());
+    let images = one
+        .execute("return document.querySelectorAll('img').length;", vec![])
+        .await
+        .unwrap();
+    assert_eq!(images, json!(0), "the posted name was rendered as markup");
+    fill(&one, "f-name", "always-fails").await;
+    save(&one).await;
+    saved(&one).await;
+    let fails = task_id(&one, "always-fails").await;
+    sign_in(&two, &base, &password).await;
+    two.goto(&format!("{base}/t/demo/runs")).await.unwrap();
+    live(&one).await;
+    live(&two).await;
+    let trigger = format!(
+        "return fetch('/api/v1/tenants/demo/tasks/{fails}/trigger', {{method: 'POST', credentials: 'same-origin'}}).then(r => r.status);"
+    );
+    let status = one.execute(&trigger, vec![]).await.unwrap();
+    assert_eq!(
+        status,
+        json!(201),
+        "triggered through the API with the session"
+    );
+    let popup =
+        Locator::XPath("//div[contains(@class,'alarm-popup')][.//p[contains(., 'always-fails')]]");
+    let mut ids = Vec::new();
+    for c in [&one, &two] {
+        let shown = c
+            .wait()
+            .at_most(WAIT)
+            .for_element(popup)
+            .await
+            .expect("the alarm popped up");
+        let after: i64 = shown
+            .attr("data-shown-after-ms")
+            .await
+            .unwrap()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(
+            after <= 2000,
+            "the pop-up showed {after} ms after the alarm"
+        );
+        ids.push(shown.attr("data-alarm-id").await.unwrap().unwrap());
+    }
+    assert_eq!(ids[0], ids[1], "the same alarm in both sessions");
+    assert!(
+        one.execute(
+            "return document.querySelectorAll('img[src=x]').length;",
+            vec![]
+        )
+        .await
+        .unwrap()
+            == json!(0),
+        "the alarm message was rendered as markup"
+    );
+    screenshot(&two, "alarm-popup.png").await;
+
+    // Acknowledged in one session, it leaves the other.
+    let id = &ids[0];
+    one.find(Locator::Css(&format!(
+        ".alarm-popup[data-alarm-id='{id}'] button.ack"
+    )))
+    .await
+    .unwrap()
+    .click()
+    .await
+    .unwrap();
+    let gone = Instant::now() + WAIT;
+    loop {
+        let left = two
+            .find_all(Locator::Css(&format!(".alarm-popup[data-alarm-id='{id}']")))
+            .await
+            .unwrap();
+        if left.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < gone,
+            "the acknowledged alarm stayed up in the other session"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // 中文: every page the test visits is translated.
+    one.goto(&format!("{base}/lang/zh-CN?back=/t/demo/tasks"))
+        .await
+        .unwrap();
+    assert!(one.source().await.unwrap().contains("任务"));
+    for page in [
+        "tasks".to_owned(),
+        "tasks/new".to_owned(),
+        format!("tasks/{every}/edit"),
+        format!("runs?task={every}"),
+        "alarms".to_owned(),
+    ] {
+        one.goto(&format!("{base}/t/demo/{page}")).await.unwrap();
+        translated(&one).await;
+    }
+    one.goto(&format!("{base}/t/demo/runs?task={fails}"))
+        .await
+        .unwrap();
+    one.find(Locator::Css("#run-rows a"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    one.wait()
+        .at_most(WAIT)
+        .for_element(Locator::Id("run-state"))
+        .await
+        .unwrap();
+    translated(&one).await;
+
+    one.close().await.unwrap();
+    two.close().await.unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "the browser test took {:?}",
+        started.elapsed()
+    );
+}
