@@ -111,7 +111,7 @@
     }, 250);
   }
   if (liveUrl) {
-    // Until the first run event arrives (engines that publish none yet), re-read every 2 s.
+    // Until the first run event arrives (engine nodes without a bus publish none), re-read every 2 s.
     setInterval(() => { if (!runEventsSeen && !document.hidden) refreshRows(); }, 2000);
   }
 
@@ -119,7 +119,7 @@
   let delay = 500;
   function connect() {
     if (!data.tenant) return; // signed-out pages
-    const ws = new WebSocket((location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/api/v1/events");
+    const ws = new WebSocket((location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/api/v1/events" + (liveUrl ? "?runs=true" : ""));
     ws.onopen = () => { body.dataset.ws = "open"; delay = 500; };
     ws.onmessage = (e) => {
       let msg;
