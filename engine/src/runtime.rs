@@ -680,12 +680,50 @@ impl Shared {
         }
     }
 
-    /// Readies claimed runs as they arrive (routing and dispatch intents written ahead of their
-    /// due time), holds them until they are due and has the dispatcher send them.
+    /// Readies claimed batches one at a time, in claim order (see [`Self::scheduler_loop`]).
+    /// Returns the claims of batches left unreadied when the node stops.
+    async fn prepare_loop(
+        self: Arc<Self>,
+        mut stop: watch::Receiver<bool>,
+        mut fires: mpsc::Receiver<Vec<Fire>>,
+        ready: mpsc::UnboundedSender<Vec<Ready>>,
+    ) -> Vec<Fence> {
+        loop {
+            tokio::select! {
+                biased;
+                _ = stop.changed() => break,
+                batch = fires.recv() => {
+                    let Some(batch) = batch else { break };
+                    match self.dispatcher.prepare(batch).await {
+                        Ok((runs, report)) => {
+                            log_dispatch(&report);
+                            if ready.send(runs).is_err() {
+                                break;
+                            }
+                        }
+                        Err(e) => tracing::warn!(error = %e, "could not ready claimed runs; they are retried when their leases end"),
+                    }
+                }
+            }
+        }
+        // Until the claim loop has stopped too: what it claimed last is handed back unreadied.
+        let mut left = Vec::new();
+        while let Some(batch) = fires.recv().await {
+            left.extend(batch.iter().filter_map(|f| f.run.fence()));
+        }
+        left
+    }
+
+    /// Claimed runs go through three stages: the claim loop claims batches; the prepare loop
+    /// readies them one batch at a time (routing, dispatch intents written ahead of their due
+    /// time); this loop holds them until they are due and has the dispatcher send them. The
+    /// claim loop waits while a batch is being readied, so claims never outrun the intent
+    /// writes (a backlog would let leases end before the runs are readied).
     async fn scheduler_loop(self: Arc<Self>, mut stop: watch::Receiver<bool>) -> ShutdownReport {
-        let (fires_tx, mut fires_rx) = mpsc::channel::<Vec<Fire>>(64);
+        let (fires_tx, fires_rx) = mpsc::channel::<Vec<Fire>>(1);
         let (ready_tx, mut ready_rx) = mpsc::unbounded_channel::<Vec<Ready>>();
         let claimer = tokio::spawn(self.clone().claim_loop(stop.clone(), fires_tx));
+        let preparer = tokio::spawn(self.clone().prepare_loop(stop.clone(), fires_rx, ready_tx));
         let mut queue: BTreeMap<(i64, RunId), Ready> = BTreeMap::new();
         let mut dispatches: JoinSet<()> = JoinSet::new();
         let coalesce_ms = self.config.dispatch.coalesce_ms.max(0);
@@ -718,46 +756,26 @@ impl Shared {
                         queue.insert((ready.due_at(), ready.run_id()), ready);
                     }
                 }
-                Some(batch) = fires_rx.recv() => {
-                    let dispatcher = self.dispatcher.clone();
-                    let ready_tx = ready_tx.clone();
-                    dispatches.spawn(async move {
-                        match dispatcher.prepare(batch).await {
-                            Ok((ready, r)) => {
-                                log_dispatch(&r);
-                                let _ = ready_tx.send(ready);
-                            }
-                            Err(e) => tracing::warn!(error = %e, "could not ready claimed runs; they are retried when their leases end"),
-                        }
-                    });
-                }
                 Some(_) = dispatches.join_next(), if !dispatches.is_empty() => {}
             }
         }
 
-        // Stop claiming, then hand back what this node holds but has not fired.
+        // Stop claiming and readying, then hand back what this node holds but has not fired.
         let _ = claimer.await;
-        let mut fences: Vec<Fence> = Vec::new();
-        while let Ok(batch) = fires_rx.try_recv() {
-            fences.extend(batch.iter().filter_map(|f| f.run.fence()));
-        }
+        let mut fences: Vec<Fence> = preparer.await.unwrap_or_default();
         let mut report = ShutdownReport::default();
-        let hand_back = async |fences: Vec<Fence>, report: &mut ShutdownReport| {
-            if fences.is_empty() {
-                return;
-            }
-            match self.release(&fences).await {
-                Ok(n) => report.released += n,
-                Err(e) => {
-                    tracing::warn!(error = %e, "could not hand claimed runs back; they move when their leases end")
-                }
-            }
-        };
         while let Ok(batch) = ready_rx.try_recv() {
             fences.extend(batch.iter().filter_map(Ready::fence));
         }
         fences.extend(std::mem::take(&mut queue).values().filter_map(Ready::fence));
-        hand_back(fences, &mut report).await;
+        if !fences.is_empty() {
+            match self.release(&fences).await {
+                Ok(n) => report.released = n,
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not hand claimed runs back; they move when their leases end")
+                }
+            }
+        }
         let grace =
             Duration::from_millis(u64::try_from(self.config.shutdown_grace_ms).unwrap_or(10_000));
         let deadline = Instant::now() + grace;
@@ -771,12 +789,6 @@ impl Shared {
                 }
             }
         }
-        // Runs readied while the last dispatches finished.
-        let mut late: Vec<Fence> = Vec::new();
-        while let Ok(batch) = ready_rx.try_recv() {
-            late.extend(batch.iter().filter_map(Ready::fence));
-        }
-        hand_back(late, &mut report).await;
         report
     }
 
