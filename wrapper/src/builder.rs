@@ -103,7 +103,6 @@ fn valid_name(name: &str, extra: &[u8]) -> bool {
 const DEFAULT_EXCHANGE: &str = "mthpt.alarms";
 
 /// Configures and builds a [`Wrapper`]. Start with [`Wrapper::builder`].
-#[derive(Debug)]
 pub struct WrapperBuilder {
     app: String,
     secret: Vec<u8>,
@@ -133,6 +132,25 @@ pub struct WrapperBuilder {
     amqp_exchange: String,
     tenant_id: Option<i64>,
     engine_unreachable_after: Option<Duration>,
+}
+
+/// Shows the settings but never the app secret or the AMQP URL (it may carry a password).
+impl std::fmt::Debug for WrapperBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WrapperBuilder")
+            .field("app", &self.app)
+            .field("secret", &"<redacted>")
+            .field("engine_urls", &self.engine_urls)
+            .field("advertise_url", &self.advertise_url)
+            .field("capacity", &self.capacity)
+            .field("labels", &self.labels)
+            .field("instance_id", &self.instance_id)
+            .field("handlers", &self.handlers.keys().collect::<Vec<_>>())
+            .field("amqp_url", &self.amqp_url.as_ref().map(|_| "<redacted>"))
+            .field("amqp_exchange", &self.amqp_exchange)
+            .field("tenant_id", &self.tenant_id)
+            .finish_non_exhaustive()
+    }
 }
 
 impl WrapperBuilder {
@@ -514,5 +532,20 @@ impl WrapperBuilder {
             inner,
             intake: Arc::new(self.intake),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::Wrapper;
+
+    #[test]
+    fn debug_output_hides_the_secret_and_the_amqp_password() {
+        let b = Wrapper::builder("acme.billing", "s3cret-value")
+            .amqp_url("amqp://user:hunter2@broker:5672/%2f");
+        let shown = format!("{b:?}");
+        assert!(shown.contains("acme.billing"), "{shown}");
+        assert!(!shown.contains("s3cret-value"), "{shown}");
+        assert!(!shown.contains("hunter2"), "{shown}");
     }
 }

@@ -151,6 +151,7 @@ pub static CATALOG: &[(&str, &str, &str)] = &[
         "not started in time",
         "未按时启动",
     ),
+    ("alarm.kind.app", "application alarm", "应用告警"),
     ("alarm.kind.executor_lost", "executor lost", "执行器失联"),
     ("alarm.kind.node_lost", "engine node lost", "引擎节点失联"),
     ("alarm.kind.misfire", "misfire", "错过触发"),
