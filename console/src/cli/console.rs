@@ -188,10 +188,11 @@ pub async fn run(args: ConsoleArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let stop = shutdown_signal();
     tracing::info!(bind = %settings.bind, database = %redact_url(&url), "console API at http://{}/api/v1 (docs at /api/docs/)", settings.bind);
     let handle = server.handle();
     let serving = tokio::spawn(server);
-    shutdown_signal().await;
+    stop.await;
     live.close_sessions();
     handle.stop(true).await;
     let _ = serving.await;

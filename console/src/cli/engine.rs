@@ -247,6 +247,7 @@ pub async fn run(args: EngineArgs) -> ExitCode {
             None
         }
     };
+    let stop = shutdown_signal();
     let node =
         match EngineNode::start_with_bus(store.clone(), Arc::new(SystemClock), config, bus).await {
             Ok(node) => node,
@@ -255,7 +256,7 @@ pub async fn run(args: EngineArgs) -> ExitCode {
                 return ExitCode::FAILURE;
             }
         };
-    shutdown_signal().await;
+    stop.await;
     node.shutdown().await;
     store.close().await;
     ExitCode::SUCCESS

@@ -86,20 +86,37 @@ pub(crate) fn open_private(path: &std::path::Path) -> std::io::Result<std::fs::F
     Ok(file)
 }
 
-/// Resolves on SIGINT (Ctrl-C) or SIGTERM.
-pub async fn shutdown_signal() {
+/// Resolves on SIGINT (Ctrl-C) or SIGTERM. The handlers are installed by the call itself, not
+/// when the future is first polled: a signal that arrives after the call (say, right after the
+/// banner is printed, before the process waits for it) stops the process cleanly instead of
+/// killing it.
+pub fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
-        if let Ok(mut term) = signal(SignalKind::terminate()) {
+        let term = signal(SignalKind::terminate()).ok();
+        let int = signal(SignalKind::interrupt()).ok();
+        async move {
+            let next = |s: Option<tokio::signal::unix::Signal>| async move {
+                match s {
+                    Some(mut s) => {
+                        s.recv().await;
+                    }
+                    None => std::future::pending::<()>().await,
+                }
+            };
             tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
+                () = next(term) => {}
+                () = next(int) => {}
             }
-            return;
         }
     }
-    let _ = tokio::signal::ctrl_c().await;
+    #[cfg(not(unix))]
+    {
+        async {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
 }
 
 /// For the settings tests of `mthpt engine` and `mthpt console`: every setting of `defaults`

@@ -126,6 +126,7 @@ async fn serve(args: StandaloneArgs) -> anyhow::Result<()> {
         Some(load_demo(&*store).await?)
     };
 
+    let stop = shutdown_signal();
     let engine = EngineNode::start_with_bus(
         store.clone(),
         Arc::new(SystemClock),
@@ -161,7 +162,7 @@ async fn serve(args: StandaloneArgs) -> anyhow::Result<()> {
         );
     }
 
-    shutdown_signal().await;
+    stop.await;
     alarm_log.abort();
     feeder.abort();
     live.close_sessions();

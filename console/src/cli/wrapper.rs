@@ -244,6 +244,7 @@ async fn serve(args: WrapperArgs) -> Result<(), WrapperCliError> {
         .map_err(WrapperCliError::Serve)?;
     let handle = server.handle();
     let mut server = tokio::spawn(server);
+    let stop = super::process::shutdown_signal();
     tracing::info!(
         app = %args.app,
         instance = %wrapper.instance_id(),
@@ -253,7 +254,7 @@ async fn serve(args: WrapperArgs) -> Result<(), WrapperCliError> {
         "mthpt wrapper listening"
     );
     let served = tokio::select! {
-        _ = super::process::shutdown_signal() => None,
+        () = stop => None,
         ended = &mut server => Some(ended),
     };
     let report = wrapper
