@@ -13,37 +13,19 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use mthpt_console::testing::{TestApp, spawn_app};
-use mthpt_engine::bus::{AmqpBus, AmqpConfig, Bus, InProcessBus};
+use mthpt_engine::bus::{Bus, InProcessBus};
 use mthpt_engine::clock::SystemClock;
 use mthpt_engine::runtime::EngineNode;
 use mthpt_engine::schedule::ScheduleSpec;
 use mthpt_engine::store::Backend;
 use mthpt_engine::task::TaskDefinition;
 use mthpt_engine::tenant::Role;
+use mthpt_engine::testing::amqp_bus;
 use mthpt_tests::{Tenancy, TestWrapper, quick_engine_config, tenancy};
 use serde_json::{Value, json};
 use support::{Socket, connect, frames_for, next_where};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-
-fn amqp_url() -> String {
-    std::env::var("MTHPT_TEST_AMQP_URL")
-        .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".to_owned())
-}
-
-async fn amqp_bus() -> AmqpBus {
-    let config = AmqpConfig {
-        url: amqp_url(),
-        exchange: format!("mthpt.alarms.test.{}", uuid::Uuid::new_v4().simple()),
-        connection_name: "mthpt-test".to_owned(),
-    };
-    AmqpBus::connect(config).await.unwrap_or_else(|e| {
-        panic!(
-            "RabbitMQ is unreachable at {}: {e}; start it or point MTHPT_TEST_AMQP_URL at one",
-            amqp_url()
-        )
-    })
-}
 
 async fn engine_with(app: &TestApp, bus: Arc<dyn Bus>, node: &str) -> EngineNode {
     EngineNode::start_with_bus(
