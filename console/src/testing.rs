@@ -249,14 +249,26 @@ pub const EVENT_WAIT: std::time::Duration = std::time::Duration::from_secs(15);
 
 /// Opens the events socket at `url` with a bearer token.
 pub async fn connect_events(url: &str, token: &str) -> EventSocket {
+    try_connect_events(url, token)
+        .await
+        .unwrap_or_else(|e| panic!("cannot open {url}: {e}"))
+}
+
+/// [`connect_events`], or why not.
+pub async fn try_connect_events(url: &str, token: &str) -> Result<EventSocket, String> {
     use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-    let mut request = url.into_client_request().unwrap();
-    request
-        .headers_mut()
-        .insert("Authorization", format!("Bearer {token}").parse().unwrap());
-    let (socket, response) = tokio_tungstenite::connect_async(request).await.unwrap();
-    assert_eq!(response.status().as_u16(), 101);
-    socket
+    let mut request = url.into_client_request().map_err(|e| e.to_string())?;
+    request.headers_mut().insert(
+        "Authorization",
+        format!("Bearer {token}").parse().map_err(|_| "bad token")?,
+    );
+    let (socket, response) = tokio_tungstenite::connect_async(request)
+        .await
+        .map_err(|e| e.to_string())?;
+    if response.status().as_u16() != 101 {
+        return Err(format!("status {}", response.status()));
+    }
+    Ok(socket)
 }
 
 /// The next JSON text frame for which `wanted` holds, within [`EVENT_WAIT`] (others are
@@ -266,12 +278,23 @@ pub async fn next_event_where(
     skipped: &mut Vec<serde_json::Value>,
     wanted: impl Fn(&serde_json::Value) -> bool,
 ) -> serde_json::Value {
+    next_event_within(socket, EVENT_WAIT, skipped, wanted).await
+}
+
+/// The next JSON text frame for which `wanted` holds, within `wait` (others are collected in
+/// `skipped`).
+pub async fn next_event_within(
+    socket: &mut EventSocket,
+    wait: std::time::Duration,
+    skipped: &mut Vec<serde_json::Value>,
+    wanted: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
     use futures::StreamExt;
-    let deadline = tokio::time::Instant::now() + EVENT_WAIT;
+    let deadline = tokio::time::Instant::now() + wait;
     loop {
         let frame = tokio::time::timeout_at(deadline, socket.next())
             .await
-            .expect("timed out waiting for an event")
+            .unwrap_or_else(|_| panic!("timed out waiting for an event; got {skipped:?}"))
             .expect("socket closed")
             .unwrap();
         if let tokio_tungstenite::tungstenite::Message::Text(text) = frame {

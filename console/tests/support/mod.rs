@@ -1,77 +1,19 @@
 //! Helpers shared by this crate's integration tests: a WebSocket client of the live events
 //! (`GET /api/v1/events`).
 
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+#![allow(dead_code, unused_imports, clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;
 
 use futures::StreamExt;
 use serde_json::Value;
 use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
-pub type Socket =
-    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
-
-/// How long a test waits for one event.
-pub const WAIT: Duration = Duration::from_secs(15);
-
-/// Opens the events socket at `url` (query included) with a bearer token.
-pub async fn connect(url: &str, token: &str) -> Socket {
-    try_connect(url, token)
-        .await
-        .unwrap_or_else(|e| panic!("cannot open {url}: {e}"))
-}
-
-/// [`connect`], or why not.
-pub async fn try_connect(url: &str, token: &str) -> Result<Socket, String> {
-    let mut request = url.into_client_request().map_err(|e| e.to_string())?;
-    request.headers_mut().insert(
-        "Authorization",
-        format!("Bearer {token}").parse().map_err(|_| "bad token")?,
-    );
-    let (socket, response) = tokio_tungstenite::connect_async(request)
-        .await
-        .map_err(|e| e.to_string())?;
-    if response.status().as_u16() != 101 {
-        return Err(format!("status {}", response.status()));
-    }
-    Ok(socket)
-}
-
-/// The next JSON text frame for which `wanted` holds, within `wait` (others are collected in
-/// `skipped`).
-pub async fn next_within(
-    socket: &mut Socket,
-    wait: Duration,
-    skipped: &mut Vec<Value>,
-    wanted: impl Fn(&Value) -> bool,
-) -> Value {
-    let deadline = tokio::time::Instant::now() + wait;
-    loop {
-        let frame = tokio::time::timeout_at(deadline, socket.next())
-            .await
-            .unwrap_or_else(|_| panic!("timed out waiting for an event; got {skipped:?}"))
-            .expect("socket closed")
-            .unwrap();
-        if let Message::Text(text) = frame {
-            let value: Value = serde_json::from_str(&text).unwrap();
-            if wanted(&value) {
-                return value;
-            }
-            skipped.push(value);
-        }
-    }
-}
-
-/// [`next_within`] the usual [`WAIT`].
-pub async fn next_where(
-    socket: &mut Socket,
-    skipped: &mut Vec<Value>,
-    wanted: impl Fn(&Value) -> bool,
-) -> Value {
-    next_within(socket, WAIT, skipped, wanted).await
-}
+pub use mthpt_console::testing::{
+    EVENT_WAIT as WAIT, EventSocket as Socket, connect_events as connect,
+    next_event_where as next_where, next_event_within as next_within,
+    try_connect_events as try_connect,
+};
 
 /// Every JSON text frame arriving within `wait`.
 pub async fn frames_for(socket: &mut Socket, wait: Duration) -> Vec<Value> {
