@@ -129,6 +129,9 @@ pub async fn finish_runs(
         .map(|(id, f)| (*id, f.completion.clone()))
         .collect();
     let mut completed = tx.complete_runs(app, &completions).await?;
+    // Late successes recorded after every later attempt of their occurrence had ended without
+    // succeeding: the occurrence succeeded after all, and only its chain follows from them.
+    let mut chain_only: HashSet<RunId> = HashSet::new();
     // A late success from the executor a run was dispatched to, for a run the engine ended
     // without it (lost, or timed out though it finished in time), is never dropped: it takes the
     // place of the retry or recovery when that has not started, else it is recorded alone.
@@ -143,8 +146,14 @@ pub async fn finish_runs(
                     *completion = Ok(Completion::Applied(revived));
                 }
                 Revival::Recorded(recorded) => {
-                    tracing::info!(run = %recorded.id, was = %run.state, "a late success recorded; its retry or recovery had already started");
-                    *completion = Ok(Completion::AlreadyFinal(recorded));
+                    if later_attempts_failed(tx, &recorded).await? {
+                        tracing::info!(run = %recorded.id, was = %run.state, "a late success recorded after its occurrence's later attempts failed; its chain follows");
+                        chain_only.insert(recorded.id);
+                        *completion = Ok(Completion::Applied(recorded));
+                    } else {
+                        tracing::info!(run = %recorded.id, was = %run.state, "a late success recorded; its retry or recovery had already started");
+                        *completion = Ok(Completion::AlreadyFinal(recorded));
+                    }
                 }
                 Revival::Refused => {}
             }
@@ -214,8 +223,16 @@ pub async fn finish_runs(
             continue;
         };
         let has_children = parents.contains(&task.id);
-        let mut effects =
-            effects_of(tx, task, &run, finish, jitter(), has_children, &mut over).await?;
+        let mut effects = if chain_only.contains(&run.id) {
+            let mut effects = Effects::default();
+            if has_children {
+                let now = finish.completion.finished_at;
+                effects.children = start_children(tx, task, &run, true, now).await?;
+            }
+            effects
+        } else {
+            effects_of(tx, task, &run, finish, jitter(), has_children, &mut over).await?
+        };
         if run.state == RunState::Succeeded && alarmed.contains(&task.id) {
             effects.resolved = tx
                 .resolve_task_alarms(task.id, finish.completion.finished_at)
@@ -300,20 +317,28 @@ async fn effects_of(
     let now = finish.completion.finished_at;
     let mut effects = Effects::default();
 
-    let next = next_attempt(task, run, finish, now, jitter);
+    // An earlier attempt's late success, recorded while this attempt (its retry or recovery)
+    // was already under way, decided the occurrence: it succeeded. This attempt's failure is
+    // then neither retried nor alarmed, and the chain follows that success.
+    let earlier_success = earlier_success(tx, run).await?;
+    let next = match earlier_success {
+        Some(_) => None,
+        None => next_attempt(task, run, finish, now, jitter),
+    };
     if let Some(next) = &next {
         effects.next_attempt = tx.insert_run(next, now).await?;
     }
-    let alarms = alarms_for(task, run, finish, next.is_some());
-    for alarm in alarms {
-        if let Some(a) = tx.insert_alarm(&alarm, now).await? {
-            effects.alarms.push(a);
+    if earlier_success.is_none() {
+        for alarm in alarms_for(task, run, finish, next.is_some()) {
+            if let Some(a) = tx.insert_alarm(&alarm, now).await? {
+                effects.alarms.push(a);
+            }
         }
     }
     // A broadcast occurrence is over when every shard's last attempt is; the last shard to
     // finish decides (under the occurrence's lock) and succeeded only if all shards did.
     let mut occurrence_over = next.is_none();
-    let mut succeeded = run.state == RunState::Succeeded;
+    let mut succeeded = run.state == RunState::Succeeded || earlier_success.is_some();
     if occurrence_over && run.shard_total > 1 {
         let runs = tx.lock_occurrence(run.task_id, run.scheduled_at).await?;
         let mut latest: BTreeMap<i32, &Run> = BTreeMap::new();
@@ -327,7 +352,14 @@ async fn effects_of(
             && latest.values().all(|r| r.state.is_final())
             // Another shard of this batch, finished together with this one, ended it already.
             && over.insert((run.task_id, run.scheduled_at));
-        succeeded = latest.values().all(|r| r.state == RunState::Succeeded);
+        // A shard succeeded when any of its attempts did (a late success recorded next to
+        // its recovery counts).
+        let ok: HashSet<i32> = runs
+            .iter()
+            .filter(|r| r.state == RunState::Succeeded)
+            .map(|r| r.shard_index)
+            .collect();
+        succeeded = latest.keys().all(|shard| ok.contains(shard));
     }
     if occurrence_over
         && has_children
@@ -336,7 +368,8 @@ async fn effects_of(
             RunState::Succeeded | RunState::Failed | RunState::TimedOut | RunState::Lost
         )
     {
-        effects.children = start_children(tx, task, run, succeeded, now).await?;
+        let parent = earlier_success.as_ref().unwrap_or(run);
+        effects.children = start_children(tx, task, parent, succeeded, now).await?;
     }
     if occurrence_over
         && is_scheduled_occurrence(run)
@@ -350,6 +383,48 @@ async fn effects_of(
         }
     }
     Ok(effects)
+}
+
+/// For a failed, timed-out or lost attempt after the first of a one-shard occurrence: an
+/// earlier attempt of it that succeeded (a late success recorded while this attempt was under
+/// way). The occurrence is locked first, so a late success being recorded concurrently is seen.
+async fn earlier_success(tx: &mut dyn Tx, run: &Run) -> Result<Option<Run>> {
+    if run.attempt <= 1
+        || run.shard_total > 1
+        || !matches!(
+            run.state,
+            RunState::Failed | RunState::TimedOut | RunState::Lost
+        )
+    {
+        return Ok(None);
+    }
+    Ok(tx
+        .lock_occurrence(run.task_id, run.scheduled_at)
+        .await?
+        .into_iter()
+        .find(|r| {
+            r.shard_index == run.shard_index
+                && r.attempt < run.attempt
+                && r.state == RunState::Succeeded
+        }))
+}
+
+/// For a late success just recorded on `recorded` next to its retry or recovery: whether every
+/// later attempt of its occurrence has ended and none succeeded, so nothing else will start the
+/// chain of the occurrence (one-shard occurrences; a broadcast's last shard decides).
+async fn later_attempts_failed(tx: &mut dyn Tx, recorded: &Run) -> Result<bool> {
+    if recorded.shard_total > 1 {
+        return Ok(false);
+    }
+    let runs = tx
+        .lock_occurrence(recorded.task_id, recorded.scheduled_at)
+        .await?;
+    let mut later = runs
+        .iter()
+        .filter(|r| r.shard_index == recorded.shard_index && r.attempt > recorded.attempt)
+        .peekable();
+    Ok(later.peek().is_some()
+        && later.all(|r| r.state.is_final() && r.state != RunState::Succeeded))
 }
 
 /// Whether `run` is (an attempt of) an occurrence of the task's own schedule, rather than a

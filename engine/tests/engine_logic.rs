@@ -46,6 +46,8 @@ on_both_backends!(
     watching::silent_executor_that_answers_its_probe_is_not_lost,
     watching::late_success_for_a_lost_run_wins_over_its_unstarted_recovery,
     watching::late_success_after_the_recovery_started_is_recorded_alone,
+    watching::recovery_failing_after_a_recorded_late_success_starts_the_chain,
+    watching::late_success_after_its_recovery_failed_starts_the_chain,
     watching::late_success_finished_before_the_deadline_wins_over_the_timeout,
     watching::silent_node_is_reported_once,
     watching::run_not_started_in_time_raises_one_alarm,

@@ -258,7 +258,8 @@ pub enum Revival {
     /// withdrawn; the run is `succeeded` and what follows a success (chain children) follows.
     Revived(Run),
     /// The retry or recovery had started (or there was none): the success is recorded on the run
-    /// (`succeeded`, with its output) and nothing else follows from it.
+    /// (`succeeded`, with its output). The occurrence's chain follows it once the later attempts
+    /// have all ended without success (see `outcome::finish_runs`); nothing else follows.
     Recorded(Run),
     /// Not a late success this rule covers: the run stays as it is.
     Refused,

@@ -8,7 +8,7 @@ use mthpt_engine::node::{NodeHeartbeat, NodeState};
 use mthpt_engine::outcome::{Finish, Finished, finish_run};
 use mthpt_engine::run::{ClaimedTransition, ReportedBy, Run, RunCompletion, RunState, TriggerKind};
 use mthpt_engine::store::{Scope, Store};
-use mthpt_engine::task::DependencyCondition;
+use mthpt_engine::task::{DependencyCondition, Task, TaskId};
 use mthpt_engine::watchdog::{Probe, WatchConfig, Watchdog};
 
 use crate::in_tx;
@@ -362,15 +362,26 @@ pub async fn late_success_for_a_lost_run_wins_over_its_unstarted_recovery(store:
     assert!(left.is_empty(), "the recovery run is withdrawn: {left:?}");
 }
 
-pub async fn late_success_after_the_recovery_started_is_recorded_alone(store: Arc<dyn Store>) {
-    let w = world(&*store, "acme").await;
-    let run = running(&store, &w, "parent", "host-slow", None).await;
-    watchdog(&store)
+/// A run declared lost whose task has an on-success child, with its recovery claimed and on its
+/// way to another instance: (the lost run, the recovery, the instance it goes to, the child task).
+async fn recovery_under_way(store: &Arc<dyn Store>, w: &World) -> (Run, Run, Executor, Task) {
+    let run = running(store, w, "parent", "host-slow", None).await;
+    let (child, _) = create_task(&**store, w, &manual(w.app.id, "child")).await;
+    in_tx!(&**store, |tx| tx
+        .add_dependency(
+            w.tenant.id,
+            run.task_id,
+            child.id,
+            DependencyCondition::OnSuccess,
+            T0
+        )
+        .await
+        .unwrap());
+    watchdog(store)
         .run_once(T0 + 6 * SECOND, 0.0)
         .await
         .unwrap();
-    // The recovery is claimed and on its way to another instance.
-    let other = executor(&*store, w.app.id, "host-other", T0 + 6 * SECOND).await;
+    let other = executor(&**store, w.app.id, "host-other", T0 + 6 * SECOND).await;
     let claimer = Claimer::new(
         store.clone(),
         ClaimConfig {
@@ -386,15 +397,42 @@ pub async fn late_success_after_the_recovery_started_is_recorded_alone(store: Ar
         .await
         .unwrap()
         .fires
-        .remove(0);
-    assert_eq!(recovery.run.trigger_kind, TriggerKind::Recovery);
-    in_tx!(&*store, |tx| tx
-        .record_dispatch_intent(
-            &[(recovery.run.fence().unwrap(), other.id)],
-            T0 + 6 * SECOND
-        )
+        .remove(0)
+        .run;
+    assert_eq!(recovery.trigger_kind, TriggerKind::Recovery);
+    in_tx!(&**store, |tx| tx
+        .record_dispatch_intent(&[(recovery.fence().unwrap(), other.id)], T0 + 6 * SECOND)
         .await
         .unwrap());
+    (run, recovery, other, child)
+}
+
+/// The recovery's own result: failed.
+fn recovery_failed(executor: ExecutorId, at: i64) -> Finish {
+    Finish {
+        completion: RunCompletion {
+            state: RunState::Failed,
+            output: None,
+            error: Some("boom".into()),
+            log: None,
+            started_at: Some(T0 + 6 * SECOND),
+            finished_at: at,
+            reported_by: Some(ReportedBy {
+                executor_id: executor,
+                attempt: 2,
+            }),
+        },
+        retryable: true,
+    }
+}
+
+fn child_tasks(runs: &[Run]) -> Vec<TaskId> {
+    runs.iter().map(|r| r.task_id).collect()
+}
+
+pub async fn late_success_after_the_recovery_started_is_recorded_alone(store: Arc<dyn Store>) {
+    let w = world(&*store, "acme").await;
+    let (run, recovery, _, _) = recovery_under_way(&store, &w).await;
     let finished = in_tx!(&*store, |tx| finish_run(
         tx.as_mut(),
         run.id,
@@ -420,8 +458,110 @@ pub async fn late_success_after_the_recovery_started_is_recorded_alone(store: Ar
         .unwrap();
     assert_eq!(
         left.iter().map(|r| r.id).collect::<Vec<_>>(),
-        vec![recovery.run.id]
+        vec![recovery.id]
     );
+}
+
+/// The occurrence succeeded (a late success recorded next to its recovery), so when the
+/// recovery then fails, the chain follows that success and the failure raises no alarm.
+pub async fn recovery_failing_after_a_recorded_late_success_starts_the_chain(
+    store: Arc<dyn Store>,
+) {
+    let w = world(&*store, "acme").await;
+    let (run, recovery, other, child) = recovery_under_way(&store, &w).await;
+    let recorded = in_tx!(&*store, |tx| finish_run(
+        tx.as_mut(),
+        run.id,
+        Some(w.app.id),
+        &late_success(run.executor_id.unwrap(), T0 + 7 * SECOND),
+        0.0
+    )
+    .await
+    .unwrap());
+    assert!(
+        matches!(recorded, Finished::AlreadyFinal(_)),
+        "{recorded:?}"
+    );
+    let finished = in_tx!(&*store, |tx| finish_run(
+        tx.as_mut(),
+        recovery.id,
+        Some(w.app.id),
+        &recovery_failed(other.id, T0 + 8 * SECOND),
+        0.0
+    )
+    .await
+    .unwrap());
+    let Finished::Applied {
+        run: failed,
+        effects,
+        ..
+    } = finished
+    else {
+        panic!("the recovery's result was not applied: {finished:?}");
+    };
+    assert_eq!(failed.state, RunState::Failed);
+    assert_eq!(
+        child_tasks(&effects.children),
+        vec![child.id],
+        "the chain follows"
+    );
+    assert_eq!(
+        effects.children[0].parent_run_id,
+        Some(run.id),
+        "from the success"
+    );
+    assert!(
+        effects.next_attempt.is_none() && effects.alarms.is_empty(),
+        "{effects:?}"
+    );
+}
+
+/// The recovery failed first and the occurrence looked failed; the late success that arrives
+/// after it is recorded, and the chain the occurrence's success calls for starts from it.
+pub async fn late_success_after_its_recovery_failed_starts_the_chain(store: Arc<dyn Store>) {
+    let w = world(&*store, "acme").await;
+    let (run, recovery, other, child) = recovery_under_way(&store, &w).await;
+    let failed = in_tx!(&*store, |tx| finish_run(
+        tx.as_mut(),
+        recovery.id,
+        Some(w.app.id),
+        &recovery_failed(other.id, T0 + 7 * SECOND),
+        0.0
+    )
+    .await
+    .unwrap());
+    let Finished::Applied { effects, .. } = failed else {
+        panic!("the recovery's result was not applied: {failed:?}");
+    };
+    assert!(effects.children.is_empty() && effects.next_attempt.is_none());
+    let finished = in_tx!(&*store, |tx| finish_run(
+        tx.as_mut(),
+        run.id,
+        Some(w.app.id),
+        &late_success(run.executor_id.unwrap(), T0 + 8 * SECOND),
+        0.0
+    )
+    .await
+    .unwrap());
+    let Finished::Applied {
+        run: done, effects, ..
+    } = finished
+    else {
+        panic!("the late success did not start the chain: {finished:?}");
+    };
+    assert_eq!(done.state, RunState::Succeeded);
+    assert_eq!(child_tasks(&effects.children), vec![child.id]);
+    // A second copy of the same result changes nothing more.
+    let again = in_tx!(&*store, |tx| finish_run(
+        tx.as_mut(),
+        run.id,
+        Some(w.app.id),
+        &late_success(run.executor_id.unwrap(), T0 + 8 * SECOND),
+        0.0
+    )
+    .await
+    .unwrap());
+    assert!(matches!(again, Finished::AlreadyFinal(_)), "{again:?}");
 }
 
 /// A run timed out while its result was held up (a partition): the handler had finished before
