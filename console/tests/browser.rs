@@ -7,7 +7,10 @@
 //! - a failing task's alarm pops up in two browser sessions within 2 s, and acknowledging it in
 //!   one clears it in the other;
 //! - a refused task name (markup) comes back as text with its error next to the field;
-//! - the pages visited are translated when switched to 中文 (no catalog key left untranslated).
+//! - the pages visited are translated when switched to 中文 (no catalog key left untranslated);
+//! - on PostgreSQL + RabbitMQ with two console nodes (a session on each): a running run's
+//!   progress bar advances without a reload, and a failing task's alarm pops up on both nodes
+//!   within 2 s and an acknowledgement on one clears it on the other.
 //!
 //! It saves screenshots to `docs/screenshots/`. Chromium and chromedriver missing is a
 //! failure, not a skip (`scripts/test.sh` installs them).
@@ -474,4 +477,212 @@ async fn the_console_in_chromium_creates_tasks_shows_live_runs_and_pops_up_alarm
         "the browser test took {:?}",
         started.elapsed()
     );
+}
+
+/// Signs `username` (password `password-<username>`, as `TestApp::user` makes them) in on the
+/// console at `base` and lands on `next`, waiting for `ready`.
+async fn sign_in_to(c: &Client, base: &str, username: &str, next: &str, ready: &str) {
+    c.goto(&format!("{base}/login?next={next}")).await.unwrap();
+    fill(c, "username", username).await;
+    fill(c, "password", &format!("password-{username}")).await;
+    c.find(Locator::Id("sign-in"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    c.wait()
+        .at_most(WAIT)
+        .for_element(Locator::Css(ready))
+        .await
+        .expect("signed in, the page shows");
+}
+
+/// The values of the progress bars on the runs page.
+async fn progress_values(c: &Client) -> Vec<i64> {
+    let bars = c
+        .find_all(Locator::Css("#run-rows progress"))
+        .await
+        .unwrap();
+    let mut values = Vec::new();
+    for bar in bars {
+        if let Some(v) = bar.attr("value").await.unwrap() {
+            values.push(v.parse().unwrap());
+        }
+    }
+    values
+}
+
+/// A cluster as operators run it: PostgreSQL, RabbitMQ, an engine node and two console nodes,
+/// each browser session on its own node. A running run's progress bar advances without a
+/// reload; a failing task's alarm pops up in both sessions within 2 s, and acknowledging it on
+/// one node clears it on the other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_console_nodes_on_rabbitmq_move_progress_bars_and_pop_up_alarms_in_chromium() {
+    use mthpt_console::testing::{ConsoleNode, spawn_app};
+    use mthpt_engine::bus::Bus;
+    use mthpt_engine::clock::SystemClock;
+    use mthpt_engine::runtime::EngineNode;
+    use mthpt_engine::schedule::ScheduleSpec;
+    use mthpt_engine::store::Backend;
+    use mthpt_engine::task::TaskDefinition;
+    use mthpt_engine::tenant::Role;
+    use mthpt_tests::{TestWrapper, create, quick_engine_config, tenancy};
+    use mthpt_wrapper::HandlerError;
+    use std::sync::Arc;
+
+    let bus: Arc<dyn Bus> = Arc::new(mthpt_engine::testing::amqp_bus().await);
+    let mut app = spawn_app(Backend::Postgres).await;
+    let queue = |n: u8| format!("test.browser.{n}.{}", std::process::id());
+    app.listen_to(bus.clone(), &queue(1));
+    let second = ConsoleNode::start(app.shared_store(), bus.clone(), &queue(2));
+    let t = tenancy(app.store(), "acme", "billing").await.unwrap();
+    app.user(Some(&t.tenant), "ada", Role::TenantAdmin).await;
+    app.user(Some(&t.tenant), "bob", Role::TenantOperator).await;
+    let engine = EngineNode::start_with_bus(
+        app.shared_store(),
+        Arc::new(SystemClock),
+        quick_engine_config("engine-1"),
+        Some(bus.clone()),
+    )
+    .await
+    .unwrap();
+    let wrapper = TestWrapper::start(&t, &[engine.url()], |b| {
+        b.async_handler("slow", |ctx| async move {
+            ctx.progress(0.2, "warming up");
+            tokio::time::sleep(Duration::from_millis(2_500)).await;
+            ctx.progress(0.7, "nearly there");
+            tokio::time::sleep(Duration::from_millis(2_500)).await;
+            Ok(json!(null))
+        })
+        .async_handler("fails", |_| async {
+            Err(HandlerError::fatal("the ledger is closed"))
+        })
+    })
+    .unwrap();
+    wrapper.registered().await.unwrap();
+    let manual = |name: &str, handler: &str| {
+        let mut def = TaskDefinition::new(t.app.id, name, handler, ScheduleSpec::Manual);
+        def.max_retries = 0;
+        def
+    };
+    let slow = create(app.store(), &t, &manual("slow-report", "slow"))
+        .await
+        .unwrap();
+    let fails = create(app.store(), &t, &manual("always-fails", "fails"))
+        .await
+        .unwrap();
+
+    let dir = tempfile::tempdir().unwrap();
+    let (_driver, driver_url) = start_chromedriver().await;
+    let one = browser(&driver_url, &dir.path().join("profile-1")).await;
+    let two = browser(&driver_url, &dir.path().join("profile-2")).await;
+    sign_in_to(
+        &one,
+        &app.base_url,
+        "ada",
+        &format!("/t/acme/runs?task={}", slow.id),
+        "#run-rows",
+    )
+    .await;
+    sign_in_to(&two, &second.base_url, "bob", "/t/acme/alarms", "main").await;
+    live(&one).await;
+    live(&two).await;
+    one.execute("window.stillHere = 'yes';", vec![])
+        .await
+        .unwrap();
+
+    // The running run's progress bar moves without a reload.
+    let trigger = |id: i64| {
+        format!(
+            "return fetch('/api/v1/tenants/acme/tasks/{id}/trigger', {{method: 'POST', credentials: 'same-origin'}}).then(r => r.status);"
+        )
+    };
+    let status = one.execute(&trigger(slow.id.0), vec![]).await.unwrap();
+    assert_eq!(status, json!(201));
+    let deadline = Instant::now() + WAIT;
+    let mut seen = Vec::new();
+    loop {
+        let values = progress_values(&one).await;
+        if let Some(&v) = values.first()
+            && seen.last() != Some(&v)
+        {
+            seen.push(v);
+        }
+        if seen.len() >= 2 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the progress bar did not advance in 10 s: {seen:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(seen[1] > seen[0], "the progress bar went {seen:?}");
+    assert_eq!(
+        one.execute("return window.stillHere;", vec![])
+            .await
+            .unwrap(),
+        json!("yes"),
+        "the runs page was not reloaded"
+    );
+
+    // A failure's alarm pops up on both console nodes within 2 s.
+    let status = one.execute(&trigger(fails.id.0), vec![]).await.unwrap();
+    assert_eq!(status, json!(201));
+    let popup =
+        Locator::XPath("//div[contains(@class,'alarm-popup')][.//p[contains(., 'always-fails')]]");
+    let mut ids = Vec::new();
+    for c in [&one, &two] {
+        let shown = c
+            .wait()
+            .at_most(WAIT)
+            .for_element(popup)
+            .await
+            .expect("the alarm popped up on both console nodes");
+        let after: i64 = shown
+            .attr("data-shown-after-ms")
+            .await
+            .unwrap()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(
+            after <= 2000,
+            "the pop-up showed {after} ms after the alarm"
+        );
+        ids.push(shown.attr("data-alarm-id").await.unwrap().unwrap());
+    }
+    assert_eq!(ids[0], ids[1], "the same alarm on both nodes");
+
+    // Acknowledged through node 2, it leaves the session on node 1.
+    let id = &ids[0];
+    two.find(Locator::Css(&format!(
+        ".alarm-popup[data-alarm-id='{id}'] button.ack"
+    )))
+    .await
+    .unwrap()
+    .click()
+    .await
+    .unwrap();
+    let gone = Instant::now() + WAIT;
+    while !one
+        .find_all(Locator::Css(&format!(".alarm-popup[data-alarm-id='{id}']")))
+        .await
+        .unwrap()
+        .is_empty()
+    {
+        assert!(
+            Instant::now() < gone,
+            "the alarm acknowledged on node 2 stayed up on node 1"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    one.close().await.unwrap();
+    two.close().await.unwrap();
+    wrapper.stop().await;
+    engine.shutdown().await;
+    second.stop().await;
+    app.stop().await;
 }
