@@ -1,5 +1,6 @@
-// The console's one script: alarm pop-ups and live rows from the WebSocket of live events,
-// acknowledging through the REST API, and the task form's schedule preview. Pages work
+// The console's one script: alarm pop-ups, live run rows and the live run page (state,
+// progress, log tail with follow/pause) from the WebSocket of live events, acknowledging
+// through the REST API, and the task form's schedule preview. Pages work
 // without it (read-only views and plain form posts).
 "use strict";
 (function () {
@@ -115,19 +116,83 @@
     setInterval(() => { if (!runEventsSeen && !document.hidden) refreshRows(); }, 2000);
   }
 
+  // ---- run detail: live state, progress, attempts and log tail ------------------------------
+  const runLive = document.getElementById("run-live");
+  const runId = runLive ? Number(runLive.dataset.runId) : 0;
+  const runTask = runLive ? Number(runLive.dataset.taskId) : 0;
+  const runLog = document.getElementById("run-log");
+  const follow = document.getElementById("log-follow");
+  const heldNote = document.getElementById("log-held");
+  let following = true;
+  let heldLines = [];
+  let runTimer = null;
+  function refreshRun() {
+    if (!runLive || runTimer) return;
+    runTimer = setTimeout(() => {
+      runTimer = null;
+      fetch(location.href, { credentials: "same-origin" })
+        .then((res) => (res.ok ? res.text() : Promise.reject(res.status)))
+        .then((html) => {
+          const fresh = new DOMParser().parseFromString(html, "text/html").getElementById("run-live");
+          if (fresh) runLive.innerHTML = fresh.innerHTML;
+        })
+        .catch(() => {});
+    }, 250);
+  }
+  function writeLog(lines) {
+    if (!runLog || lines.length === 0) return;
+    const empty = document.getElementById("log-empty");
+    if (empty) empty.hidden = true;
+    runLog.hidden = false;
+    runLog.textContent += (runLog.textContent && !runLog.textContent.endsWith("\n") ? "\n" : "") + lines.join("\n");
+    runLog.scrollTop = runLog.scrollHeight;
+  }
+  function onRunLog(msg) {
+    const lines = [];
+    if (msg.dropped > 0) lines.push("… " + msg.dropped + " " + follow.dataset.tDropped);
+    (Array.isArray(msg.lines) ? msg.lines : []).forEach((l) => lines.push(String(l)));
+    if (following) writeLog(lines);
+    else {
+      heldLines = heldLines.concat(lines);
+      heldNote.textContent = "+" + heldLines.length;
+    }
+  }
+  if (follow) {
+    follow.hidden = false;
+    follow.addEventListener("click", () => {
+      following = !following;
+      follow.setAttribute("aria-pressed", String(following));
+      follow.textContent = following ? follow.dataset.tPause : follow.dataset.tFollow;
+      if (following) {
+        writeLog(heldLines);
+        heldLines = [];
+        heldNote.textContent = "";
+      }
+    });
+  }
+  function onRunEvent(msg) {
+    if (!runLive) return;
+    if (msg.run_id === runId) {
+      if (msg.type === "run.log") onRunLog(msg);
+      else refreshRun();
+    } else if (msg.task_id === runTask && msg.type === "run.state") {
+      refreshRun(); // another attempt of the occurrence (a retry or recovery) moved
+    }
+  }
+
   // ---- the WebSocket ----------------------------------------------------------------------
   let delay = 500;
   function connect() {
     if (!data.tenant) return; // signed-out pages
-    const ws = new WebSocket((location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/api/v1/events" + (liveUrl ? "?runs=true" : ""));
+    const ws = new WebSocket((location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/api/v1/events" + (liveUrl || runLive ? "?runs=true" : ""));
     ws.onopen = () => { body.dataset.ws = "open"; delay = 500; };
     ws.onmessage = (e) => {
       let msg;
       try { msg = JSON.parse(e.data); } catch (err) { return; }
       if (typeof msg.type !== "string") return;
       if (msg.type.startsWith("alarm.")) onAlarm(msg);
-      else if (msg.type.startsWith("run")) { runEventsSeen = true; refreshRows(); }
-      else if (msg.type === "resync") refreshRows();
+      else if (msg.type.startsWith("run")) { runEventsSeen = true; refreshRows(); onRunEvent(msg); }
+      else if (msg.type === "resync") { refreshRows(); refreshRun(); }
     };
     ws.onclose = () => {
       body.dataset.ws = "closed";

@@ -9,8 +9,9 @@
 //! - a refused task name (markup) comes back as text with its error next to the field;
 //! - the pages visited are translated when switched to 中文 (no catalog key left untranslated);
 //! - on PostgreSQL + RabbitMQ with two console nodes (a session on each): a running run's
-//!   progress bar advances without a reload, and a failing task's alarm pops up on both nodes
-//!   within 2 s and an acknowledgement on one clears it on the other.
+//!   progress bar advances without a reload, its own page follows its log tail and state live,
+//!   and a failing task's alarm pops up on both nodes within 2 s and an acknowledgement on one
+//!   clears it on the other.
 //!
 //! It saves screenshots to `docs/screenshots/`. Chromium and chromedriver missing is a
 //! failure, not a skip (`scripts/test.sh` installs them).
@@ -498,19 +499,17 @@ async fn sign_in_to(c: &Client, base: &str, username: &str, next: &str, ready: &
         .expect("signed in, the page shows");
 }
 
-/// The values of the progress bars on the runs page.
+/// The values of the progress bars on the runs page (read in one script: the rows are
+/// replaced as events arrive).
 async fn progress_values(c: &Client) -> Vec<i64> {
-    let bars = c
-        .find_all(Locator::Css("#run-rows progress"))
+    let values = c
+        .execute(
+            "return Array.from(document.querySelectorAll('#run-rows progress')).map(p => Number(p.getAttribute('value')));",
+            vec![],
+        )
         .await
         .unwrap();
-    let mut values = Vec::new();
-    for bar in bars {
-        if let Some(v) = bar.attr("value").await.unwrap() {
-            values.push(v.parse().unwrap());
-        }
-    }
-    values
+    serde_json::from_value(values).unwrap()
 }
 
 /// A cluster as operators run it: PostgreSQL, RabbitMQ, an engine node and two console nodes,
@@ -550,8 +549,10 @@ async fn two_console_nodes_on_rabbitmq_move_progress_bars_and_pop_up_alarms_in_c
     let wrapper = TestWrapper::start(&t, &[engine.url()], |b| {
         b.async_handler("slow", |ctx| async move {
             ctx.progress(0.2, "warming up");
+            ctx.log("step one of two");
             tokio::time::sleep(Duration::from_millis(2_500)).await;
             ctx.progress(0.7, "nearly there");
+            ctx.log("step two of two");
             tokio::time::sleep(Duration::from_millis(2_500)).await;
             Ok(json!(null))
         })
@@ -625,6 +626,49 @@ async fn two_console_nodes_on_rabbitmq_move_progress_bars_and_pop_up_alarms_in_c
             .unwrap(),
         json!("yes"),
         "the runs page was not reloaded"
+    );
+
+    // The run's own page follows it live: the log tail grows and the state changes, no reload.
+    let trigger_run = format!(
+        "return fetch('/api/v1/tenants/acme/tasks/{}/trigger', {{method: 'POST', credentials: 'same-origin'}}).then(r => r.json()).then(r => r.id);",
+        slow.id
+    );
+    let run = one.execute(&trigger_run, vec![]).await.unwrap();
+    let run = run.as_i64().expect("the trigger answered the run");
+    one.goto(&format!("{}/t/acme/runs/{run}", app.base_url))
+        .await
+        .unwrap();
+    live(&one).await;
+    translated(&one).await;
+    one.execute("window.stillHere = 'yes';", vec![])
+        .await
+        .unwrap();
+    let until = Instant::now() + WAIT;
+    loop {
+        // Read in one script: the live part of the page is replaced as events arrive.
+        let seen = one
+            .execute(
+                "return [document.getElementById('run-log').textContent, document.getElementById('run-state').className];",
+                vec![],
+            )
+            .await
+            .unwrap();
+        let (log, state): (String, String) = serde_json::from_value(seen).unwrap();
+        if log.contains("step two of two") && state.contains("state-succeeded") {
+            break;
+        }
+        assert!(
+            Instant::now() < until,
+            "the run page did not follow the run (log {log:?}, state {state:?})"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        one.execute("return window.stillHere;", vec![])
+            .await
+            .unwrap(),
+        json!("yes"),
+        "the run page was not reloaded"
     );
 
     // A failure's alarm pops up on both console nodes within 2 s.

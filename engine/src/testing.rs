@@ -65,12 +65,25 @@ impl TestDb {
         }
         if let Cleanup::PgSchema(schema) = &self.cleanup {
             let mut conn = admin().await;
-            sqlx::query(sqlx::AssertSqlSafe(format!(
-                "DROP SCHEMA IF EXISTS {schema} CASCADE"
-            )))
-            .execute(&mut conn)
-            .await
-            .expect("drop test schema");
+            // Schemas dropped at the same moment by other test processes can deadlock on the
+            // catalog; the loser is told so and tries again.
+            let mut tries = 0;
+            loop {
+                let dropped = sqlx::query(sqlx::AssertSqlSafe(format!(
+                    "DROP SCHEMA IF EXISTS {schema} CASCADE"
+                )))
+                .execute(&mut conn)
+                .await;
+                match dropped {
+                    Ok(_) => break,
+                    Err(e) if tries < 5 => {
+                        tries += 1;
+                        tracing::warn!(%schema, error = %e, "dropping the test schema failed; trying again");
+                        tokio::time::sleep(std::time::Duration::from_millis(200 * tries)).await;
+                    }
+                    Err(e) => panic!("drop test schema {schema}: {e}"),
+                }
+            }
         }
     }
 }

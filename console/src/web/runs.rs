@@ -232,6 +232,8 @@ struct RunPage {
     l: Layout,
     r: RunRow,
     final_state: bool,
+    /// The run's task, whose other attempts' events refresh the page too.
+    task_id: i64,
     task_link: String,
     timeline: Vec<(String, String)>,
     /// Every attempt of the occurrence.
@@ -258,6 +260,7 @@ async fn detail(req: HttpRequest, path: web::Path<(String, i64)>) -> HttpRespons
     let names = vec![(d.run.task_id.0, d.task_name.clone())];
     let page = RunPage {
         final_state: d.run.state.is_final(),
+        task_id: d.run.task_id.0,
         task_link: format!("{}?task={}", l.link("runs"), d.run.task_id),
         timeline: d
             .timeline
