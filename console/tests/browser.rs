@@ -8,6 +8,7 @@
 //!   one clears it in the other;
 //! - a refused task name (markup) comes back as text with its error next to the field;
 //! - the pages visited are translated when switched to 中文 (no catalog key left untranslated);
+//! - with JavaScript off, signing in, the task form, run-now and the run pages still work;
 //! - on PostgreSQL + RabbitMQ with two console nodes (a session on each): a running run's
 //!   progress bar advances without a reload, its own page follows its log tail and state live,
 //!   and a failing task's alarm pops up on both nodes within 2 s and an acknowledgement on one
@@ -729,4 +730,101 @@ async fn two_console_nodes_on_rabbitmq_move_progress_bars_and_pop_up_alarms_in_c
     engine.shutdown().await;
     second.stop().await;
     app.stop().await;
+}
+
+/// A Chromium session with JavaScript switched off.
+async fn browser_without_script(driver: &str, profile: &Path) -> Client {
+    let mut caps = serde_json::Map::new();
+    caps.insert(
+        "goog:chromeOptions".to_owned(),
+        json!({
+            "binary": CHROMIUM,
+            "args": [
+                "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--no-first-run", "--disable-background-networking", "--disable-component-update",
+                "--disable-sync", "--disable-extensions", "--window-size=1280,860", "--lang=en-US",
+                format!("--user-data-dir={}", profile.display()),
+            ],
+            "prefs": { "profile.managed_default_content_settings.javascript": 2 },
+        }),
+    );
+    ClientBuilder::rustls()
+        .expect("rustls")
+        .capabilities(caps)
+        .connect(driver)
+        .await
+        .expect("a chromium session")
+}
+
+/// With JavaScript off the console still reads and takes plain form posts: sign in, create a
+/// manual task through the form, run it now, and read its run on the runs and run pages.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_works_without_javascript() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, base, password) = tokio::task::block_in_place(|| start_standalone(dir.path()));
+    let (_driver, driver_url) = start_chromedriver().await;
+    let c = browser_without_script(&driver_url, &dir.path().join("profile")).await;
+    sign_in(&c, &base, &password).await;
+    // The page's script would hide the inputs of the schedule kinds not chosen.
+    c.goto(&format!("{base}/t/demo/tasks/new")).await.unwrap();
+    assert!(
+        c.find_all(Locator::Css("#schedule .kind[hidden]"))
+            .await
+            .unwrap()
+            .is_empty(),
+        "the page's script ran although JavaScript is off"
+    );
+    create_task(&c, &base, "no-script", "hello", None).await;
+    saved(&c).await;
+    let id = task_id(&c, "no-script").await;
+    c.find(Locator::Css(&format!(
+        "tr.task[data-task-id='{id}'] button.trigger"
+    )))
+    .await
+    .expect("a run-now button on the task's row")
+    .click()
+    .await
+    .unwrap();
+    let deadline = Instant::now() + WAIT;
+    loop {
+        c.goto(&format!("{base}/t/demo/runs?task={id}"))
+            .await
+            .unwrap();
+        if !c
+            .find_all(Locator::Css("#run-rows tr.state-succeeded"))
+            .await
+            .unwrap()
+            .is_empty()
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the run did not show as succeeded within 10 s"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    translated(&c).await;
+    c.find(Locator::Css("#run-rows a"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let state = c
+        .wait()
+        .at_most(WAIT)
+        .for_element(Locator::Id("run-state"))
+        .await
+        .unwrap();
+    assert!(
+        state
+            .attr("class")
+            .await
+            .unwrap()
+            .unwrap_or_default()
+            .contains("state-succeeded")
+    );
+    translated(&c).await;
+    c.close().await.unwrap();
 }
