@@ -12,7 +12,8 @@
 //! - on PostgreSQL + RabbitMQ with two console nodes (a session on each): a running run's
 //!   progress bar advances without a reload, its own page follows its log tail and state live,
 //!   and a failing task's alarm pops up on both nodes within 2 s and an acknowledgement on one
-//!   clears it on the other.
+//!   clears it on the other; a tenant viewer is offered no controls and its forged posts are
+//!   refused.
 //!
 //! It saves screenshots to `docs/screenshots/`. Chromium and chromedriver missing is a
 //! failure, not a skip (`scripts/test.sh` installs them).
@@ -724,8 +725,59 @@ async fn two_console_nodes_on_rabbitmq_move_progress_bars_and_pop_up_alarms_in_c
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 
+    // A tenant viewer is offered no controls, and a change forged from its session is refused.
+    app.user(Some(&t.tenant), "vic", Role::TenantViewer).await;
+    let three = browser(&driver_url, &dir.path().join("profile-3")).await;
+    sign_in_to(
+        &three,
+        &second.base_url,
+        "vic",
+        "/t/acme/tasks",
+        "#task-list",
+    )
+    .await;
+    for control in [
+        "#new-task",
+        "button.trigger",
+        "form[action$='/pause']",
+        "a[href$='/edit']",
+    ] {
+        assert!(
+            three
+                .find_all(Locator::Css(control))
+                .await
+                .unwrap()
+                .is_empty(),
+            "a viewer is offered {control}"
+        );
+    }
+    let runs_before = mthpt_tests::runs(app.store(), &t, &slow)
+        .await
+        .unwrap()
+        .len();
+    let forged = format!(
+        "return fetch('/t/acme/tasks/{}/trigger', {{method: 'POST', credentials: 'same-origin', headers: {{'Content-Type': 'application/x-www-form-urlencoded'}}, body: 'key=forged', redirect: 'manual'}}).then(r => r.status);",
+        slow.id
+    );
+    let status = three.execute(&forged, vec![]).await.unwrap();
+    assert_eq!(status, json!(403), "a viewer's forged run-now");
+    let api = format!(
+        "return fetch('/api/v1/tenants/acme/tasks/{}/trigger', {{method: 'POST', credentials: 'same-origin'}}).then(r => r.status);",
+        slow.id
+    );
+    assert_eq!(three.execute(&api, vec![]).await.unwrap(), json!(403));
+    assert_eq!(
+        mthpt_tests::runs(app.store(), &t, &slow)
+            .await
+            .unwrap()
+            .len(),
+        runs_before,
+        "a viewer's forged request started a run"
+    );
+
     one.close().await.unwrap();
     two.close().await.unwrap();
+    three.close().await.unwrap();
     wrapper.stop().await;
     engine.shutdown().await;
     second.stop().await;
