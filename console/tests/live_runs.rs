@@ -2,7 +2,8 @@
 //! and log lines of runs reach the clients that asked for them and may see the tenant (through
 //! RabbitMQ at `MTHPT_TEST_AMQP_URL`, an exchange of this test's own; standalone through the
 //! in-process bus); a chatty handler is rate-limited and the events say what was left out; a
-//! socket closes within seconds of its session being signed out or its token revoked.
+//! run cancelled through the console is announced at once; a socket closes within seconds of
+//! its session being signed out or its token revoked.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -255,6 +256,73 @@ async fn a_chatty_handler_is_rate_limited_and_says_what_was_left_out() {
     assert_eq!(last["fraction"], 1.0, "the latest value wins");
     assert_eq!(last["message"], "done");
 
+    w.stop().await;
+    engine.shutdown().await;
+    app.stop().await;
+}
+
+/// A run cancelled through the console is announced like a change an engine makes: the
+/// clients watching runs see it `cancelled` at once (the console node publishes it; the
+/// handler's own late result changes nothing).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_run_cancelled_through_the_console_is_announced_at_once() {
+    let bus: Arc<dyn Bus> = Arc::new(InProcessBus::new());
+    let mut app = spawn_app(Backend::Sqlite).await;
+    app.listen_to(bus.clone(), "standalone-console");
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let announcer = tokio::spawn(app.services.announce_runs(bus.clone(), stopped));
+    let t = tenancy(app.store(), "acme", "billing").await.unwrap();
+    let (_, ada) = app.user(Some(&t.tenant), "ada", Role::TenantViewer).await;
+    let engine = engine_with(&app, bus.clone(), "standalone").await;
+    let w = TestWrapper::start(&t, &[engine.url()], |b| {
+        b.async_handler("long", |ctx| async move {
+            for _ in 0..300 {
+                if ctx.is_cancelled() {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Ok(Value::Null)
+        })
+    })
+    .unwrap();
+    w.registered().await.unwrap();
+    let task = mthpt_tests::create(
+        app.store(),
+        &t,
+        &TaskDefinition::new(t.app.id, "long", "long", ScheduleSpec::Manual),
+    )
+    .await
+    .unwrap();
+    let mut socket = connect(&runs_url(&app), &ada).await;
+    let run = mthpt_tests::trigger(app.store(), &t, &task).await.unwrap();
+    let mut seen = Vec::new();
+    next_where(&mut socket, &mut seen, |v| {
+        v["type"] == "run.state" && v["run_id"] == run.id.0 && v["state"] == "running"
+    })
+    .await;
+    let res = app
+        .op(
+            reqwest::Method::POST,
+            &format!("/api/v1/tenants/acme/runs/{}/cancel", run.id),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let cancelled_at = std::time::Instant::now();
+    next_where(&mut socket, &mut seen, |v| {
+        v["type"] == "run.state" && v["run_id"] == run.id.0 && v["state"] == "cancelled"
+    })
+    .await;
+    assert!(
+        cancelled_at.elapsed() < Duration::from_secs(2),
+        "announced {:?} after the cancel",
+        cancelled_at.elapsed()
+    );
+
+    let _ = stop.send(true);
+    announcer.await.unwrap();
     w.stop().await;
     engine.shutdown().await;
     app.stop().await;

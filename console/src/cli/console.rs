@@ -142,6 +142,9 @@ pub async fn run(args: ConsoleArgs) -> ExitCode {
     let services = Services::new(store.clone(), Arc::new(SystemClock));
     let live = services.events.clone();
     let node = settings.node_id.clone().unwrap_or_else(default_node_id);
+    // Run changes made here (cancels) are announced on the bus like an engine's.
+    let (stop_announcing, _) = tokio::sync::watch::channel(false);
+    let mut announcer = None;
     let feeder = match &settings.amqp_url {
         Some(amqp) => match AmqpBus::new(AmqpConfig {
             url: amqp.clone(),
@@ -151,11 +154,11 @@ pub async fn run(args: ConsoleArgs) -> ExitCode {
             Ok(bus) => {
                 let queue = format!("mthpt.console.{node}");
                 tracing::info!(amqp = %redact_url(amqp), %queue, "live events from RabbitMQ");
-                Some(events::spawn_feeder(
-                    Arc::new(bus),
-                    queue,
-                    services.events.clone(),
-                ))
+                let bus: Arc<dyn mthpt_engine::bus::Bus> = Arc::new(bus);
+                announcer = Some(tokio::spawn(
+                    services.announce_runs(bus.clone(), stop_announcing.subscribe()),
+                ));
+                Some(events::spawn_feeder(bus, queue, services.events.clone()))
             }
             Err(e) => {
                 eprintln!("mthpt console: {e}");
@@ -198,6 +201,10 @@ pub async fn run(args: ConsoleArgs) -> ExitCode {
     let _ = serving.await;
     if let Some(feeder) = feeder {
         feeder.abort();
+    }
+    let _ = stop_announcing.send(true);
+    if let Some(announcer) = announcer {
+        let _ = announcer.await;
     }
     store.close().await;
     ExitCode::SUCCESS

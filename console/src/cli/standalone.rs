@@ -96,6 +96,8 @@ async fn serve(args: StandaloneArgs) -> anyhow::Result<()> {
         services.events.clone(),
     );
     let alarm_log = tokio::spawn(log_alarms(bus.clone()));
+    let (stop_announcing, announcing) = tokio::sync::watch::channel(false);
+    let announcer = tokio::spawn(services.announce_runs(bus.clone(), announcing));
     let console = HttpServer::new(move || {
         App::new()
             .configure(api::configure(services.clone(), ApiLimits::default()))
@@ -171,6 +173,8 @@ async fn serve(args: StandaloneArgs) -> anyhow::Result<()> {
         handle.stop(true).await;
     }
     console_handle.stop(true).await;
+    let _ = stop_announcing.send(true);
+    let _ = announcer.await;
     engine.shutdown().await;
     store.close().await;
     Ok(())

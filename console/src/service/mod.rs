@@ -18,24 +18,31 @@ pub mod tasks;
 pub mod tenants;
 pub mod users;
 
-use std::sync::Arc;
+use std::future::Future;
+use std::sync::{Arc, OnceLock};
 
 use mthpt_engine::audit::NewAuditEvent;
+use mthpt_engine::bus::Bus;
 use mthpt_engine::clock::Clock;
+use mthpt_engine::run::Run;
+use mthpt_engine::run_events::{RunEvent, RunEvents, RunEventsConfig};
 use mthpt_engine::store::{Store, Tx};
 use mthpt_engine::tenant::TenantId;
+use tokio::sync::watch;
 
 use crate::api::auth::Caller;
 use crate::api::error::ApiResult;
 use crate::events::EventHub;
 
-/// What every operation needs: the store and the clock; and the node's hub of live events
-/// (fed from the message bus, see [`crate::events`]).
+/// What every operation needs: the store and the clock; the node's hub of live events
+/// (fed from the message bus, see [`crate::events`]); and where the run changes made here
+/// (a cancel) are announced on the bus, once [`Services::announce_runs`] was called.
 #[derive(Debug, Clone)]
 pub struct Services {
     pub store: Arc<dyn Store>,
     pub clock: Arc<dyn Clock>,
     pub events: EventHub,
+    run_events: Arc<OnceLock<RunEvents>>,
 }
 
 impl Services {
@@ -46,6 +53,28 @@ impl Services {
             store,
             clock,
             events: EventHub::with_wrapper_check(check),
+            run_events: Arc::default(),
+        }
+    }
+
+    /// Announces the run changes made through these services (and every clone of them) on
+    /// `bus`, like engine nodes do; returns the publisher to spawn, which ends once `stop` turns
+    /// true. Only the first call counts.
+    pub fn announce_runs(
+        &self,
+        bus: Arc<dyn Bus>,
+        stop: watch::Receiver<bool>,
+    ) -> impl Future<Output = ()> + Send + 'static {
+        let (events, publisher) =
+            RunEvents::start(bus, self.clock.clone(), RunEventsConfig::default(), stop);
+        let _ = self.run_events.set(events);
+        publisher
+    }
+
+    /// Announces (best effort, after its transaction committed) that `run` changed state.
+    pub fn run_changed(&self, run: &Run, at: i64) {
+        if let Some(events) = self.run_events.get() {
+            events.emit(RunEvent::state_of(run, at));
         }
     }
 

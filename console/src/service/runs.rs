@@ -186,6 +186,8 @@ pub async fn cancel(
     )
     .await?;
     tx.commit().await?;
+    mthpt_engine::metrics::run_finished(run.state, run.trigger_kind);
+    services.run_changed(&run, now);
     Ok(run)
 }
 
