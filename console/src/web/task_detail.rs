@@ -6,12 +6,14 @@ use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, web};
 use askama::Template;
 use chrono::TimeZone;
+use chrono_tz::Tz;
 use mthpt_engine::run::RunFilter;
 use mthpt_engine::schedule::describe::describe;
 use mthpt_engine::task::TaskId;
 use plotters::prelude::*;
 
 use super::dag::{self, MAX_NODES, Node};
+use super::i18n::Tr;
 use super::runs::{RunRow, row as run_row};
 use super::{Ctx, Layout, html, local_path};
 use crate::api::error::ApiResult;
@@ -115,7 +117,7 @@ async fn detail(req: HttpRequest, path: web::Path<(String, i64)>) -> HttpRespons
     .await
     {
         Ok(s) if s.total.runs == 0 => (String::new(), ctx.tr.t("task.chart.none")),
-        Ok(s) => match chart(&ctx, &s) {
+        Ok(s) => match chart(ctx.tr, ctx.tz, &s) {
             Ok(svg) => (svg, String::new()),
             Err(e) => {
                 tracing::warn!(error = %e, "the task chart could not be drawn");
@@ -266,7 +268,7 @@ async fn graph(
 }
 
 /// Duration and fire lateness (p95 of each hour) over the range of `s`, as SVG.
-fn chart(ctx: &Ctx, s: &Stats) -> Result<String, String> {
+fn chart(tr: Tr, tz: Tz, s: &Stats) -> Result<String, String> {
     let half = s.bucket_ms / 2;
     let duration: Vec<(i64, i64)> = s
         .buckets
@@ -285,7 +287,6 @@ fn chart(ctx: &Ctx, s: &Stats) -> Result<String, String> {
         .max()
         .unwrap_or(0)
         .max(10);
-    let tz = ctx.tz;
     let hour = |ms: &i64| {
         tz.timestamp_millis_opt(*ms)
             .single()
@@ -314,11 +315,11 @@ fn chart(ctx: &Ctx, s: &Stats) -> Result<String, String> {
         let orange = RGBColor(217, 119, 6);
         c.draw_series(LineSeries::new(duration, blue.stroke_width(2)))
             .map_err(e)?
-            .label(ctx.tr.t("task.chart.duration"))
+            .label(tr.t("task.chart.duration"))
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], blue));
         c.draw_series(LineSeries::new(lateness, orange.stroke_width(2)))
             .map_err(e)?
-            .label(ctx.tr.t("task.chart.lateness"))
+            .label(tr.t("task.chart.lateness"))
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], orange));
         c.configure_series_labels()
             .position(SeriesLabelPosition::UpperLeft)
@@ -328,10 +329,42 @@ fn chart(ctx: &Ctx, s: &Stats) -> Result<String, String> {
             .map_err(e)?;
         root.present().map_err(e)?;
     }
-    let title = super::dag::escape(&ctx.tr.t("task.chart"));
+    let title = super::dag::escape(&tr.t("task.chart"));
     Ok(svg.replacen(
         "<svg ",
         &format!("<svg role=\"img\" aria-label=\"{title}\" class=\"chart\" "),
         1,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::web::i18n::Lang;
+    use mthpt_engine::run::RunState;
+    use mthpt_engine::store::RunSample;
+
+    #[test]
+    fn the_chart_is_an_svg_image_with_both_series_named() {
+        let hour = CHART_BUCKET_MS;
+        let samples: Vec<RunSample> = (0..24)
+            .map(|i| RunSample {
+                task_id: TaskId(1),
+                state: RunState::Succeeded,
+                scheduled_at: i * hour,
+                due_at: i * hour,
+                started_at: Some(i * hour + 20 * i),
+                finished_at: Some(i * hour + 20 * i + 1_000 + 50 * i),
+            })
+            .collect();
+        let s = stats::summarise(&samples, 0, CHART_RANGE_MS, hour, Some(TaskId(1)));
+        let svg = chart(Tr::new(Lang::Zh), chrono_tz::Asia::Shanghai, &s).unwrap();
+        assert!(svg.starts_with("<svg role=\"img\" aria-label=\""), "{svg}");
+        assert!(svg.contains("运行时长") && svg.contains("触发延迟"));
+        assert!(svg.contains("08:00"), "hours are in the user's zone");
+        assert!(
+            svg.matches("<polyline").count() >= 2,
+            "both series are drawn"
+        );
+    }
 }

@@ -557,7 +557,8 @@ async fn save(
         {
             if e.code == Code::Conflict && e.errors.is_empty() {
                 f.errors.insert("name".to_owned(), e.detail.clone());
-            } else if !(e.errors.is_empty() && !f.errors.is_empty()) {
+            } else if !e.errors.is_empty() || f.errors.is_empty() {
+                // (Errors the form found itself are already next to their fields.)
                 f.add_error(&e);
             }
             let status = e.code.status();
