@@ -167,7 +167,18 @@ pub fn svg(nodes: &[Node], edges: &[(usize, usize)], title: &str) -> String {
         }
     }
     let mut rec = Recorder::default();
-    vg.do_it(false, false, false, &mut rec);
+    // The layout asserts its own invariants; a graph it cannot lay out is shown as the list
+    // of links only, never as a failed page.
+    let laid_out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        vg.do_it(false, false, false, &mut rec);
+    }));
+    if laid_out.is_err() {
+        tracing::error!(
+            nodes = nodes.len(),
+            "the dependency graph could not be laid out"
+        );
+        return String::new();
+    }
 
     let (mut min, mut max) = (Point::splat(f64::MAX), Point::splat(f64::MIN));
     let mut grow = |p: Point| {
