@@ -13,7 +13,9 @@
 //!   progress bar advances without a reload, its own page follows its log tail and state live,
 //!   and a failing task's alarm pops up on both nodes within 2 s and an acknowledgement on one
 //!   clears it on the other; a tenant viewer is offered no controls and its forged posts are
-//!   refused.
+//!   refused;
+//! - a parent chosen in the task form shows in the child's dependency graph, where clicking the
+//!   parent's node opens the parent's page.
 //!
 //! It saves screenshots to `docs/screenshots/`. Chromium and chromedriver missing is a
 //! failure, not a skip (`scripts/test.sh` installs them).
@@ -878,5 +880,100 @@ async fn the_console_works_without_javascript() {
             .contains("state-succeeded")
     );
     translated(&c).await;
+    c.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_task_page_draws_the_chain_set_in_the_form_and_its_nodes_lead_to_their_tasks() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, base, password) = tokio::task::block_in_place(|| start_standalone(dir.path()));
+    let (_driver, driver_url) = start_chromedriver().await;
+    let c = browser(&driver_url, &dir.path().join("profile")).await;
+    sign_in(&c, &base, &password).await;
+
+    // Two tasks; the second runs after the first, chosen in its form.
+    create_task(&c, &base, "chain-first", "hello", None).await;
+    saved(&c).await;
+    let parent = task_id(&c, "chain-first").await;
+    c.goto(&format!("{base}/t/demo/tasks/new")).await.unwrap();
+    fill(&c, "f-name", "chain-second").await;
+    choose(&c, "f-app", "demo").await;
+    fill(&c, "f-handler", "hello").await;
+    choose(&c, "f-schedule-kind", "manual").await;
+    fill(&c, "f-max-retries", "0").await;
+    c.find(Locator::Id(&format!("f-parent-{parent}")))
+        .await
+        .expect("the form offers the other task as a parent")
+        .click()
+        .await
+        .unwrap();
+    save(&c).await;
+    saved(&c).await;
+    let child = task_id(&c, "chain-second").await;
+
+    // Run the parent from its page; the child runs after it.
+    c.goto(&format!("{base}/t/demo/tasks/{parent}"))
+        .await
+        .unwrap();
+    c.find(Locator::Css("#task-actions button.trigger"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    c.goto(&format!("{base}/t/demo/tasks/{child}"))
+        .await
+        .unwrap();
+    let deadline = Instant::now() + WAIT;
+    while c
+        .find_all(Locator::Css("#run-list tr.state-succeeded"))
+        .await
+        .unwrap()
+        .is_empty()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the child did not run after its parent"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        c.refresh().await.unwrap();
+    }
+    c.find(Locator::Css("svg.chart"))
+        .await
+        .expect("the duration chart is drawn once a run finished");
+    translated(&c).await;
+    screenshot(&c, "task-detail.png").await;
+
+    // The graph: the child highlighted, the parent a link that leads to its page.
+    let current = c
+        .find(Locator::Css("svg.dag a.node.current"))
+        .await
+        .unwrap();
+    assert_eq!(
+        current.attr("href").await.unwrap().as_deref(),
+        Some(format!("/t/demo/tasks/{child}").as_str())
+    );
+    c.find(Locator::Css(&format!(
+        "svg.dag a[href='/t/demo/tasks/{parent}'] text"
+    )))
+    .await
+    .expect("the parent is a node of the graph")
+    .click()
+    .await
+    .unwrap();
+    let wanted = format!("{base}/t/demo/tasks/{parent}");
+    let deadline = Instant::now() + WAIT;
+    while c.current_url().await.unwrap().as_str() != wanted {
+        assert!(
+            Instant::now() < deadline,
+            "clicking the parent node did not open the parent's page"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    c.find(Locator::Css(&format!(
+        "#task-children a[href='/t/demo/tasks/{child}']"
+    )))
+    .await
+    .expect("the parent's page links its child");
     c.close().await.unwrap();
 }

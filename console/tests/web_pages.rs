@@ -1,6 +1,7 @@
 //! The web console's pages over HTTP, without a browser (SQLite): signing in with the form,
 //! redirects to sign in, roles (a tenant viewer is offered no controls and a post of its
-//! session is refused), the CSRF rule for form posts, and the Chinese catalog.
+//! session is refused), the CSRF rule for form posts, the Chinese catalog, the task page (its
+//! dependency graph linked both ways), bulk actions on the task list and parents in the task form.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -211,5 +212,319 @@ async fn pages_in_chinese_leave_no_key_untranslated() {
     )
     .await;
     assert!(preview.contains("09:00:00 +08:00"), "{preview}");
+    app.stop().await;
+}
+
+/// Creates a manual task in `acme` (app `billing`) through the API; returns its id.
+async fn task(app: &TestApp, name: &str, description: &str) -> i64 {
+    let res = app
+        .op(Method::POST, "/api/v1/tenants/acme/tasks")
+        .json(&json!({ "name": name, "app": "billing", "handler": "h",
+            "description": description, "schedule": { "kind": "manual" } }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::CREATED);
+    res.json::<serde_json::Value>().await.unwrap()["id"]
+        .as_i64()
+        .unwrap()
+}
+
+async fn depend(app: &TestApp, parent: i64, child: i64) {
+    let res = app
+        .op(Method::POST, "/api/v1/tenants/acme/dependencies")
+        .json(&json!({ "parent_task_id": parent, "child_task_id": child }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::CREATED);
+}
+
+/// (parent, child) of every dependency of `acme`.
+async fn dependencies(app: &TestApp) -> Vec<(i64, i64)> {
+    let deps: Vec<serde_json::Value> = app
+        .op(Method::GET, "/api/v1/tenants/acme/dependencies")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    deps.iter()
+        .map(|d| {
+            (
+                d["parent_task_id"].as_i64().unwrap(),
+                d["child_task_id"].as_i64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+async fn paused(app: &TestApp, id: i64) -> bool {
+    let t: serde_json::Value = app
+        .op(Method::GET, &format!("/api/v1/tenants/acme/tasks/{id}"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    t["paused"].as_bool().unwrap()
+}
+
+/// A form post of `cookie`'s session from the console's own origin.
+async fn post(app: &TestApp, cookie: &str, path: &str, body: String) -> reqwest::Response {
+    client()
+        .post(app.url(path))
+        .header(COOKIE, cookie)
+        .header(ORIGIN, &app.base_url)
+        .header(CONTENT_TYPE, FORM)
+        .body(body)
+        .send()
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn the_task_page_links_parents_and_children_both_ways_and_escapes_text() {
+    let app = spawn_app(Backend::Sqlite).await;
+    let (acme_tenant, invoices) = acme(&app).await;
+    let hostile = "<img src=x onerror=alert(1)>";
+    let ledger = task(&app, "ledger", hostile).await;
+    let report = task(&app, "report", "").await;
+    depend(&app, invoices, ledger).await;
+    depend(&app, ledger, report).await;
+    app.user(Some(&acme_tenant), "vera", Role::TenantViewer)
+        .await;
+    let admin = sign_in(&app, "root").await;
+
+    // The middle task: its parent and child linked, in the list and in the graph.
+    let (status, html) = page(&app, &admin, &format!("/t/acme/tasks/{ledger}")).await;
+    assert_eq!(status, StatusCode::OK);
+    let parent_link = format!("href=\"/t/acme/tasks/{invoices}\"");
+    let child_link = format!("href=\"/t/acme/tasks/{report}\"");
+    let parents = html.split("id=\"task-parents\"").nth(1).unwrap();
+    assert!(parents.split("</p>").next().unwrap().contains(&parent_link));
+    let children = html.split("id=\"task-children\"").nth(1).unwrap();
+    assert!(children.split("</p>").next().unwrap().contains(&child_link));
+    let svg = html.split("<svg").nth(1).expect("the graph is drawn");
+    let svg = svg.split("</svg>").next().unwrap();
+    for id in [invoices, ledger, report] {
+        assert!(
+            svg.contains(&format!("<a href=\"/t/acme/tasks/{id}\"")),
+            "node {id} is a link"
+        );
+    }
+    assert!(svg.contains(&format!(
+        "<a href=\"/t/acme/tasks/{ledger}\" class=\"node current\""
+    )));
+    // Free text is text: the description is escaped, never markup.
+    assert!(
+        html.contains("img src=x onerror=alert(1)"),
+        "the text is shown"
+    );
+    assert!(!html.contains("<img"), "the text is not markup");
+    // The admin is offered edit, run now and pause.
+    for control in ["/edit\"", "/trigger\"", "/pause\""] {
+        assert!(
+            html.contains(&format!("/t/acme/tasks/{ledger}{control}")),
+            "{control}"
+        );
+    }
+
+    // Both ways: the parent's page links the child, the child's the whole chain.
+    let (_, html) = page(&app, &admin, &format!("/t/acme/tasks/{invoices}")).await;
+    let children = html.split("id=\"task-children\"").nth(1).unwrap();
+    assert!(
+        children
+            .split("</p>")
+            .next()
+            .unwrap()
+            .contains(&format!("href=\"/t/acme/tasks/{ledger}\""))
+    );
+    let (_, html) = page(&app, &admin, &format!("/t/acme/tasks/{report}")).await;
+    assert!(html.contains(&parent_link), "ancestors are in the graph");
+
+    // Task names link here from the task list and the runs pages.
+    let (_, html) = page(&app, &admin, "/t/acme/tasks").await;
+    assert!(html.contains(&format!(
+        "<a href=\"/t/acme/tasks/{ledger}\" class=\"task-name\">ledger</a>"
+    )));
+    let res = post(
+        &app,
+        &admin,
+        &format!("/t/acme/tasks/{report}/trigger"),
+        form(&[("back", "/")]),
+    )
+    .await;
+    assert_eq!(res.status(), StatusCode::SEE_OTHER);
+    let (_, html) = page(&app, &admin, "/t/acme/runs").await;
+    assert!(html.contains(&format!(
+        "<a href=\"/t/acme/tasks/{report}\" class=\"task-link\">report</a>"
+    )));
+
+    // A viewer reads the page and is offered no controls; the list offers no bulk actions.
+    let viewer = sign_in(&app, "vera").await;
+    let (status, html) = page(&app, &viewer, &format!("/t/acme/tasks/{ledger}")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(html.contains(&parent_link) && html.contains(&child_link));
+    for control in ["/edit", "/trigger", "/pause", "/resume"] {
+        assert!(!html.contains(control), "{control} is offered to a viewer");
+    }
+    let (_, html) = page(&app, &viewer, "/t/acme/tasks").await;
+    assert!(!html.contains("id=\"bulk\"") && !html.contains("name=\"id\""));
+
+    // In Chinese, nothing is left untranslated.
+    let zh = format!("{admin}; mthpt_lang=zh-CN");
+    for path in [
+        format!("/t/acme/tasks/{ledger}"),
+        format!("/t/acme/tasks/{report}/edit"),
+        "/t/acme/tasks?bulk=pause&done=1&failed=999%3Anot_found".to_owned(),
+    ] {
+        let (status, html) = page(&app, &zh, &path).await;
+        assert_eq!(status, StatusCode::OK, "{path}");
+        assert!(
+            !html.contains('⟦'),
+            "{path} has an untranslated key: {html}"
+        );
+    }
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn bulk_pause_pauses_the_chosen_tasks_only_and_is_refused_to_a_viewer() {
+    let app = spawn_app(Backend::Sqlite).await;
+    let (acme_tenant, invoices) = acme(&app).await;
+    let ledger = task(&app, "ledger", "").await;
+    let report = task(&app, "report", "").await;
+    app.user(Some(&acme_tenant), "vera", Role::TenantViewer)
+        .await;
+    app.user(Some(&acme_tenant), "otto", Role::TenantOperator)
+        .await;
+    let (a, b) = (invoices.to_string(), ledger.to_string());
+    let body = form(&[("action", "pause"), ("id", &a), ("id", &b)]);
+
+    // A forged post of the viewer's session is refused and changes nothing.
+    let viewer = sign_in(&app, "vera").await;
+    let res = post(&app, &viewer, "/t/acme/tasks/bulk", body.clone()).await;
+    assert_eq!(res.status(), StatusCode::FORBIDDEN);
+    let res = post(
+        &app,
+        &viewer,
+        "/t/acme/tasks/bulk",
+        form(&[("action", "pause")]),
+    )
+    .await;
+    assert_eq!(res.status(), StatusCode::FORBIDDEN, "even naming no task");
+    for id in [invoices, ledger, report] {
+        assert!(!paused(&app, id).await, "task {id} was paused by a viewer");
+    }
+
+    // The operator sees the checkboxes and pauses the two chosen tasks, not the third.
+    let operator = sign_in(&app, "otto").await;
+    let (_, html) = page(&app, &operator, "/t/acme/tasks").await;
+    assert!(html.contains(&format!("name=\"id\" value=\"{ledger}\" form=\"bulk\"")));
+    let res = post(&app, &operator, "/t/acme/tasks/bulk", body).await;
+    assert_eq!(res.status(), StatusCode::SEE_OTHER);
+    let back = res.headers()[LOCATION].to_str().unwrap().to_owned();
+    assert!(back.contains("bulk=pause&done=2"), "{back}");
+    assert!(paused(&app, invoices).await && paused(&app, ledger).await);
+    assert!(!paused(&app, report).await, "a task not chosen was paused");
+    let (_, html) = page(&app, &operator, &back).await;
+    let result = html.split("id=\"bulk-result\"").nth(1).unwrap();
+    assert!(result.contains("Paused 2 task(s)"), "{result}");
+
+    // One failure is named and does not stop the others.
+    let missing = (report + 1000).to_string();
+    let res = post(
+        &app,
+        &operator,
+        "/t/acme/tasks/bulk",
+        form(&[("action", "resume"), ("id", &a), ("id", &missing)]),
+    )
+    .await;
+    let back = res.headers()[LOCATION].to_str().unwrap().to_owned();
+    assert!(!paused(&app, invoices).await && paused(&app, ledger).await);
+    let (_, html) = page(&app, &operator, &back).await;
+    let result = html.split("id=\"bulk-result\"").nth(1).unwrap();
+    assert!(result.contains("Resumed 1 task(s)"), "{result}");
+    assert!(result.contains(&format!("#{missing}: ")), "{result}");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn the_task_form_sets_parents_and_shows_a_cycle_next_to_the_field() {
+    let app = spawn_app(Backend::Sqlite).await;
+    let (_, invoices) = acme(&app).await;
+    let ledger = task(&app, "ledger", "").await;
+    let admin = sign_in(&app, "root").await;
+
+    // The form offers the other tasks as parents.
+    let (_, html) = page(&app, &admin, &format!("/t/acme/tasks/{ledger}/edit")).await;
+    assert!(html.contains(&format!("name=\"parents\" value=\"{invoices}\"")));
+    assert!(!html.contains(&format!("name=\"parents\" value=\"{ledger}\"")));
+
+    let edit = |id: i64, name: &'static str, parent: i64| {
+        let app = &app;
+        async move {
+            let t: serde_json::Value = app
+                .op(Method::GET, &format!("/api/v1/tenants/acme/tasks/{id}"))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            let version = t["version"].as_i64().unwrap().to_string();
+            form(&[
+                ("version", &version),
+                ("name", name),
+                ("app", "billing"),
+                ("handler", "h"),
+                ("schedule.kind", "manual"),
+                ("parents", &parent.to_string()),
+            ])
+        }
+    };
+    // ledger runs after invoices.
+    let body = edit(ledger, "ledger", invoices).await;
+    let res = post(&app, &admin, &format!("/t/acme/tasks/{ledger}/edit"), body).await;
+    assert_eq!(res.status(), StatusCode::SEE_OTHER);
+    assert_eq!(dependencies(&app).await, vec![(invoices, ledger)]);
+    let (_, html) = page(&app, &admin, &format!("/t/acme/tasks/{ledger}/edit")).await;
+    assert!(html.contains(&format!("name=\"parents\" value=\"{invoices}\" checked")));
+
+    // invoices after ledger would close a cycle: refused next to the field, nothing saved.
+    let body = edit(invoices, "invoices-renamed", ledger).await;
+    let res = post(
+        &app,
+        &admin,
+        &format!("/t/acme/tasks/{invoices}/edit"),
+        body,
+    )
+    .await;
+    assert_eq!(res.status(), StatusCode::CONFLICT);
+    let html = res.text().await.unwrap();
+    let error = html.split("id=\"err-f-parents\">").nth(1).expect("{html}");
+    assert!(error.starts_with("dependency cycle"), "{error}");
+    assert_eq!(dependencies(&app).await, vec![(invoices, ledger)]);
+    let t: serde_json::Value = app
+        .op(
+            Method::GET,
+            &format!("/api/v1/tenants/acme/tasks/{invoices}"),
+        )
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(t["name"], "invoices", "the rename was not saved either");
+
+    // Unchecking every parent removes the dependency.
+    let body = edit(ledger, "ledger", 0).await.replace("&parents=0", "");
+    let res = post(&app, &admin, &format!("/t/acme/tasks/{ledger}/edit"), body).await;
+    assert_eq!(res.status(), StatusCode::SEE_OTHER);
+    assert!(dependencies(&app).await.is_empty());
     app.stop().await;
 }

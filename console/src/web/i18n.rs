@@ -337,6 +337,80 @@ pub static CATALOG: &[(&str, &str, &str)] = &[
     ("timeline.dispatched", "dispatched", "派发"),
     ("timeline.started", "started", "开始"),
     ("timeline.finished", "finished", "结束"),
+    // task detail, bulk actions, parents in the task form
+    ("task.edit", "Edit", "编辑"),
+    ("task.settings", "Settings", "设置"),
+    ("task.none", "none", "无"),
+    ("task.dag", "Dependencies", "依赖关系"),
+    (
+        "task.dag.empty",
+        "This task has no parents or children.",
+        "此任务没有上游或下游任务。",
+    ),
+    (
+        "task.dag.cut",
+        "Only the nearest 50 tasks of the chain are shown.",
+        "仅显示依赖链上最近的 50 个任务。",
+    ),
+    ("task.parents", "Runs after", "上游任务"),
+    ("task.children", "Starts", "下游任务"),
+    (
+        "task.chart",
+        "Duration and fire lateness, last 24 hours (p95 per hour)",
+        "最近 24 小时的运行时长与触发延迟（每小时 p95）",
+    ),
+    ("task.chart.duration", "duration", "运行时长"),
+    ("task.chart.lateness", "lateness", "触发延迟"),
+    (
+        "task.chart.none",
+        "No finished runs in the last 24 hours.",
+        "最近 24 小时没有已结束的运行。",
+    ),
+    (
+        "task.chart.failed",
+        "The chart could not be drawn.",
+        "无法绘制图表。",
+    ),
+    ("task.runs", "Latest runs", "最近的运行"),
+    (
+        "task.all_runs",
+        "All runs of this task",
+        "此任务的全部运行记录",
+    ),
+    ("bulk.select", "Select", "选择"),
+    ("bulk.select_task", "Select task", "选择任务"),
+    (
+        "bulk.selected",
+        "With the selected tasks:",
+        "对选中的任务：",
+    ),
+    ("bulk.done.pause", "Paused", "已暂停"),
+    ("bulk.done.resume", "Resumed", "已恢复"),
+    ("bulk.done.trigger", "Started", "已启动"),
+    ("bulk.tasks", "task(s)", "个任务"),
+    ("bulk.failed", "Not done:", "未完成："),
+    (
+        "bulk.none_selected",
+        "Select at least one task.",
+        "请至少选择一个任务。",
+    ),
+    ("field.parents", "Runs after (parents)", "上游任务（依赖）"),
+    (
+        "form.parents_hint",
+        "This task runs when each chosen task's run succeeds.",
+        "所选任务的运行成功后，此任务才会运行。",
+    ),
+    (
+        "form.no_other_tasks",
+        "No other tasks yet.",
+        "暂无其他任务。",
+    ),
+    (
+        "form.parents_cut",
+        "Only the first 200 tasks are listed.",
+        "仅列出前 200 个任务。",
+    ),
+    // end of task detail, bulk actions, parents
 ];
 
 #[cfg(test)]

@@ -13,10 +13,12 @@
 
 pub mod alarms;
 pub mod assets;
+pub mod dag;
 pub mod i18n;
 mod layout;
 pub mod runs;
 pub mod session;
+pub mod task_detail;
 pub mod task_form;
 pub mod tasks;
 
@@ -48,6 +50,7 @@ pub fn configure(services: Services) -> impl FnOnce(&mut web::ServiceConfig) + C
             .configure(session::routes)
             .configure(alarms::routes)
             .configure(tasks::routes)
+            .configure(task_detail::routes)
             .configure(runs::routes);
     }
 }

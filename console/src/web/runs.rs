@@ -72,6 +72,8 @@ pub struct RunRow {
     pub id: i64,
     pub link: String,
     pub task: String,
+    /// The task's page.
+    pub task_link: String,
     pub state: String,
     pub state_label: String,
     pub trigger: String,
@@ -132,7 +134,8 @@ async fn page(
     Ok((rows, page.next_cursor, names))
 }
 
-fn row(ctx: &Ctx, l: &Layout, names: &[(i64, String)], r: Run) -> RunRow {
+/// The row of `r`, its task named from `names` (id, name).
+pub(super) fn row(ctx: &Ctx, l: &Layout, names: &[(i64, String)], r: Run) -> RunRow {
     let task = names
         .iter()
         .find(|(id, _)| *id == r.task_id.0)
@@ -141,6 +144,7 @@ fn row(ctx: &Ctx, l: &Layout, names: &[(i64, String)], r: Run) -> RunRow {
         id: r.id.0,
         link: l.link(&format!("runs/{}", r.id)),
         task,
+        task_link: l.link(&format!("tasks/{}", r.task_id)),
         state: r.state.to_string(),
         state_label: ctx.tr.t(&format!("state.{}", r.state)),
         trigger: ctx.tr.t(&format!("trigger.{}", r.trigger_kind)),

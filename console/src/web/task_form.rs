@@ -3,7 +3,7 @@
 //! Field names are the API's (`schedule.expr`, `timeout_ms`, …), so the service's field errors
 //! land next to the same inputs.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use chrono::{DateTime, NaiveDateTime, TimeZone, Utc};
 use chrono_tz::Tz;
@@ -26,6 +26,8 @@ pub struct TaskForm {
     pub general: String,
     /// The version an edit replaces.
     pub version: String,
+    /// The tasks this one runs after (ids).
+    pub parents: BTreeSet<i64>,
 }
 
 /// Every input of the form.
@@ -192,6 +194,25 @@ impl TaskForm {
         f
     }
 
+    /// The form as posted as `(name, value)` pairs: [`TaskForm::posted`] and the `parents`
+    /// checkboxes (a value that is no task id is put next to the field).
+    pub fn posted_pairs(pairs: &[(String, String)]) -> TaskForm {
+        let input: HashMap<String, String> = pairs.iter().cloned().collect();
+        let mut f = TaskForm::posted(&input);
+        for (k, v) in pairs.iter().filter(|(k, _)| k == "parents") {
+            match v.trim().parse() {
+                Ok(id) => {
+                    f.parents.insert(id);
+                }
+                Err(_) => {
+                    f.errors
+                        .insert(k.clone(), format!("{v:?} is not a task id"));
+                }
+            }
+        }
+        f
+    }
+
     /// Puts a service error next to its fields (or at the top).
     pub fn add_error(&mut self, e: &ApiError) {
         if e.errors.is_empty() {
@@ -199,7 +220,7 @@ impl TaskForm {
         }
         for p in &e.errors {
             let field = match p.field.as_str() {
-                f if FIELDS.contains(&f) => f.to_owned(),
+                f if FIELDS.contains(&f) || f == "parents" => f.to_owned(),
                 "schedule" => "schedule.kind".to_owned(),
                 f if f.starts_with("schedule.") => "schedule.kind".to_owned(),
                 _ => {

@@ -11,13 +11,16 @@ use chrono::TimeZone;
 use mthpt_engine::app::App;
 use mthpt_engine::run::{Run, RunFilter};
 use mthpt_engine::schedule::describe::describe;
-use mthpt_engine::task::{MisfirePolicy, OverlapPolicy, Routing, TaskFilter, TaskId};
+use mthpt_engine::task::{
+    DependencyCondition, MisfirePolicy, OverlapPolicy, Routing, TaskFilter, TaskId,
+};
 use serde::Deserialize;
 
 use super::task_form::{KINDS, TaskForm};
 use super::{Ctx, Layout, Opt, html, local_path, options, safe_next, see_other, urlencode};
 use crate::api::auth::{Action, tenant_access};
-use crate::api::error::{ApiError, ApiResult};
+use crate::api::error::{ApiError, ApiResult, Code};
+use crate::service::bulk::BulkAction;
 use crate::service::credentials::random_hex;
 use crate::service::runs::{cursor_after, parse_cursor};
 use crate::service::tasks::{self, TaskView};
@@ -27,6 +30,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
     cfg.route("/t/{tenant}/tasks", web::get().to(list))
         .route("/t/{tenant}/tasks/new", web::get().to(new_form))
         .route("/t/{tenant}/tasks/new", web::post().to(create))
+        .route("/t/{tenant}/tasks/bulk", web::post().to(bulk))
         .route("/t/{tenant}/tasks/{id}/edit", web::get().to(edit_form))
         .route("/t/{tenant}/tasks/{id}/edit", web::post().to(update))
         .route("/t/{tenant}/tasks/{id}/{action}", web::post().to(act))
@@ -48,6 +52,14 @@ pub struct TaskQuery {
     pub status: String,
     #[serde(default)]
     pub cursor: String,
+    /// After a bulk action: the action (`pause`, `resume`, `trigger`; `none` when no task was
+    /// selected), how many tasks it was done to, and `id:code` of each task it failed for.
+    #[serde(default)]
+    pub bulk: String,
+    #[serde(default)]
+    pub done: String,
+    #[serde(default)]
+    pub failed: String,
 }
 
 /// One row of the list.
@@ -63,6 +75,7 @@ pub struct TaskRow {
     pub last_at: String,
     pub last_link: String,
     pub paused: bool,
+    pub detail_link: String,
     pub edit_link: String,
     pub runs_link: String,
     pub action_base: String,
@@ -78,6 +91,10 @@ struct TasksPage {
     next: String,
     /// A fresh key per rendering: a trigger form sent twice fires once.
     trigger_key: String,
+    /// The outcome of the bulk action just done (empty: none).
+    bulk_result: String,
+    /// The tasks the bulk action failed for, each with why.
+    bulk_failures: Vec<String>,
 }
 
 async fn list(
@@ -137,6 +154,7 @@ async fn list(
         String::new()
     };
     let now = ctx.services.now();
+    let (bulk_result, bulk_failures) = bulk_outcome(&ctx, &q, &views);
     let rows = views
         .iter()
         .map(|v| row(&ctx, &l, v, last.get(&v.task.id), now))
@@ -156,8 +174,113 @@ async fn list(
             rows,
             next,
             trigger_key: random_hex(8),
+            bulk_result,
+            bulk_failures,
         },
     )
+}
+
+/// What the list says after a bulk action: a summary, and each failure named.
+fn bulk_outcome(ctx: &Ctx, q: &TaskQuery, views: &[TaskView]) -> (String, Vec<String>) {
+    let summary = match q.bulk.as_str() {
+        "" => return (String::new(), Vec::new()),
+        "none" => return (ctx.tr.t("bulk.none_selected"), Vec::new()),
+        a @ ("pause" | "resume" | "trigger") => format!(
+            "{} {} {}",
+            ctx.tr.t(&format!("bulk.done.{a}")),
+            q.done.parse::<usize>().unwrap_or(0),
+            ctx.tr.t("bulk.tasks")
+        ),
+        _ => return (String::new(), Vec::new()),
+    };
+    let failures = q
+        .failed
+        .split(',')
+        .filter_map(|item| {
+            let (id, code) = item.split_once(':')?;
+            let id: i64 = id.parse().ok()?;
+            let name = views
+                .iter()
+                .find(|v| v.task.id.0 == id)
+                .map_or_else(|| format!("#{id}"), |v| v.task.name.clone());
+            let why = Code::ALL
+                .iter()
+                .find(|c| c.as_str() == code)
+                .map_or(code, |c| c.title());
+            Some(format!("{name}: {why}"))
+        })
+        .collect();
+    (summary, failures)
+}
+
+/// `POST /t/{tenant}/tasks/bulk`: `action` (pause, resume, trigger) on every `id` posted;
+/// back to the list (its `q` and `status`) saying what was done and what failed.
+async fn bulk(
+    req: HttpRequest,
+    tenant: web::Path<String>,
+    form: web::Form<Vec<(String, String)>>,
+) -> HttpResponse {
+    let ctx = page_ctx!(req);
+    let tenant = tenant.into_inner();
+    let value = |name: &str| {
+        form.iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default()
+    };
+    let (action, name) = match value("action").as_str() {
+        "pause" => (BulkAction::Pause, "pause"),
+        "resume" => (BulkAction::Resume, "resume"),
+        "trigger" => (BulkAction::Trigger, "trigger"),
+        other => {
+            return ctx.error(&ApiError::field(
+                "action",
+                format!("must be pause, resume or trigger (was {other:?})"),
+            ));
+        }
+    };
+    let mut ids = Vec::new();
+    for (k, v) in form.iter() {
+        if k == "id" {
+            match v.parse() {
+                Ok(id) => ids.push(TaskId(id)),
+                Err(_) => {
+                    return ctx.error(&ApiError::field("id", format!("{v:?} is not a task id")));
+                }
+            }
+        }
+    }
+    let back = format!(
+        "/t/{}/tasks?q={}&status={}",
+        urlencode(&tenant),
+        urlencode(&value("q")),
+        urlencode(&value("status"))
+    );
+    if ids.is_empty() {
+        // Refused as any other bulk action would be for a role that may not operate.
+        or_error!(
+            ctx,
+            tenant_access(&ctx.services, &ctx.caller, &tenant, Action::Operate).await
+        );
+        return see_other(&format!("{back}&bulk=none"));
+    }
+    let outcomes = or_error!(
+        ctx,
+        crate::service::bulk::bulk(&ctx.services, &ctx.caller, &tenant, action, &ids).await
+    );
+    let done = outcomes.iter().filter(|o| o.error.is_none()).count();
+    let failed: Vec<String> = outcomes
+        .iter()
+        .filter_map(|o| {
+            o.error
+                .as_ref()
+                .map(|(code, _)| format!("{}:{}", o.task_id, code.as_str()))
+        })
+        .collect();
+    see_other(&format!(
+        "{back}&bulk={name}&done={done}&failed={}",
+        urlencode(&failed.join(","))
+    ))
 }
 
 /// The newest finished run of each task, among the tenant's latest finished runs.
@@ -208,6 +331,7 @@ fn row(ctx: &Ctx, l: &Layout, v: &TaskView, last: Option<&Run>, now: i64) -> Tas
             .map(|r| l.link(&format!("runs/{}", r.id)))
             .unwrap_or_default(),
         paused: t.paused,
+        detail_link: l.link(&format!("tasks/{}", t.id)),
         edit_link: l.link(&format!("tasks/{}/edit", t.id)),
         runs_link: format!("{}?task={}", l.link("runs"), t.id),
         action_base: l.link(&format!("tasks/{}", t.id)),
@@ -262,7 +386,13 @@ struct FormPage {
     routing: Vec<Opt>,
     preview: String,
     preview_url: String,
+    /// The tenant's other tasks, to choose the parents from (at most [`PARENT_CHOICES`]).
+    parent_opts: Vec<Opt>,
+    parents_cut: bool,
 }
+
+/// The most tasks the form offers as parents.
+const PARENT_CHOICES: i64 = 200;
 
 fn names<T: std::fmt::Display>(all: &[T]) -> Vec<String> {
     all.iter().map(|v| v.to_string()).collect()
@@ -274,6 +404,7 @@ async fn form_page(
     req: &HttpRequest,
     tenant: &str,
     f: TaskForm,
+    id: Option<i64>,
     action: String,
     status: StatusCode,
 ) -> HttpResponse {
@@ -281,10 +412,32 @@ async fn form_page(
         ctx,
         tenant_access(&ctx.services, &ctx.caller, tenant, Action::Administer).await
     );
-    let apps: Vec<App> = {
+    let (apps, others): (Vec<App>, Vec<_>) = {
         let mut tx = or_error!(ctx, ctx.services.read().await);
-        or_error!(ctx, tx.list_apps(tenant.id).await.map_err(ApiError::from))
+        let apps = or_error!(ctx, tx.list_apps(tenant.id).await.map_err(ApiError::from));
+        let filter = TaskFilter {
+            limit: Some(PARENT_CHOICES + 1),
+            ..Default::default()
+        };
+        let others = or_error!(
+            ctx,
+            tx.list_tasks(tenant.id, &filter)
+                .await
+                .map_err(ApiError::from)
+        );
+        (apps, others)
     };
+    let parents_cut = others.len() as i64 > PARENT_CHOICES;
+    let parent_opts = others
+        .iter()
+        .take(PARENT_CHOICES as usize)
+        .filter(|t| Some(t.id.0) != id)
+        .map(|t| Opt {
+            value: t.id.0.to_string(),
+            label: t.name.clone(),
+            selected: f.parents.contains(&t.id.0),
+        })
+        .collect();
     let title = if f.version.is_empty() {
         ctx.tr.t("form.new_title")
     } else {
@@ -321,6 +474,8 @@ async fn form_page(
         apps,
         preview,
         preview_url: l.link("schedule-preview"),
+        parent_opts,
+        parents_cut,
         action,
         l,
         f,
@@ -336,6 +491,7 @@ async fn new_form(req: HttpRequest, tenant: web::Path<String>) -> HttpResponse {
         &req,
         &tenant,
         TaskForm::blank(ctx.tz),
+        None,
         action,
         StatusCode::OK,
     )
@@ -350,41 +506,42 @@ async fn edit_form(req: HttpRequest, path: web::Path<(String, i64)>) -> HttpResp
         tasks::get(&ctx.services, &ctx.caller, &tenant, TaskId(id)).await
     );
     let spec = or_error!(ctx, tasks::TaskSpec::of(&view.task, &view.app_name));
-    let f = TaskForm::of(&spec, view.task.version, ctx.tz);
+    let mut f = TaskForm::of(&spec, view.task.version, ctx.tz);
+    let deps = or_error!(
+        ctx,
+        tasks::list_dependencies(&ctx.services, &ctx.caller, &tenant).await
+    );
+    f.parents = deps
+        .iter()
+        .filter(|d| d.child_task_id == TaskId(id))
+        .map(|d| d.parent_task_id.0)
+        .collect();
     let action = format!("/t/{}/tasks/{id}/edit", urlencode(&tenant));
-    form_page(&ctx, &req, &tenant, f, action, StatusCode::OK).await
+    form_page(&ctx, &req, &tenant, f, Some(id), action, StatusCode::OK).await
 }
 
 /// Reads a posted form; the form again with its errors when it cannot be read or saved.
+/// The task and its parents are saved in one transaction: a parent that cannot be set (a
+/// cycle, a missing task) saves nothing and is shown next to the parents.
 async fn save(
     req: HttpRequest,
     tenant: String,
     id: Option<i64>,
-    input: HashMap<String, String>,
+    input: Vec<(String, String)>,
 ) -> HttpResponse {
     let ctx = page_ctx!(req);
-    let mut f = TaskForm::posted(&input);
+    let mut f = TaskForm::posted_pairs(&input);
     let action = match id {
         Some(id) => format!("/t/{}/tasks/{id}/edit", urlencode(&tenant)),
         None => format!("/t/{}/tasks/new", urlencode(&tenant)),
     };
-    let saved = match f.spec(ctx.tz) {
-        Err(problems) => Err(ApiError::fields(problems)),
-        Ok(spec) => match id {
-            None => tasks::create(&ctx.services, &ctx.caller, &tenant, &spec).await,
-            Some(id) => {
-                let version = f.version.parse().ok();
-                tasks::update(
-                    &ctx.services,
-                    &ctx.caller,
-                    &tenant,
-                    TaskId(id),
-                    version,
-                    &spec,
-                )
-                .await
-            }
-        },
+    let saved = match (f.spec(ctx.tz), f.errors.is_empty()) {
+        (Err(problems), _) => Err(ApiError::fields(problems)),
+        (Ok(_), false) => Err(ApiError::new(
+            Code::ValidationFailed,
+            ctx.tr.t("form.has_errors"),
+        )),
+        (Ok(spec), true) => save_in_one(&ctx, &tenant, id, &f, &spec).await,
     };
     match saved {
         Ok(view) => see_other(&format!(
@@ -393,26 +550,91 @@ async fn save(
             urlencode(&view.task.name)
         )),
         Err(e)
-            if e.code == crate::api::error::Code::ValidationFailed
-                || e.code == crate::api::error::Code::Conflict
-                || e.code == crate::api::error::Code::VersionConflict =>
+            if e.code == Code::ValidationFailed
+                || e.code == Code::Conflict
+                || e.code == Code::VersionConflict
+                || e.code == Code::Cycle =>
         {
-            if e.code == crate::api::error::Code::Conflict && e.errors.is_empty() {
+            if e.code == Code::Conflict && e.errors.is_empty() {
                 f.errors.insert("name".to_owned(), e.detail.clone());
-            } else {
+            } else if !e.errors.is_empty() || f.errors.is_empty() {
+                // (Errors the form found itself are already next to their fields.)
                 f.add_error(&e);
             }
             let status = e.code.status();
-            form_page(&ctx, &req, &tenant, f, action, status).await
+            form_page(&ctx, &req, &tenant, f, id, action, status).await
         }
         Err(e) => ctx.error(&e),
     }
 }
 
+/// Creates or updates the task and sets its parents to the form's, in one transaction.
+async fn save_in_one(
+    ctx: &Ctx,
+    tenant: &str,
+    id: Option<i64>,
+    f: &TaskForm,
+    spec: &tasks::TaskSpec,
+) -> ApiResult<TaskView> {
+    let (s, c) = (&ctx.services, &ctx.caller);
+    let tenant = tenant_access(s, c, tenant, Action::Administer).await?;
+    let now = s.now();
+    let mut tx = s.write().await?;
+    let view = match id {
+        None => tasks::create_in(tx.as_mut(), c, &tenant, spec, now).await?,
+        Some(id) => {
+            let version = f.version.parse().map_err(|_| {
+                ApiError::new(
+                    Code::PreconditionRequired,
+                    "the form lacks the task's version; open the task again to edit it",
+                )
+            })?;
+            tasks::update_in(tx.as_mut(), c, &tenant, TaskId(id), version, spec, now).await?
+        }
+    };
+    let child = view.task.id;
+    let current: Vec<TaskId> = tx
+        .list_dependencies(tenant.id)
+        .await?
+        .into_iter()
+        .filter(|d| d.child_task_id == child)
+        .map(|d| d.parent_task_id)
+        .collect();
+    let on_parents = |e: ApiError| {
+        let mut field = ApiError::field("parents", e.detail.clone());
+        if e.code == Code::Cycle {
+            field.code = Code::Cycle;
+        }
+        field
+    };
+    for parent in current.iter().filter(|p| !f.parents.contains(&p.0)) {
+        tasks::remove_dependency_in(tx.as_mut(), c, &tenant, *parent, child, now)
+            .await
+            .map_err(on_parents)?;
+    }
+    for parent in f.parents.iter().map(|p| TaskId(*p)) {
+        if !current.contains(&parent) {
+            tasks::add_dependency_in(
+                tx.as_mut(),
+                c,
+                &tenant,
+                parent,
+                child,
+                DependencyCondition::OnSuccess,
+                now,
+            )
+            .await
+            .map_err(on_parents)?;
+        }
+    }
+    tx.commit().await?;
+    Ok(view)
+}
+
 async fn create(
     req: HttpRequest,
     tenant: web::Path<String>,
-    input: web::Form<HashMap<String, String>>,
+    input: web::Form<Vec<(String, String)>>,
 ) -> HttpResponse {
     save(req, tenant.into_inner(), None, input.into_inner()).await
 }
@@ -420,7 +642,7 @@ async fn create(
 async fn update(
     req: HttpRequest,
     path: web::Path<(String, i64)>,
-    input: web::Form<HashMap<String, String>>,
+    input: web::Form<Vec<(String, String)>>,
 ) -> HttpResponse {
     let (tenant, id) = path.into_inner();
     save(req, tenant, Some(id), input.into_inner()).await
