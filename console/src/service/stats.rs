@@ -337,4 +337,47 @@ mod tests {
         assert_eq!(stats.buckets[2].success_rate, None);
         assert_eq!(stats.total.runs, 4);
     }
+
+    #[test]
+    fn rolled_and_raw_minutes_add_up_in_one_range() {
+        use mthpt_engine::store::RunRollup;
+        use mthpt_engine::tenant::TenantId;
+        use sqlx::types::Json;
+
+        let mut d = Histogram::default();
+        for v in [100, 200, 300] {
+            d.add(v);
+        }
+        let rolled = RunRollup {
+            tenant_id: TenantId(1),
+            task_id: TaskId(1),
+            minute: 0,
+            succeeded: 2,
+            failed: 1,
+            timed_out: 0,
+            lost: 0,
+            skipped: 4,
+            cancelled: 0,
+            duration_hist: Json(d.to_sparse()),
+            lateness_hist: Json(d.to_sparse()),
+        };
+        let raw = vec![
+            sample(RunState::Succeeded, 60_000, 5, 400),
+            sample(RunState::Failed, 180_000, 5, 50),
+        ];
+        let stats = summarise_with_rollups(&raw, &[rolled], 0, 240_000, 120_000, None);
+        let first = &stats.buckets[0];
+        assert_eq!(first.runs, 8, "7 rolled up and 1 raw");
+        assert_eq!(first.by_state.get("succeeded"), Some(&3));
+        assert_eq!(first.by_state.get("skipped"), Some(&4));
+        assert_eq!(first.success_rate, Some(0.75));
+        assert!(first.approximate);
+        let p99 = first.duration_ms.unwrap().p99;
+        assert!((376..=424).contains(&p99), "p99 {p99} within 6% of 400");
+        let second = &stats.buckets[1];
+        assert!(!second.approximate, "a bucket of raw runs only stays exact");
+        assert_eq!(second.duration_ms.unwrap().p50, 50);
+        assert_eq!(stats.total.runs, 9);
+        assert!(stats.total.approximate);
+    }
 }

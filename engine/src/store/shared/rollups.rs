@@ -198,7 +198,9 @@ macro_rules! rollup_ops {
                 limit: i64,
             ) -> Result<u64> {
                 // A run stays while its occurrence or its chain has a run that is not final:
-                // retries, recoveries and chain joins read the runs before them.
+                // retries, recoveries and chain joins read the runs before them. `LIMIT 1
+                // OFFSET 0` keeps each check an index look-up per candidate on PostgreSQL
+                // (an anti-join would scan the table for the few runs that are not final).
                 let done = sqlx::query(concat!(
                     "DELETE FROM runs WHERE id IN (
                          SELECT r.id FROM runs r
@@ -207,13 +209,13 @@ macro_rules! rollup_ops {
                            AND NOT EXISTS (
                                SELECT 1 FROM runs o WHERE o.task_id = r.task_id
                                  AND o.scheduled_at = r.scheduled_at
-                                 AND o.state NOT IN ", $crate::store::shared::rollups::final_states!(), ")
+                                 AND o.state NOT IN ", $crate::store::shared::rollups::final_states!(), " LIMIT 1 OFFSET 0)
                            AND NOT EXISTS (
                                SELECT 1 FROM runs c WHERE c.chain_root_id = COALESCE(r.chain_root_id, r.id)
-                                 AND c.state NOT IN ", $crate::store::shared::rollups::final_states!(), ")
+                                 AND c.state NOT IN ", $crate::store::shared::rollups::final_states!(), " LIMIT 1 OFFSET 0)
                            AND NOT EXISTS (
                                SELECT 1 FROM runs c WHERE c.id = r.chain_root_id
-                                 AND c.state NOT IN ", $crate::store::shared::rollups::final_states!(), ")
+                                 AND c.state NOT IN ", $crate::store::shared::rollups::final_states!(), " LIMIT 1 OFFSET 0)
                          ORDER BY r.scheduled_at LIMIT $4", $skip_locked, ")",
                 ))
                 .bind(tenant)
