@@ -150,6 +150,8 @@ pub struct RollupConfig {
     pub delete_batch: i64,
     /// At most this many delete statements per tenant per pass.
     pub max_delete_batches: usize,
+    /// Published alarm events (the outbox) are deleted this long after they were published.
+    pub alarm_event_keep_ms: i64,
 }
 
 impl Default for RollupConfig {
@@ -162,6 +164,7 @@ impl Default for RollupConfig {
             batch_runs: 100_000,
             delete_batch: 1_000,
             max_delete_batches: 50,
+            alarm_event_keep_ms: crate::tenant::DEFAULT_RETENTION_MS,
         }
     }
 }
@@ -175,6 +178,8 @@ pub struct RollupReport {
     pub rows: usize,
     /// Runs deleted by retention.
     pub deleted: u64,
+    /// Published alarm events deleted.
+    pub events_deleted: u64,
     /// Tenants another node was working on (skipped).
     pub skipped: usize,
     /// The largest distance from `now` to a tenant's watermark, in milliseconds.
@@ -211,8 +216,28 @@ impl Rollup {
             report.max_lag_ms = report.max_lag_ms.max(now - watermark);
             report.deleted += self.delete_expired(tenant, watermark, now).await?;
         }
+        report.events_deleted = self.purge_alarm_events(now).await?;
         crate::metrics::rollup_pass(report.deleted, report.max_lag_ms);
         Ok(report)
+    }
+
+    /// Deletes alarm events published more than [`RollupConfig::alarm_event_keep_ms`] ago,
+    /// in batches; returns how many.
+    pub async fn purge_alarm_events(&self, now: i64) -> Result<u64> {
+        let before = now.saturating_sub(self.config.alarm_event_keep_ms);
+        let mut deleted = 0;
+        for _ in 0..self.config.max_delete_batches.max(1) {
+            let mut tx = self.store.begin().await?;
+            let n = tx
+                .purge_alarm_events(before, self.config.delete_batch)
+                .await?;
+            tx.commit().await?;
+            deleted += n;
+            if i64::try_from(n).unwrap_or(i64::MAX) < self.config.delete_batch {
+                break;
+            }
+        }
+        Ok(deleted)
     }
 
     /// Rolls up a tenant's minutes that can no longer change, up to

@@ -15,6 +15,7 @@ on_both_backends!(
     cases::a_late_finishing_run_is_counted_once,
     cases::runs_of_a_chain_still_running_stay,
     cases::retention_is_validated,
+    cases::published_alarm_events_go_after_a_week,
 );
 
 mod cases {
@@ -338,6 +339,48 @@ mod cases {
         assert_eq!(report.deleted, 2);
         let rows = rollups(s, w.tenant.id).await;
         assert_eq!(rows.iter().map(RunRollup::runs).sum::<i64>(), 2);
+    }
+
+    pub async fn published_alarm_events_go_after_a_week(store: Arc<dyn Store>) {
+        use mthpt_engine::alarm::{AlarmKind, NewAlarm, Severity};
+        let s = &*store;
+        let w = world(s, "acme").await;
+        let raise = |key: &str| {
+            let mut a = NewAlarm::new(
+                Some(w.tenant.id),
+                AlarmKind::RunFailed,
+                Severity::Critical,
+                format!("job failed ({key})"),
+            );
+            a.dedupe_key = Some(key.to_owned());
+            a
+        };
+        in_tx!(s, |tx| tx.insert_alarm(&raise("a"), T0).await.unwrap());
+        in_tx!(s, |tx| tx.insert_alarm(&raise("b"), T0).await.unwrap());
+        // One event published, one not.
+        let events = in_tx!(s, |tx| tx.list_unpublished_alarm_events(10).await.unwrap());
+        assert_eq!(events.len(), 2);
+        in_tx!(s, |tx| tx
+            .mark_alarm_events_published(&[events[0].id], T0)
+            .await
+            .unwrap());
+
+        let report = rollup(&store).run_once(T0 + 6 * DAY).await.unwrap();
+        assert_eq!(report.events_deleted, 0, "within the week");
+        let report = rollup(&store).run_once(T0 + 8 * DAY).await.unwrap();
+        assert_eq!(report.events_deleted, 1);
+        let left = in_tx!(s, |tx| tx.list_unpublished_alarm_events(10).await.unwrap());
+        assert_eq!(left.len(), 1, "what is still to publish stays");
+        assert_eq!(left[0].id, events[1].id);
+        let mut tx = read(s).await;
+        let alarms = tx
+            .list_alarms(
+                mthpt_engine::store::Scope::Tenant(w.tenant.id),
+                &Default::default(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(alarms.len(), 2, "the alarms themselves stay");
     }
 
     pub async fn retention_is_validated(store: Arc<dyn Store>) {

@@ -960,6 +960,10 @@ pub trait Tx: Send {
         scheduled_before: i64,
         limit: i64,
     ) -> Result<u64>;
+    /// Engine internal: deletes up to `limit` (at most 10,000) alarm events published before
+    /// `published_before`, oldest first (the outbox keeps only what is still to publish and
+    /// recent history); returns how many. Alarms themselves stay.
+    async fn purge_alarm_events(&mut self, published_before: i64, limit: i64) -> Result<u64>;
 }
 
 /// What `migrate` did.

@@ -226,6 +226,19 @@ macro_rules! rollup_ops {
                 .await?;
                 Ok(done.rows_affected())
             }
+
+            async fn purge_alarm_events(&mut self, published_before: i64, limit: i64) -> Result<u64> {
+                let done = sqlx::query(concat!(
+                    "DELETE FROM alarm_events WHERE id IN (
+                         SELECT id FROM alarm_events WHERE published_at < $1
+                         ORDER BY id LIMIT $2", $skip_locked, ")",
+                ))
+                .bind(published_before)
+                .bind(limit.clamp(1, 10_000))
+                .execute(&mut *self.tx)
+                .await?;
+                Ok(done.rows_affected())
+            }
         });
     };
 }
