@@ -22,6 +22,7 @@ pub mod node;
 pub mod notify;
 pub mod outcome;
 pub mod relay;
+pub mod rollup;
 pub mod routing;
 pub mod run;
 pub mod run_events;

@@ -164,6 +164,23 @@ fn describe() {
         "mthpt_run_events_dropped_total",
         "Live run events dropped, by reason (queue_full, bus)"
     );
+    describe_counter!(
+        "mthpt_runs_deleted_total",
+        "Finished runs deleted by retention (their statistics stay in the rollups)"
+    );
+    describe_gauge!(
+        "mthpt_rollup_lag_seconds",
+        Unit::Seconds,
+        "How far behind now the most lagging tenant's rollup watermark is, as of this node's last rollup pass"
+    );
+}
+
+/// What a rollup and retention pass did: runs deleted, and the largest watermark lag.
+pub fn rollup_pass(deleted: u64, max_lag_ms: i64) {
+    if deleted > 0 {
+        counter!("mthpt_runs_deleted_total").increment(deleted);
+    }
+    gauge!("mthpt_rollup_lag_seconds").set(max_lag_ms.max(0) as f64 / 1000.0);
 }
 
 /// `n` live run events taken by the bus.

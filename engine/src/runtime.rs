@@ -5,6 +5,8 @@
 //!   the runs due then to the dispatcher (a spawned task, bounded by its semaphore).
 //! - **Watchdog**: deadlines, silent executors and nodes, runs not started in time.
 //! - **Heartbeat**: the node's own row, so other nodes can report it lost.
+//! - **Rollup and retention**: rolls finished runs up per task and minute and deletes those
+//!   past their tenant's retention ([`crate::rollup`]).
 //! - **Alarm relay** (when the node is given a [`Bus`]): publishes the outbox of alarm events
 //!   ([`AlarmRelay`]).
 //! - **Live run events** (with a bus too): state changes, progress and log lines of runs,
@@ -394,6 +396,11 @@ impl EngineNode {
             stop_rx.clone(),
         ));
         background.spawn(crate::notify::run_loop(
+            shared.store.clone(),
+            shared.clock.clone(),
+            stop_rx.clone(),
+        ));
+        background.spawn(crate::rollup::run_loop(
             shared.store.clone(),
             shared.clock.clone(),
             stop_rx.clone(),

@@ -42,6 +42,9 @@ pub struct Tenant {
     pub updated_at: i64,
     /// The hosts its executors may register with (see [`crate::hosts`]); empty: any host.
     pub executor_hosts: Json<Vec<String>>,
+    /// How long its finished runs are kept after they finished, in milliseconds (their
+    /// statistics are kept in rollups; see [`crate::rollup`]).
+    pub retention_ms: i64,
 }
 
 impl Tenant {
@@ -92,7 +95,18 @@ pub struct TenantUpdate {
     /// Replaces the allow-list of executor hosts (an empty list allows any host).
     #[serde(default)]
     pub executor_hosts: Option<Vec<String>>,
+    /// How long finished runs are kept, in milliseconds
+    /// ([`MIN_RETENTION_MS`]..=[`MAX_RETENTION_MS`]).
+    #[serde(default)]
+    pub retention_ms: Option<i64>,
 }
+
+/// How long a new tenant keeps its finished runs: 7 days.
+pub const DEFAULT_RETENTION_MS: i64 = 7 * 24 * 3600 * 1000;
+/// The shortest retention: 1 hour.
+pub const MIN_RETENTION_MS: i64 = 3600 * 1000;
+/// The longest retention: 3650 days.
+pub const MAX_RETENTION_MS: i64 = 3650 * 24 * 3600 * 1000;
 
 impl TenantUpdate {
     /// Checks every given field, naming the first one that is wrong.
@@ -105,6 +119,16 @@ impl TenantUpdate {
         }
         if let Some(hosts) = &self.executor_hosts {
             normalize_hosts("executor_hosts", hosts)?;
+        }
+        if let Some(ms) = self.retention_ms
+            && !(MIN_RETENTION_MS..=MAX_RETENTION_MS).contains(&ms)
+        {
+            return Err(FieldError::new(
+                "retention_ms",
+                format!(
+                    "must be from 1 hour to 3650 days ({MIN_RETENTION_MS} to {MAX_RETENTION_MS} ms), not {ms} ms"
+                ),
+            ));
         }
         Ok(())
     }

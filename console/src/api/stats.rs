@@ -65,6 +65,11 @@ pub struct BucketBody {
     pub duration_ms: Option<PercentilesBody>,
     /// From due to start.
     pub lateness_ms: Option<PercentilesBody>,
+    /// True when part of the bucket is older than the tenant's rollup watermark: its runs
+    /// are counted from per-minute rollups (counts and success rate stay exact) and its
+    /// duration and lateness percentiles come from log-spaced histograms, within 6 % or 1 ms.
+    /// A rolled-up minute counts in the bucket holding its start.
+    pub approximate: bool,
 }
 
 impl From<Bucket> for BucketBody {
@@ -80,6 +85,7 @@ impl From<Bucket> for BucketBody {
             success_rate: b.success_rate,
             duration_ms: b.duration_ms.map(Into::into),
             lateness_ms: b.lateness_ms.map(Into::into),
+            approximate: b.approximate,
         }
     }
 }

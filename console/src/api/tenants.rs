@@ -2,13 +2,13 @@
 
 use actix_web::{HttpResponse, delete, get, patch, post, web};
 use chrono::{DateTime, Utc};
-use mthpt_engine::tenant::{DEFAULT_NODE_GROUP, NewTenant, Tenant, TenantUpdate};
+use mthpt_engine::tenant::{DEFAULT_NODE_GROUP, MAX_RETENTION_MS, NewTenant, Tenant, TenantUpdate};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::at;
 use super::auth::Caller;
-use super::error::{ApiResult, Problem};
+use super::error::{ApiError, ApiResult, Problem};
 use crate::service::{Services, tenants};
 
 pub fn routes(cfg: &mut utoipa_actix_web::service_config::ServiceConfig<'_>) {
@@ -33,6 +33,9 @@ pub struct TenantBody {
     /// wildcards (any host below that domain), normalised (lower case, canonical IP text).
     /// Empty: any host.
     pub executor_hosts: Vec<String>,
+    /// How long finished runs are kept after they finish, in hours (their statistics stay,
+    /// rolled up per minute).
+    pub retention_hours: i64,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
@@ -46,6 +49,7 @@ impl From<Tenant> for TenantBody {
             node_group: t.node_group,
             disabled: t.disabled,
             executor_hosts: t.executor_hosts.0,
+            retention_hours: t.retention_ms / 3_600_000,
             created_at: at(t.created_at),
             updated_at: at(t.updated_at),
         }
@@ -76,6 +80,10 @@ pub struct UpdateTenant {
     /// Replaces the allow-list of executor hosts; `[]` allows any host. Instances already
     /// registered at a host no longer allowed get no new runs from their next heartbeat on.
     pub executor_hosts: Option<Vec<String>>,
+    /// How long finished runs are kept after they finish, in hours: 1 to 87600 (3650 days);
+    /// 168 (7 days) for a new tenant. Older finished runs are deleted once their statistics
+    /// are rolled up.
+    pub retention_hours: Option<i64>,
 }
 
 /// Tenants the caller can see.
@@ -134,8 +142,8 @@ async fn get_tenant(
     ))
 }
 
-/// Changes a tenant's display name, node group, disabled flag or allow-list of executor hosts
-/// (operators).
+/// Changes a tenant's display name, node group, disabled flag, allow-list of executor hosts or
+/// retention of finished runs (operators).
 #[utoipa::path(tag = "tenants", params(("tenant" = String, Path, description = "tenant name")),
     request_body = UpdateTenant, responses(
     (status = 200, body = TenantBody),
@@ -151,11 +159,24 @@ async fn update_tenant(
     body: web::Json<UpdateTenant>,
 ) -> ApiResult<web::Json<TenantBody>> {
     let body = body.into_inner();
+    let retention_ms = match body.retention_hours {
+        Some(h) if !(1..=MAX_RETENTION_MS / 3_600_000).contains(&h) => {
+            return Err(ApiError::field(
+                "retention_hours",
+                format!(
+                    "must be from 1 to {} hours (3650 days)",
+                    MAX_RETENTION_MS / 3_600_000
+                ),
+            ));
+        }
+        h => h.map(|h| h * 3_600_000),
+    };
     let update = TenantUpdate {
         display_name: body.display_name,
         node_group: body.node_group,
         disabled: body.disabled,
         executor_hosts: body.executor_hosts,
+        retention_ms,
     };
     Ok(web::Json(
         tenants::update(&services, &caller, &path, &update)

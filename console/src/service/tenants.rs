@@ -74,6 +74,7 @@ pub async fn update(
                 "node_group": update.node_group,
                 "disabled": update.disabled,
                 "executor_hosts": update.executor_hosts.as_ref().map(|_| &tenant.executor_hosts.0),
+                "retention_ms": update.retention_ms,
             }),
         },
         now,

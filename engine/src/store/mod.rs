@@ -33,6 +33,7 @@
 //! | `shared/views.rs` | console views: statistics samples, occurrence runs, idempotency keys, alarm mutes |
 //! | `shared/sessions.rs` | console sessions and sign-in attempts |
 //! | `shared/channels.rs` | notification channels, their deliveries, metrics aggregates |
+//! | `shared/rollups.rs` | per-minute rollups of finished runs, their watermark, retention deletes |
 //! | `ops.rs` | operations composed of several primitives, written once for both backends |
 //! | `reports.rs` | the types of the console views' operations |
 //!
@@ -54,7 +55,8 @@ use async_trait::async_trait;
 pub use self::ops::CreatedTask;
 pub use self::postgres::PgStore;
 pub use self::reports::{
-    AlarmMute, MAX_RUN_SAMPLES, RunSample, RunSampleQuery, TRIGGER_KEY_WINDOW_MS, TriggerKey,
+    AlarmMute, MAX_RUN_SAMPLES, RunRollup, RunSample, RunSampleQuery, SampleCursor,
+    TRIGGER_KEY_WINDOW_MS, TriggerKey,
 };
 pub use self::sqlite::SqliteStore;
 use crate::alarm::{
@@ -893,6 +895,76 @@ pub trait Tx: Send {
     ) -> Result<u64>;
     /// Engine internal: the aggregates behind the database-backed metrics gauges.
     async fn metrics_snapshot(&mut self) -> Result<crate::metrics::MetricsSnapshot>;
+
+    // ---- rollups and retention (shared/rollups.rs) --------------------------------------
+
+    /// Engine internal: a page of a tenant's runs in a final state scheduled in a time range,
+    /// ordered by scheduled time then id, starting after `after` (keyset paging).
+    async fn rollup_samples(
+        &mut self,
+        tenant: TenantId,
+        scheduled_from: i64,
+        scheduled_before: i64,
+        after: Option<SampleCursor>,
+        limit: i64,
+    ) -> Result<Vec<RunSample>>;
+    /// The earliest scheduled time of a tenant's runs in the range that are not final yet.
+    async fn oldest_unfinished_scheduled(
+        &mut self,
+        tenant: TenantId,
+        scheduled_from: i64,
+        scheduled_before: i64,
+    ) -> Result<Option<i64>>;
+    /// The earliest scheduled time of any of a tenant's runs.
+    async fn oldest_run_scheduled(&mut self, tenant: TenantId) -> Result<Option<i64>>;
+    /// Engine internal: a tenant's rollup watermark (every minute before it is rolled up),
+    /// creating it at `initial` when it has none, locked until the transaction ends; `None`
+    /// when another transaction holds it (PostgreSQL; SQLite has one writer at a time).
+    async fn lock_rollup_watermark(
+        &mut self,
+        tenant: TenantId,
+        initial: i64,
+        now: i64,
+    ) -> Result<Option<i64>>;
+    /// A tenant's rollup watermark, read without locking; `None` before its first rollup.
+    async fn rollup_watermark(&mut self, tenant: TenantId) -> Result<Option<i64>>;
+    /// Every tenant's rollup watermark.
+    async fn rollup_watermarks(&mut self) -> Result<Vec<(TenantId, i64)>>;
+    /// Engine internal: moves a tenant's watermark forward to `rolled_before` (never back).
+    async fn set_rollup_watermark(
+        &mut self,
+        tenant: TenantId,
+        rolled_before: i64,
+        now: i64,
+    ) -> Result<()>;
+    /// Engine internal: writes rollup rows, replacing rows of the same tenant, task and minute.
+    async fn upsert_run_rollups(&mut self, rows: &[RunRollup]) -> Result<()>;
+    /// A tenant's (or one task's) rollup rows of minutes in `minute_from..minute_before`,
+    /// ordered by minute then task.
+    async fn run_rollups(
+        &mut self,
+        tenant: TenantId,
+        task: Option<TaskId>,
+        minute_from: i64,
+        minute_before: i64,
+    ) -> Result<Vec<RunRollup>>;
+    /// Engine internal: deletes up to `limit` (at most 10,000) of a tenant's final runs that
+    /// finished before `finished_before` and were scheduled before `scheduled_before` (the
+    /// rollup watermark), oldest first, skipping rows other transactions hold. A run whose
+    /// occurrence or chain still has a run that is not final stays. Rows referring to a
+    /// deleted run keep their row with the reference set to null (alarms, chain children);
+    /// idempotency keys of manual triggers go with their run. Returns how many were deleted.
+    async fn delete_expired_runs(
+        &mut self,
+        tenant: TenantId,
+        finished_before: i64,
+        scheduled_before: i64,
+        limit: i64,
+    ) -> Result<u64>;
+    /// Engine internal: deletes up to `limit` (at most 10,000) alarm events published before
+    /// `published_before`, oldest first (the outbox keeps only what is still to publish and
+    /// recent history); returns how many. Alarms themselves stay.
+    async fn purge_alarm_events(&mut self, published_before: i64, limit: i64) -> Result<u64>;
 }
 
 /// What `migrate` did.

@@ -28,6 +28,7 @@ pub struct RunSampleQuery {
 /// The facts statistics are computed from, for one run in a final state.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, sqlx::FromRow)]
 pub struct RunSample {
+    pub id: RunId,
     pub task_id: TaskId,
     #[sqlx(try_from = "String")]
     pub state: RunState,
@@ -59,4 +60,52 @@ pub struct AlarmMute {
     pub muted_until: i64,
     pub muted_by: String,
     pub updated_at: i64,
+}
+
+/// Where a page of [`Tx::rollup_samples`](super::Tx::rollup_samples) starts: after this run
+/// (by scheduled time, then id).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SampleCursor {
+    pub scheduled_at: i64,
+    pub id: RunId,
+}
+
+/// One task's finished runs scheduled in one minute, rolled up: counts by final state and
+/// log-spaced histograms of durations and lateness ([`Histogram`](crate::rollup::Histogram),
+/// stored sparse).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, sqlx::FromRow)]
+pub struct RunRollup {
+    pub tenant_id: TenantId,
+    pub task_id: TaskId,
+    /// Start of the scheduled minute (epoch ms, a multiple of 60,000).
+    pub minute: i64,
+    pub succeeded: i64,
+    pub failed: i64,
+    pub timed_out: i64,
+    pub lost: i64,
+    pub skipped: i64,
+    pub cancelled: i64,
+    pub duration_hist: sqlx::types::Json<Vec<[i64; 2]>>,
+    pub lateness_hist: sqlx::types::Json<Vec<[i64; 2]>>,
+}
+
+impl RunRollup {
+    /// Final state → runs, leaving out states with none.
+    pub fn by_state(&self) -> impl Iterator<Item = (RunState, i64)> + '_ {
+        [
+            (RunState::Succeeded, self.succeeded),
+            (RunState::Failed, self.failed),
+            (RunState::TimedOut, self.timed_out),
+            (RunState::Lost, self.lost),
+            (RunState::Skipped, self.skipped),
+            (RunState::Cancelled, self.cancelled),
+        ]
+        .into_iter()
+        .filter(|(_, n)| *n > 0)
+    }
+
+    /// All the runs it counts.
+    pub fn runs(&self) -> i64 {
+        self.succeeded + self.failed + self.timed_out + self.lost + self.skipped + self.cancelled
+    }
 }

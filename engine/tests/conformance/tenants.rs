@@ -85,6 +85,7 @@ pub async fn tenants_are_created_read_updated_and_deleted(store: Arc<dyn Store>)
                 node_group: None,
                 disabled: Some(true),
                 executor_hosts: None,
+                retention_ms: None,
             },
             T0 + SECOND
         )

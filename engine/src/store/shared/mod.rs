@@ -16,6 +16,7 @@ pub(super) mod audit;
 pub(super) mod channels;
 mod completion;
 pub(super) mod nodes;
+pub(super) mod rollups;
 pub(super) mod runs;
 pub(super) mod sessions;
 pub(super) mod tasks;
@@ -90,6 +91,7 @@ macro_rules! tx_impl {
             views::view_ops,
             sessions::session_ops,
             channels::channel_ops,
+            rollups::rollup_ops,
         ], {
             $($dialect)*
         });

@@ -63,7 +63,8 @@ macro_rules! tenant_ops {
                 let row: Option<Tenant> = sqlx::query_as(
                     "UPDATE tenants SET display_name = COALESCE($2, display_name),
                          node_group = COALESCE($3, node_group), disabled = COALESCE($4, disabled),
-                         updated_at = $5, executor_hosts = COALESCE($6, executor_hosts)
+                         updated_at = $5, executor_hosts = COALESCE($6, executor_hosts),
+                         retention_ms = COALESCE($7, retention_ms)
                      WHERE id = $1 RETURNING *",
                 )
                 .bind(id)
@@ -72,6 +73,7 @@ macro_rules! tenant_ops {
                 .bind(update.disabled)
                 .bind(now)
                 .bind(hosts)
+                .bind(update.retention_ms)
                 .fetch_optional(&mut *self.tx)
                 .await?;
                 let tenant = found(row, || format!("tenant {id}"))?;

@@ -17,7 +17,7 @@ macro_rules! view_ops {
                 query: &$crate::store::RunSampleQuery,
             ) -> Result<Vec<$crate::store::RunSample>> {
                 Ok(sqlx::query_as(
-                    "SELECT task_id, state, scheduled_at, due_at, started_at, finished_at FROM runs
+                    "SELECT id, task_id, state, scheduled_at, due_at, started_at, finished_at FROM runs
                      WHERE tenant_id = $1 AND ($2 IS NULL OR task_id = $2)
                        AND scheduled_at >= $3 AND scheduled_at < $4
                        AND state IN ('succeeded', 'failed', 'timed_out', 'lost', 'skipped', 'cancelled')

@@ -1,0 +1,245 @@
+//! Rollups and retention: the per-minute aggregates of finished runs, the watermark saying how
+//! far a tenant is rolled up, and deleting finished runs past their tenant's retention.
+//!
+//! Every operation here is shared; neither backend has its own. None of them is on the claim,
+//! dispatch or result path: the [`Rollup`](crate::rollup::Rollup) loop and the statistics
+//! service call them.
+
+/// The final states, as SQL.
+macro_rules! final_states {
+    () => {
+        "('succeeded', 'failed', 'timed_out', 'lost', 'skipped', 'cancelled')"
+    };
+}
+pub(crate) use final_states;
+
+/// Adds the rollup and retention operations to the `impl Tx` that
+/// [`tx_impl!`](super::tx_impl) writes (see [`tx_ops!`](super::tx_ops) for how the domains
+/// join).
+macro_rules! rollup_ops {
+    ($tx:ty, $for_update:literal, $skip_locked:literal, $rest:tt, { $($done:tt)* }) => {
+        $crate::store::shared::tx_ops!($tx, $for_update, $skip_locked, $rest, {
+            $($done)*
+
+            async fn rollup_samples(
+                &mut self,
+                tenant: TenantId,
+                scheduled_from: i64,
+                scheduled_before: i64,
+                after: Option<$crate::store::SampleCursor>,
+                limit: i64,
+            ) -> Result<Vec<$crate::store::RunSample>> {
+                let (after_at, after_id) = match after {
+                    Some(c) => (c.scheduled_at, c.id.0),
+                    None => (i64::MIN, i64::MIN),
+                };
+                Ok(sqlx::query_as(concat!(
+                    "SELECT id, task_id, state, scheduled_at, due_at, started_at, finished_at FROM runs
+                     WHERE tenant_id = $1 AND scheduled_at >= $2 AND scheduled_at < $3
+                       AND (scheduled_at > $4 OR (scheduled_at = $4 AND id > $5))
+                       AND state IN ", $crate::store::shared::rollups::final_states!(), "
+                     ORDER BY scheduled_at, id LIMIT $6",
+                ))
+                .bind(tenant)
+                .bind(scheduled_from)
+                .bind(scheduled_before)
+                .bind(after_at)
+                .bind(after_id)
+                .bind(limit.clamp(1, $crate::store::MAX_RUN_SAMPLES))
+                .fetch_all(&mut *self.tx)
+                .await?)
+            }
+
+            async fn oldest_unfinished_scheduled(
+                &mut self,
+                tenant: TenantId,
+                scheduled_from: i64,
+                scheduled_before: i64,
+            ) -> Result<Option<i64>> {
+                let row: (Option<i64>,) = sqlx::query_as(concat!(
+                    "SELECT MIN(scheduled_at) FROM runs
+                     WHERE tenant_id = $1 AND scheduled_at >= $2 AND scheduled_at < $3
+                       AND state NOT IN ", $crate::store::shared::rollups::final_states!(),
+                ))
+                .bind(tenant)
+                .bind(scheduled_from)
+                .bind(scheduled_before)
+                .fetch_one(&mut *self.tx)
+                .await?;
+                Ok(row.0)
+            }
+
+            async fn oldest_run_scheduled(&mut self, tenant: TenantId) -> Result<Option<i64>> {
+                let row: (Option<i64>,) =
+                    sqlx::query_as("SELECT MIN(scheduled_at) FROM runs WHERE tenant_id = $1")
+                        .bind(tenant)
+                        .fetch_one(&mut *self.tx)
+                        .await?;
+                Ok(row.0)
+            }
+
+            async fn lock_rollup_watermark(
+                &mut self,
+                tenant: TenantId,
+                initial: i64,
+                now: i64,
+            ) -> Result<Option<i64>> {
+                sqlx::query(
+                    "INSERT INTO rollup_watermarks (tenant_id, rolled_before, updated_at)
+                     VALUES ($1, $2, $3) ON CONFLICT (tenant_id) DO NOTHING",
+                )
+                .bind(tenant)
+                .bind(initial)
+                .bind(now)
+                .execute(&mut *self.tx)
+                .await
+                .map_err(|e| fk_or(e, || format!("tenant {tenant}")))?;
+                let row: Option<(i64,)> = sqlx::query_as(concat!(
+                    "SELECT rolled_before FROM rollup_watermarks WHERE tenant_id = $1",
+                    $skip_locked
+                ))
+                .bind(tenant)
+                .fetch_optional(&mut *self.tx)
+                .await?;
+                Ok(row.map(|r| r.0))
+            }
+
+            async fn rollup_watermark(&mut self, tenant: TenantId) -> Result<Option<i64>> {
+                let row: Option<(i64,)> =
+                    sqlx::query_as("SELECT rolled_before FROM rollup_watermarks WHERE tenant_id = $1")
+                        .bind(tenant)
+                        .fetch_optional(&mut *self.tx)
+                        .await?;
+                Ok(row.map(|r| r.0))
+            }
+
+            async fn rollup_watermarks(&mut self) -> Result<Vec<(TenantId, i64)>> {
+                Ok(sqlx::query_as("SELECT tenant_id, rolled_before FROM rollup_watermarks ORDER BY tenant_id")
+                    .fetch_all(&mut *self.tx)
+                    .await?)
+            }
+
+            async fn set_rollup_watermark(
+                &mut self,
+                tenant: TenantId,
+                rolled_before: i64,
+                now: i64,
+            ) -> Result<()> {
+                // Never backwards: a minute once rolled may have lost its runs to retention.
+                sqlx::query(
+                    "UPDATE rollup_watermarks SET rolled_before = $2, updated_at = $3
+                     WHERE tenant_id = $1 AND rolled_before < $2",
+                )
+                .bind(tenant)
+                .bind(rolled_before)
+                .bind(now)
+                .execute(&mut *self.tx)
+                .await?;
+                Ok(())
+            }
+
+            async fn upsert_run_rollups(&mut self, rows: &[$crate::store::RunRollup]) -> Result<()> {
+                for r in rows {
+                    sqlx::query(
+                        "INSERT INTO run_rollups (tenant_id, task_id, minute, succeeded, failed,
+                             timed_out, lost, skipped, cancelled, duration_hist, lateness_hist)
+                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+                         ON CONFLICT (tenant_id, minute, task_id) DO UPDATE SET
+                             succeeded = excluded.succeeded, failed = excluded.failed,
+                             timed_out = excluded.timed_out, lost = excluded.lost,
+                             skipped = excluded.skipped, cancelled = excluded.cancelled,
+                             duration_hist = excluded.duration_hist,
+                             lateness_hist = excluded.lateness_hist",
+                    )
+                    .bind(r.tenant_id)
+                    .bind(r.task_id)
+                    .bind(r.minute)
+                    .bind(r.succeeded)
+                    .bind(r.failed)
+                    .bind(r.timed_out)
+                    .bind(r.lost)
+                    .bind(r.skipped)
+                    .bind(r.cancelled)
+                    .bind(&r.duration_hist)
+                    .bind(&r.lateness_hist)
+                    .execute(&mut *self.tx)
+                    .await
+                    .map_err(|e| fk_or(e, || format!("task {} of tenant {}", r.task_id, r.tenant_id)))?;
+                }
+                Ok(())
+            }
+
+            async fn run_rollups(
+                &mut self,
+                tenant: TenantId,
+                task: Option<TaskId>,
+                minute_from: i64,
+                minute_before: i64,
+            ) -> Result<Vec<$crate::store::RunRollup>> {
+                Ok(sqlx::query_as(
+                    "SELECT * FROM run_rollups
+                     WHERE tenant_id = $1 AND ($2 IS NULL OR task_id = $2)
+                       AND minute >= $3 AND minute < $4
+                     ORDER BY minute, task_id",
+                )
+                .bind(tenant)
+                .bind(task)
+                .bind(minute_from)
+                .bind(minute_before)
+                .fetch_all(&mut *self.tx)
+                .await?)
+            }
+
+            async fn delete_expired_runs(
+                &mut self,
+                tenant: TenantId,
+                finished_before: i64,
+                scheduled_before: i64,
+                limit: i64,
+            ) -> Result<u64> {
+                // A run stays while its occurrence or its chain has a run that is not final:
+                // retries, recoveries and chain joins read the runs before them. `LIMIT 1
+                // OFFSET 0` keeps each check an index look-up per candidate on PostgreSQL
+                // (an anti-join would scan the table for the few runs that are not final).
+                let done = sqlx::query(concat!(
+                    "DELETE FROM runs WHERE id IN (
+                         SELECT r.id FROM runs r
+                         WHERE r.tenant_id = $1 AND r.scheduled_at < $2 AND r.finished_at < $3
+                           AND r.state IN ", $crate::store::shared::rollups::final_states!(), "
+                           AND NOT EXISTS (
+                               SELECT 1 FROM runs o WHERE o.task_id = r.task_id
+                                 AND o.scheduled_at = r.scheduled_at
+                                 AND o.state NOT IN ", $crate::store::shared::rollups::final_states!(), " LIMIT 1 OFFSET 0)
+                           AND NOT EXISTS (
+                               SELECT 1 FROM runs c WHERE c.chain_root_id = COALESCE(r.chain_root_id, r.id)
+                                 AND c.state NOT IN ", $crate::store::shared::rollups::final_states!(), " LIMIT 1 OFFSET 0)
+                           AND NOT EXISTS (
+                               SELECT 1 FROM runs c WHERE c.id = r.chain_root_id
+                                 AND c.state NOT IN ", $crate::store::shared::rollups::final_states!(), " LIMIT 1 OFFSET 0)
+                         ORDER BY r.scheduled_at LIMIT $4", $skip_locked, ")",
+                ))
+                .bind(tenant)
+                .bind(scheduled_before)
+                .bind(finished_before)
+                .bind(limit.clamp(1, 10_000))
+                .execute(&mut *self.tx)
+                .await?;
+                Ok(done.rows_affected())
+            }
+
+            async fn purge_alarm_events(&mut self, published_before: i64, limit: i64) -> Result<u64> {
+                let done = sqlx::query(concat!(
+                    "DELETE FROM alarm_events WHERE id IN (
+                         SELECT id FROM alarm_events WHERE published_at < $1
+                         ORDER BY id LIMIT $2", $skip_locked, ")",
+                ))
+                .bind(published_before)
+                .bind(limit.clamp(1, 10_000))
+                .execute(&mut *self.tx)
+                .await?;
+                Ok(done.rows_affected())
+            }
+        });
+    };
+}
+pub(crate) use rollup_ops;
