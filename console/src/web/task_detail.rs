@@ -349,6 +349,7 @@ mod tests {
         let hour = CHART_BUCKET_MS;
         let samples: Vec<RunSample> = (0..24)
             .map(|i| RunSample {
+                id: mthpt_engine::run::RunId(i + 1),
                 task_id: TaskId(1),
                 state: RunState::Succeeded,
                 scheduled_at: i * hour,
