@@ -20,7 +20,28 @@ const FIELDS: &[&str] = &[
     "missed",
     "engine_cpu_us_per_run",
     "engine_rss_mb",
+    "wal_bytes_per_run",
+    "pg_cpu_us_per_run",
+    "wrapper_cpu_us_per_run",
 ];
+
+/// The cost figures of a report or of one of its steps: numbers, none negative, and WAL written
+/// (runs completed, so PostgreSQL wrote their states).
+fn assert_costs(json: &serde_json::Value) {
+    for field in [
+        "wal_bytes_per_run",
+        "pg_cpu_us_per_run",
+        "engine_cpu_us_per_run",
+        "wrapper_cpu_us_per_run",
+    ] {
+        let v = json[field].as_f64();
+        assert!(
+            v.is_some_and(|v| v >= 0.0),
+            "{field} is not a number ≥ 0 in {json}"
+        );
+    }
+    assert!(json["wal_bytes_per_run"].as_f64().unwrap() > 0.0, "{json}");
+}
 
 fn small(scenario: Scenario, work: &tempfile::TempDir) -> BenchConfig {
     let node = PathBuf::from(env!("CARGO_BIN_EXE_mthpt-bench-node"));
@@ -57,6 +78,15 @@ fn small(scenario: Scenario, work: &tempfile::TempDir) -> BenchConfig {
             c.every_ms = 2_000;
         }
         Scenario::Throughput => {}
+        Scenario::MaxSustainable => {
+            // Two steps of 4.5 s (each measured for 2 s) at 20 and 40 runs/s; the 12 s cap leaves
+            // no room for a third.
+            c.every_ms = 1_000;
+            c.start_rate = 20;
+            c.rate_growth = 2.0;
+            c.step = Duration::from_millis(4_500);
+            c.duration = Duration::from_secs(12);
+        }
     }
     c
 }
@@ -77,6 +107,7 @@ async fn smoke(scenario: Scenario) -> serde_json::Value {
     assert_eq!(report.missed, 0, "{json}");
     assert!(report.runs_completed > 0, "{json}");
     assert!(report.engine_rss_mb > 0.0, "{json}");
+    assert_costs(&json);
     json
 }
 
@@ -112,4 +143,48 @@ async fn long_tasks_scenario_counts_delayed_and_timed_out_runs() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rss_scenario_reports_the_engine_memory() {
     smoke(Scenario::Rss100k).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_sustainable_scenario_reports_every_step_and_the_highest_rate_held() {
+    let json = smoke(Scenario::MaxSustainable).await;
+    let steps = json["steps"].as_array().expect("steps");
+    assert_eq!(
+        steps.len(),
+        2,
+        "the 12 s cap leaves room for two 4.5 s steps: {json}"
+    );
+    for step in steps {
+        assert_costs(step);
+        assert!(step["lateness_ms"]["p99"].is_i64(), "{step}");
+        assert!(step["completed_per_sec"].as_f64().unwrap() > 0.0, "{step}");
+    }
+    assert_eq!(steps[0]["target_per_sec"], 20);
+    assert_eq!(steps[1]["target_per_sec"], 40);
+    let offered: Vec<f64> = steps
+        .iter()
+        .map(|s| s["offered_per_sec"].as_f64().unwrap())
+        .collect();
+    assert!(
+        offered[1] > offered[0],
+        "the second step offers more: {json}"
+    );
+    // 20 runs/s hold on any machine; the second step's verdict decides the rest.
+    assert_eq!(steps[0]["verdict"], "held", "{json}");
+    let p99 = steps[1]["lateness_ms"]["p99"].as_i64().unwrap();
+    if steps[1]["verdict"] == "held" {
+        assert!(p99 <= 1_000, "{json}");
+        assert_eq!(json["stopped_by"], "duration", "{json}");
+        assert_eq!(
+            json["max_sustainable_runs_per_s"],
+            steps[1]["offered_per_sec"]
+        );
+    } else {
+        // A loaded machine may not hold 40 runs/s within 1 s: the steps stop there.
+        assert_eq!(json["stopped_by"], steps[1]["verdict"], "{json}");
+        assert_eq!(
+            json["max_sustainable_runs_per_s"],
+            steps[0]["offered_per_sec"]
+        );
+    }
 }

@@ -142,14 +142,15 @@ pub async fn tasks(store: &PgStore) -> anyhow::Result<Vec<Task>> {
         .await?)
 }
 
-/// The occurrences the tasks' schedules call for in `[from, until)`.
+/// The occurrences the tasks' schedules call for in `[from, until)`; a task created inside the
+/// range counts from its creation (as its first occurrence is chosen then).
 pub fn expected_occurrences(tasks: &[Task], from: i64, until: i64) -> HashSet<Occurrence> {
     let mut out = HashSet::new();
     for task in tasks {
         let Ok(schedule) = task.schedule() else {
             continue;
         };
-        let mut at = from - 1;
+        let mut at = from.max(task.created_at) - 1;
         while let Some(next) = task.next_occurrence(&schedule, at) {
             if next >= until {
                 break;

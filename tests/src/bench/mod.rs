@@ -4,11 +4,15 @@
 //! separate `mthpt engine` processes, M wrapper instances in this process, a warm-up, a measured
 //! window of D seconds, a drain (the runs scheduled in the window may finish), then the figures:
 //! from the runs table (lateness, missed, completed), from the executors (duplicates) and from
-//! `/proc` (engine CPU time and peak RSS).
+//! `/proc` (engine CPU time and peak RSS), and what the window cost PostgreSQL and the wrappers
+//! (WAL bytes from `pg_current_wal_lsn()`, CPU time from `/proc`). `max-sustainable` runs the
+//! same cluster through steps of rising offered rate instead of one window (`steps.rs`).
 
+pub mod cost;
 pub mod database;
 pub mod figures;
 pub mod nodes;
+pub mod steps;
 pub mod wrappers;
 
 use std::path::PathBuf;
@@ -21,9 +25,11 @@ use mthpt_engine::schedule::ScheduleSpec;
 use mthpt_engine::store::Store;
 use serde::Serialize;
 
+use self::cost::{CostPerRun, CostProbe, CostSample};
 use self::database::TaskPlan;
 use self::figures::Lateness;
 use self::nodes::{EngineTuning, NodeProcess, ProcSample};
+use self::steps::{StepPolicy, StepReport, Verdict};
 use self::wrappers::{BenchWrappers, NOOP, SLEEP};
 
 /// What a benchmark exercises.
@@ -40,6 +46,9 @@ pub enum Scenario {
     /// 100,000 active tasks loaded (each every 100 s, ~1,000 fires/s); engine memory.
     #[value(name = "rss-100k")]
     Rss100k,
+    /// Fixed-rate tasks whose offered rate rises step by step until lateness p99 passes 1 s;
+    /// the highest rate held.
+    MaxSustainable,
 }
 
 impl Scenario {
@@ -51,6 +60,7 @@ impl Scenario {
             Scenario::Failover => "failover",
             Scenario::LongTasks => "long-tasks",
             Scenario::Rss100k => "rss-100k",
+            Scenario::MaxSustainable => "max-sustainable",
         }
     }
 }
@@ -96,6 +106,11 @@ pub struct BenchConfig {
     pub kill_node: usize,
     /// A run dispatched later than this after its time is "delayed".
     pub delay_limit_ms: i64,
+    /// `max-sustainable`: the first step's rate (runs/s), the factor by which each next step
+    /// raises it, and how long each step lasts (`duration` caps all steps together).
+    pub start_rate: u64,
+    pub rate_growth: f64,
+    pub step: Duration,
 }
 
 /// The default database of a scenario on the local server.
@@ -138,6 +153,9 @@ impl BenchConfig {
             kill_after: Duration::from_secs(15),
             kill_node: 1,
             delay_limit_ms: 1_000,
+            start_rate: 1_000,
+            rate_growth: 1.25,
+            step: Duration::from_secs(30),
         };
         match scenario {
             Scenario::Throughput => {
@@ -163,36 +181,74 @@ impl BenchConfig {
                 c.every_ms = 100_000;
                 c.duration = Duration::from_secs(60);
             }
+            Scenario::MaxSustainable => {
+                c.engine.claim_batch = 2_000;
+                c.duration = Duration::from_secs(600);
+                c.drain_timeout = Duration::from_secs(60);
+            }
         }
         c
     }
 
+    /// `max-sustainable`: how the rate rises and when a step holds.
+    pub fn step_policy(&self) -> StepPolicy {
+        StepPolicy {
+            start_rate: self.start_rate,
+            growth: self.rate_growth,
+            step_ms: i64::try_from(self.step.as_millis()).unwrap_or(i64::MAX),
+            p99_limit_ms: self.delay_limit_ms,
+            min_completed_share: 0.9,
+        }
+    }
+
+    /// The no-op tasks loaded before the nodes start (`max-sustainable`: its first step's).
+    fn initial_tasks(&self) -> usize {
+        match self.scenario {
+            Scenario::MaxSustainable => steps::tasks_for_rate(self.start_rate, self.every_ms),
+            _ => self.tasks,
+        }
+    }
+
+    /// Fixed-rate no-op tasks `first..first + count`, spread evenly over the period from `now`.
+    fn fixed_rate_plans(&self, first: usize, count: usize, now: i64) -> Vec<TaskPlan> {
+        let n = i64::try_from(count.max(1)).unwrap_or(i64::MAX);
+        (0..count)
+            .map(|k| {
+                let k64 = i64::try_from(k).unwrap_or(0);
+                TaskPlan {
+                    name: format!("t{:06}", first + k),
+                    handler: NOOP.to_owned(),
+                    params: serde_json::json!({}),
+                    schedule: ScheduleSpec::FixedRate {
+                        every_ms: self.every_ms,
+                        anchor_at: Some(now + k64 * self.every_ms / n),
+                    },
+                    timeout_ms: None,
+                }
+            })
+            .collect()
+    }
+
     /// The tasks the scenario loads, anchored at `now`.
     fn plans(&self, now: i64) -> Vec<TaskPlan> {
-        let mut plans = Vec::with_capacity(self.tasks + self.long_tasks);
-        let n = i64::try_from(self.tasks.max(1)).unwrap_or(i64::MAX);
-        for i in 0..self.tasks {
-            let i64i = i64::try_from(i).unwrap_or(0);
-            let schedule = match self.scenario {
-                // Second offset i mod 10: each second a tenth of the tasks fire.
-                Scenario::Precision => ScheduleSpec::Cron {
-                    expr: format!("{}/10 * * * * ?", i % 10),
-                    timezone: "UTC".to_owned(),
-                },
-                // Spread evenly over the period, to the millisecond.
-                _ => ScheduleSpec::FixedRate {
-                    every_ms: self.every_ms,
-                    anchor_at: Some(now + i64i * self.every_ms / n),
-                },
-            };
-            plans.push(TaskPlan {
-                name: format!("t{i:06}"),
-                handler: NOOP.to_owned(),
-                params: serde_json::json!({}),
-                schedule,
-                timeout_ms: None,
-            });
-        }
+        let mut plans = match self.scenario {
+            // Second offset i mod 10: each second a tenth of the tasks fire.
+            Scenario::Precision => (0..self.tasks)
+                .map(|i| TaskPlan {
+                    name: format!("t{i:06}"),
+                    handler: NOOP.to_owned(),
+                    params: serde_json::json!({}),
+                    schedule: ScheduleSpec::Cron {
+                        expr: format!("{}/10 * * * * ?", i % 10),
+                        timezone: "UTC".to_owned(),
+                    },
+                    timeout_ms: None,
+                })
+                .collect(),
+            // Spread evenly over the period, to the millisecond.
+            _ => self.fixed_rate_plans(0, self.initial_tasks(), now),
+        };
+        plans.reserve(self.long_tasks);
         let long_n = i64::try_from(self.long_tasks.max(1)).unwrap_or(i64::MAX);
         for i in 0..self.long_tasks {
             let i64i = i64::try_from(i).unwrap_or(0);
@@ -239,6 +295,22 @@ pub struct Report {
     pub duration_s: f64,
     /// Occurrences the schedules call for in the window, per second.
     pub offered_per_sec: f64,
+    /// WAL PostgreSQL wrote during the window (`pg_current_wal_lsn()`) per run completed in it.
+    pub wal_bytes_per_run: f64,
+    /// CPU time of the PostgreSQL server's processes during the window per run completed in it
+    /// (`null` when the server's processes are not visible in this machine's `/proc`).
+    pub pg_cpu_us_per_run: Option<f64>,
+    /// CPU time of the bench process (the wrappers) during the window per run completed in it.
+    pub wrapper_cpu_us_per_run: f64,
+    /// `max-sustainable`: the highest offered rate whose step held.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_sustainable_runs_per_s: Option<f64>,
+    /// `max-sustainable`: why the steps stopped (`late`, `behind` or `duration`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stopped_by: Option<String>,
+    /// `max-sustainable`: every step's figures.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub steps: Option<Vec<StepReport>>,
 }
 
 fn now_ms() -> i64 {
@@ -278,11 +350,23 @@ pub async fn run(config: &BenchConfig) -> anyhow::Result<Report> {
     database::load(store.clone(), &tenancy, plans).await?;
     progress(format_args!(
         "loaded {} tasks in {:.1} s",
-        config.tasks + config.long_tasks,
+        config.initial_tasks() + config.long_tasks,
         loading.elapsed().as_secs_f64()
     ));
 
-    let result = measure(config, &pg, &tenancy).await;
+    let result = match Cluster::start(config, &tenancy).await {
+        Ok(mut cluster) => {
+            let measured = match config.scenario {
+                Scenario::MaxSustainable => {
+                    measure_steps(config, &pg, &store, &tenancy, &mut cluster).await
+                }
+                _ => measure(config, &pg, &mut cluster).await,
+            };
+            let stopped = cluster.stop().await;
+            measured.and_then(|report| stopped.map(|()| report))
+        }
+        Err(e) => Err(e),
+    };
     store.close().await;
     if config.drop_database {
         database::drop_database(&config.database_url).await?;
@@ -290,53 +374,128 @@ pub async fn run(config: &BenchConfig) -> anyhow::Result<Report> {
     result
 }
 
+/// The engine nodes and the wrappers of a benchmark, up and registered.
+struct Cluster {
+    nodes: Vec<NodeProcess>,
+    wrappers: BenchWrappers,
+}
+
+impl Cluster {
+    async fn start(config: &BenchConfig, tenancy: &crate::Tenancy) -> anyhow::Result<Self> {
+        let http = reqwest::Client::new();
+        let mut nodes = Vec::with_capacity(config.nodes);
+        for i in 0..config.nodes {
+            let mut node = NodeProcess::spawn(
+                &config.mthpt,
+                &format!("bench-node-{i}"),
+                &config.database_url,
+                &config.engine,
+                &config.work_dir,
+            )?;
+            node.ready(&http, Duration::from_secs(30)).await?;
+            nodes.push(node);
+        }
+        let urls: Vec<String> = nodes.iter().map(|n| n.url.clone()).collect();
+        progress(format_args!("{} engine node(s) up: {urls:?}", nodes.len()));
+        let wrappers = BenchWrappers::start(
+            tenancy,
+            &urls,
+            config.wrappers,
+            config.capacity,
+            config.result_linger,
+            &config.work_dir.join("spool"),
+        )?;
+        wrappers.registered(Duration::from_secs(30)).await?;
+        progress(format_args!("{} wrapper(s) registered", config.wrappers));
+        Ok(Self { nodes, wrappers })
+    }
+
+    /// CPU time and peak RSS of every node.
+    fn sample(&self) -> anyhow::Result<Vec<ProcSample>> {
+        self.nodes.iter().map(NodeProcess::sample).collect()
+    }
+
+    /// The largest peak RSS of the nodes still running and of `earlier` samples, MiB.
+    fn peak_rss_mb<'a>(&self, earlier: impl IntoIterator<Item = &'a ProcSample>) -> f64 {
+        let mut peak_kib = earlier
+            .into_iter()
+            .map(|s| s.peak_rss_kib)
+            .max()
+            .unwrap_or(0);
+        for node in &self.nodes {
+            if let Ok(s) = node.sample() {
+                peak_kib = peak_kib.max(s.peak_rss_kib);
+            }
+        }
+        round1(peak_kib as f64 / 1024.0)
+    }
+
+    async fn stop(self) -> anyhow::Result<()> {
+        let mut stopped = Ok(());
+        for node in self.nodes {
+            if let Err(e) = node.stop(Duration::from_secs(15)).await {
+                stopped = Err(e);
+            }
+        }
+        self.wrappers.stop().await;
+        stopped
+    }
+}
+
+/// Waits until the runs scheduled in `[from, until)` are final, at most the drain timeout.
+async fn drain(
+    config: &BenchConfig,
+    pg: &mthpt_engine::store::PgStore,
+    from: i64,
+    until: i64,
+) -> anyhow::Result<()> {
+    progress("window over; draining");
+    let drain_until = now_ms() + i64::try_from(config.drain_timeout.as_millis()).unwrap_or(0);
+    loop {
+        let left = database::unfinished(pg, from, until).await?;
+        if left == 0 {
+            return Ok(());
+        }
+        if now_ms() >= drain_until {
+            progress(format_args!(
+                "{left} run(s) of the window still unfinished after the drain"
+            ));
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// Engine CPU time between two samples of the nodes (0 for a node without an end sample).
+fn engine_cpu_us(start: &[ProcSample], end: &[Option<ProcSample>]) -> Vec<u64> {
+    start
+        .iter()
+        .zip(end)
+        .map(|(s, e)| e.map_or(0, |e| e.cpu_us.saturating_sub(s.cpu_us)))
+        .collect()
+}
+
 async fn measure(
     config: &BenchConfig,
     pg: &mthpt_engine::store::PgStore,
-    tenancy: &crate::Tenancy,
+    cluster: &mut Cluster,
 ) -> anyhow::Result<Report> {
-    let http = reqwest::Client::new();
-    let mut nodes = Vec::with_capacity(config.nodes);
-    for i in 0..config.nodes {
-        let mut node = NodeProcess::spawn(
-            &config.mthpt,
-            &format!("bench-node-{i}"),
-            &config.database_url,
-            &config.engine,
-            &config.work_dir,
-        )?;
-        node.ready(&http, Duration::from_secs(30)).await?;
-        nodes.push(node);
-    }
-    let urls: Vec<String> = nodes.iter().map(|n| n.url.clone()).collect();
-    progress(format_args!("{} engine node(s) up: {urls:?}", nodes.len()));
-    let wrappers = BenchWrappers::start(
-        tenancy,
-        &urls,
-        config.wrappers,
-        config.capacity,
-        config.result_linger,
-        &config.work_dir.join("spool"),
-    )?;
-    wrappers.registered(Duration::from_secs(30)).await?;
-    progress(format_args!("{} wrapper(s) registered", config.wrappers));
-
+    let mut probe = CostProbe::connect(&config.database_url).await?;
     let warmup_ms = i64::try_from(config.warmup.as_millis()).unwrap_or(i64::MAX);
     let window_ms = i64::try_from(config.duration.as_millis()).unwrap_or(i64::MAX);
     // The window starts on a whole second, so cron occurrences are not cut in half.
     let from = (now_ms() + warmup_ms + 999) / 1_000 * 1_000;
     let until = from + window_ms;
     sleep_until_ms(from).await;
-    let start: Vec<ProcSample> = nodes
-        .iter()
-        .map(NodeProcess::sample)
-        .collect::<anyhow::Result<_>>()?;
+    let start = cluster.sample()?;
+    let cost_start = probe.sample().await?;
     progress(format_args!(
         "measuring {} s from {}",
         config.duration.as_secs_f64(),
         from
     ));
 
+    let nodes = &mut cluster.nodes;
     let mut end: Vec<Option<ProcSample>> = vec![None; nodes.len()];
     let mut kill: Option<(i64, Vec<(i64, i64)>)> = None;
     if config.scenario == Scenario::Failover && config.kill_node < nodes.len() {
@@ -360,50 +519,21 @@ async fn measure(
             end[i] = Some(node.sample()?);
         }
     }
+    let cost_end = probe.sample().await?;
+    probe.close().await;
     let completed = database::succeeded_between(pg, from, until).await?;
 
-    progress("window over; draining");
-    let drain_until = now_ms() + i64::try_from(config.drain_timeout.as_millis()).unwrap_or(0);
-    loop {
-        let left = database::unfinished(pg, from, until).await?;
-        if left == 0 {
-            break;
-        }
-        if now_ms() >= drain_until {
-            progress(format_args!(
-                "{left} run(s) of the window still unfinished after the drain"
-            ));
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-    let mut peak_kib = end
-        .iter()
-        .flatten()
-        .map(|s| s.peak_rss_kib)
-        .max()
-        .unwrap_or(0);
-    for node in &nodes {
-        if let Ok(s) = node.sample() {
-            peak_kib = peak_kib.max(s.peak_rss_kib);
-        }
-    }
-    let executions = wrappers.executions.snapshot();
-    for node in nodes {
-        node.stop(Duration::from_secs(15)).await?;
-    }
-    wrappers.stop().await;
+    drain(config, pg, from, until).await?;
+    let engine_rss_mb = cluster.peak_rss_mb(end.iter().flatten());
+    let executions = cluster.wrappers.executions.snapshot();
 
-    let per_node: Vec<u64> = start
-        .iter()
-        .zip(&end)
-        .map(|(s, e)| e.map_or(0, |e| e.cpu_us.saturating_sub(s.cpu_us)))
-        .collect();
+    let per_node = engine_cpu_us(&start, &end);
     progress(format_args!(
         "engine CPU in the window per node (ms): {:?}; {completed} runs completed",
         per_node.iter().map(|us| us / 1_000).collect::<Vec<_>>()
     ));
     let cpu_us: u64 = per_node.iter().sum();
+    let costs = CostPerRun::between(&cost_start, &cost_end, completed);
     let tasks = database::tasks(pg).await?;
     let expected = database::expected_occurrences(&tasks, from, until);
     let runs = database::runs_scheduled(pg, from, until).await?;
@@ -425,8 +555,8 @@ async fn measure(
         lateness_ms: c.lateness,
         duplicates: c.duplicates,
         missed: c.missed,
-        engine_cpu_us_per_run: round1(cpu_us as f64 / completed.max(1) as f64),
-        engine_rss_mb: round1(peak_kib as f64 / 1024.0),
+        engine_cpu_us_per_run: cost::per_run(cpu_us, completed),
+        engine_rss_mb,
         refire_after_kill_ms,
         delayed: (config.scenario == Scenario::LongTasks).then_some(c.delayed),
         timed_out: (config.scenario == Scenario::LongTasks).then_some(c.timed_out),
@@ -434,6 +564,191 @@ async fn measure(
         wrappers: config.wrappers,
         duration_s: secs,
         offered_per_sec: round1(expected.len() as f64 / secs),
+        wal_bytes_per_run: costs.wal_bytes_per_run,
+        pg_cpu_us_per_run: costs.pg_cpu_us_per_run,
+        wrapper_cpu_us_per_run: costs.wrapper_cpu_us_per_run,
+        max_sustainable_runs_per_s: None,
+        stopped_by: None,
+        steps: None,
+    })
+}
+
+/// The counters at the start or end of a step's measured part.
+struct StepSample {
+    nodes: Vec<ProcSample>,
+    cost: CostSample,
+}
+
+impl StepSample {
+    async fn take(cluster: &Cluster, probe: &mut CostProbe) -> anyhow::Result<Self> {
+        let nodes = cluster.sample()?;
+        let cost = probe.sample().await?;
+        Ok(Self { nodes, cost })
+    }
+
+    /// Engine CPU time from `self` to `end`, all nodes.
+    fn engine_cpu_us(&self, end: &Self) -> u64 {
+        let end: Vec<Option<ProcSample>> = end.nodes.iter().copied().map(Some).collect();
+        engine_cpu_us(&self.nodes, &end).iter().sum()
+    }
+}
+
+/// Sums of the steps' measured parts, for the whole run's cost per run.
+#[derive(Default)]
+struct Totals {
+    runs: u64,
+    engine_cpu_us: u64,
+    start: Vec<CostSample>,
+    end: Vec<CostSample>,
+}
+
+impl Totals {
+    fn add(&mut self, start: &StepSample, end: &StepSample, runs: u64) {
+        self.runs += runs;
+        self.engine_cpu_us += start.engine_cpu_us(end);
+        self.start.push(start.cost);
+        self.end.push(end.cost);
+    }
+
+    /// The costs of every measured part together per run completed in them.
+    fn per_run(&self) -> CostPerRun {
+        let sum = |samples: &[CostSample]| CostSample {
+            wal_bytes: samples.iter().map(|s| s.wal_bytes).sum(),
+            pg_cpu_us: samples.iter().map(|s| s.pg_cpu_us).sum(),
+            bench_cpu_us: samples.iter().map(|s| s.bench_cpu_us).sum(),
+        };
+        CostPerRun::between(&sum(&self.start), &sum(&self.end), self.runs)
+    }
+}
+
+/// `max-sustainable`: steps of rising offered rate (new tasks are loaded at each step's start),
+/// each judged on its measured part, until one does not hold or the next would end after the
+/// `duration` cap; then the drain and the whole run's figures.
+async fn measure_steps(
+    config: &BenchConfig,
+    pg: &mthpt_engine::store::PgStore,
+    store: &Arc<dyn Store>,
+    tenancy: &crate::Tenancy,
+    cluster: &mut Cluster,
+) -> anyhow::Result<Report> {
+    let policy = config.step_policy();
+    let mut probe = CostProbe::connect(&config.database_url).await?;
+    let warmup_ms = i64::try_from(config.warmup.as_millis()).unwrap_or(i64::MAX);
+    let cap_ms = i64::try_from(config.duration.as_millis()).unwrap_or(i64::MAX);
+    let from = (now_ms() + warmup_ms + 999) / 1_000 * 1_000;
+    let deadline = from.saturating_add(cap_ms);
+    let mut rate = policy.start_rate;
+    let mut loaded = config.initial_tasks();
+    let mut start = from;
+    let mut until = from;
+    let mut steps: Vec<StepReport> = Vec::new();
+    let mut totals = Totals::default();
+    let mut stopped_by = "duration";
+    sleep_until_ms(from).await;
+    while policy.fits(start, deadline) {
+        let (m_from, m_until) = policy.measured(start);
+        progress(format_args!(
+            "step {}: {rate} runs/s offered by {loaded} tasks, {} s from {start}",
+            steps.len() + 1,
+            config.step.as_secs_f64()
+        ));
+        sleep_until_ms(m_from).await;
+        let s0 = StepSample::take(cluster, &mut probe).await?;
+        sleep_until_ms(m_until).await;
+        let s1 = StepSample::take(cluster, &mut probe).await?;
+        let completed = database::succeeded_between(pg, m_from, m_until).await?;
+        until = start + policy.step_ms;
+        sleep_until_ms(until).await;
+
+        let runs = database::runs_scheduled(pg, m_from, m_until).await?;
+        let lateness = steps::step_lateness(&runs, now_ms());
+        let tasks = database::tasks(pg).await?;
+        let offered = database::expected_occurrences(&tasks, m_from, m_until).len();
+        let secs = (m_until - m_from) as f64 / 1_000.0;
+        let offered_per_sec = round1(offered as f64 / secs);
+        let completed_per_sec = round1(completed as f64 / secs);
+        let verdict = policy.verdict(offered_per_sec, completed_per_sec, lateness.p99);
+        let costs = CostPerRun::between(&s0.cost, &s1.cost, completed);
+        totals.add(&s0, &s1, completed);
+        let step = StepReport {
+            target_per_sec: rate,
+            offered_per_sec,
+            completed_per_sec,
+            lateness_ms: lateness,
+            wal_bytes_per_run: costs.wal_bytes_per_run,
+            pg_cpu_us_per_run: costs.pg_cpu_us_per_run,
+            engine_cpu_us_per_run: cost::per_run(s0.engine_cpu_us(&s1), completed),
+            wrapper_cpu_us_per_run: costs.wrapper_cpu_us_per_run,
+            measured_s: secs,
+            verdict,
+        };
+        progress(format_args!(
+            "step {}: {}",
+            steps.len() + 1,
+            serde_json::to_string(&step)?
+        ));
+        steps.push(step);
+        match verdict {
+            Verdict::Held => {}
+            Verdict::Late => {
+                stopped_by = "late";
+                break;
+            }
+            Verdict::Behind => {
+                stopped_by = "behind";
+                break;
+            }
+        }
+        rate = policy.next_rate(rate);
+        let wanted = steps::tasks_for_rate(rate, config.every_ms);
+        if wanted > loaded {
+            let plans = config.fixed_rate_plans(loaded, wanted - loaded, now_ms());
+            database::load(store.clone(), tenancy, plans).await?;
+            loaded = wanted;
+        }
+        start = now_ms();
+    }
+    probe.close().await;
+    if steps.is_empty() {
+        anyhow::bail!(
+            "--duration {} s leaves no room for one step of {} s",
+            config.duration.as_secs_f64(),
+            config.step.as_secs_f64()
+        );
+    }
+    let completed = database::succeeded_between(pg, from, until).await?;
+    drain(config, pg, from, until).await?;
+    let engine_rss_mb = cluster.peak_rss_mb([]);
+    let executions = cluster.wrappers.executions.snapshot();
+    let tasks = database::tasks(pg).await?;
+    let expected = database::expected_occurrences(&tasks, from, until);
+    let runs = database::runs_scheduled(pg, from, until).await?;
+    let c = figures::correctness(&runs, &expected, &executions, config.delay_limit_ms);
+    let costs = totals.per_run();
+    let secs = (until - from) as f64 / 1_000.0;
+    Ok(Report {
+        scenario: config.scenario.name().to_owned(),
+        nodes: config.nodes,
+        runs_completed: completed,
+        runs_per_sec: round1(completed as f64 / secs),
+        lateness_ms: c.lateness,
+        duplicates: c.duplicates,
+        missed: c.missed,
+        engine_cpu_us_per_run: cost::per_run(totals.engine_cpu_us, totals.runs),
+        engine_rss_mb,
+        refire_after_kill_ms: None,
+        delayed: None,
+        timed_out: None,
+        tasks: loaded + config.long_tasks,
+        wrappers: config.wrappers,
+        duration_s: secs,
+        offered_per_sec: round1(expected.len() as f64 / secs),
+        wal_bytes_per_run: costs.wal_bytes_per_run,
+        pg_cpu_us_per_run: costs.pg_cpu_us_per_run,
+        wrapper_cpu_us_per_run: costs.wrapper_cpu_us_per_run,
+        max_sustainable_runs_per_s: Some(steps::max_sustainable(&steps)),
+        stopped_by: Some(stopped_by.to_owned()),
+        steps: Some(steps),
     })
 }
 

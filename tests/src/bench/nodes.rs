@@ -50,14 +50,9 @@ pub struct ProcSample {
     pub peak_rss_kib: u64,
 }
 
-/// The kernel reports CPU times in `/proc/<pid>/stat` in USER_HZ ticks, 100 per second on Linux.
-const USER_HZ: u64 = 100;
-
 /// Reads the CPU time and peak RSS of process `pid`.
 pub fn sample(pid: u32) -> anyhow::Result<ProcSample> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .with_context(|| format!("read /proc/{pid}/stat"))?;
-    let cpu_us = parse_cpu_us(&stat).with_context(|| format!("parse /proc/{pid}/stat"))?;
+    let cpu_us = super::cost::process_cpu_us(pid)?;
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
         .with_context(|| format!("read /proc/{pid}/status"))?;
     let peak_rss_kib = parse_status_kib(&status, "VmHWM:").unwrap_or(0);
@@ -65,17 +60,6 @@ pub fn sample(pid: u32) -> anyhow::Result<ProcSample> {
         cpu_us,
         peak_rss_kib,
     })
-}
-
-/// utime + stime (fields 14 and 15) of a `/proc/<pid>/stat` line, in microseconds. The command
-/// name (field 2) is in parentheses and may hold spaces, so fields are counted after its `)`.
-fn parse_cpu_us(stat: &str) -> Option<u64> {
-    let after = &stat[stat.rfind(')')? + 1..];
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    // `after` starts at field 3 (state): utime is field 14, stime field 15.
-    let utime: u64 = fields.get(11)?.parse().ok()?;
-    let stime: u64 = fields.get(12)?.parse().ok()?;
-    Some((utime + stime) * 1_000_000 / USER_HZ)
 }
 
 /// A `kB` line of `/proc/<pid>/status`.
@@ -253,12 +237,6 @@ pub fn check_mthpt(path: &Path) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn cpu_time_is_read_after_the_command_name() {
-        let stat = "4242 (mthpt (engine) x) S 1 4242 4242 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 9 0 100 0 0";
-        assert_eq!(parse_cpu_us(stat), Some(3_000_000));
-    }
 
     #[test]
     fn peak_rss_is_read_from_vm_hwm() {

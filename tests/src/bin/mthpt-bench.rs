@@ -31,7 +31,8 @@ struct Args {
     /// Period of the fixed-rate tasks, ms.
     #[arg(long)]
     every_ms: Option<i64>,
-    /// Length of the measured window, seconds.
+    /// Length of the measured window, seconds (max-sustainable: the cap on all steps together,
+    /// default 600).
     #[arg(long)]
     duration: Option<f64>,
     /// Time from everything being up to the window's start, seconds (default 5).
@@ -90,6 +91,15 @@ struct Args {
     /// failover: seconds into the window when a node is SIGKILLed (default 15).
     #[arg(long)]
     kill_after: Option<f64>,
+    /// max-sustainable: runs per second offered by the first step (default 1000).
+    #[arg(long)]
+    start_rate: Option<u64>,
+    /// max-sustainable: each step offers this many times the previous step's rate (default 1.25).
+    #[arg(long)]
+    rate_growth: Option<f64>,
+    /// max-sustainable: how long each step lasts, seconds (default 30; at least 3).
+    #[arg(long)]
+    step_seconds: Option<f64>,
 }
 
 fn secs(s: f64) -> Duration {
@@ -125,6 +135,8 @@ fn config(args: Args) -> anyhow::Result<BenchConfig> {
         long_every_ms => c.long_every_ms,
         long_run_ms => c.long_run_ms,
         long_timeout_ms => c.long_timeout_ms,
+        start_rate => c.start_rate,
+        rate_growth => c.rate_growth,
     );
     if let Some(s) = args.duration {
         c.duration = secs(s);
@@ -141,12 +153,22 @@ fn config(args: Args) -> anyhow::Result<BenchConfig> {
     if let Some(s) = args.kill_after {
         c.kill_after = secs(s);
     }
+    if let Some(s) = args.step_seconds {
+        c.step = secs(s);
+    }
     c.drop_database = args.drop_database;
     if c.nodes == 0 || c.wrappers == 0 {
         anyhow::bail!("--nodes and --wrappers must be at least 1");
     }
     if c.every_ms <= 0 {
         anyhow::bail!("--every-ms must be positive");
+    }
+    if c.scenario == Scenario::MaxSustainable && !c.step_policy().is_valid() {
+        anyhow::bail!(
+            "max-sustainable needs --start-rate of at least 1, --rate-growth of at least 1 and \
+             --step-seconds of at least 3 (each step is measured from a third in to 1 s before \
+             its end)"
+        );
     }
     Ok(c)
 }
