@@ -411,6 +411,66 @@ pub static CATALOG: &[(&str, &str, &str)] = &[
         "仅列出前 200 个任务。",
     ),
     // end of task detail, bulk actions, parents
+    // overview
+    ("nav.overview", "Overview", "概览"),
+    ("overview.title", "Overview", "概览"),
+    ("overview.range", "Time range", "时间范围"),
+    ("overview.range.1h", "1 h", "1 小时"),
+    ("overview.range.24h", "24 h", "24 小时"),
+    ("overview.range.7d", "7 d", "7 天"),
+    ("overview.finished_runs", "Finished runs", "已结束的运行"),
+    ("overview.success_rate", "Success rate", "成功率"),
+    ("overview.lateness_p99", "Fire lateness p99", "触发延迟 p99"),
+    (
+        "overview.chart.runs",
+        "Finished runs per interval by final state",
+        "每个时段按最终状态统计的已结束运行",
+    ),
+    (
+        "overview.chart.success",
+        "Success rate per interval",
+        "每个时段的成功率",
+    ),
+    (
+        "overview.chart.lateness",
+        "Fire lateness per interval (p50, p99)",
+        "每个时段的触发延迟（p50、p99）",
+    ),
+    ("overview.axis.runs", "runs", "运行次数"),
+    ("overview.axis.percent", "%", "%"),
+    ("overview.axis.ms", "ms", "毫秒"),
+    (
+        "overview.stats_refused",
+        "The charts of this range cannot be shown:",
+        "无法显示此时间范围的图表：",
+    ),
+    (
+        "overview.stats_unavailable",
+        "the statistics are not available right now.",
+        "统计数据暂时不可用。",
+    ),
+    ("overview.failing", "Failing tasks", "失败的任务"),
+    (
+        "overview.no_failing",
+        "No task failed in this range.",
+        "此时间范围内没有任务失败。",
+    ),
+    ("overview.failures", "Failures", "失败次数"),
+    ("overview.last_failure", "Last failure", "最近一次失败"),
+    (
+        "overview.failing_sampled",
+        "Counted among the newest failures of the range.",
+        "按此时间范围内最新的失败记录统计。",
+    ),
+    (
+        "overview.no_alarms",
+        "No open alarms.",
+        "没有未处理的告警。",
+    ),
+    ("overview.executors", "Live executors", "在线执行器"),
+    ("overview.no_apps", "No apps yet.", "还没有应用。"),
+    ("overview.live_total", "live / total", "在线 / 总数"),
+    ("overview.nodes", "Engine nodes", "引擎节点"),
 ];
 
 #[cfg(test)]

@@ -39,7 +39,7 @@ pub struct Layout {
     pub tz: String,
     /// `{"<severity or kind>":"<label>"}` for the pop-ups the script builds.
     pub labels_json: String,
-    /// Which navigation entry is current: `tasks`, `runs`, `alarms`.
+    /// Which navigation entry is current: `overview`, `tasks`, `runs`, `alarms`.
     pub nav: &'static str,
 }
 
@@ -107,7 +107,14 @@ impl Layout {
         let tenant_links = if caller.role() == Role::Operator {
             all.iter()
                 .filter(|t| t.id != tenant.id)
-                .map(|t| (t.name.clone(), format!("/t/{}/{nav}", urlencode(&t.name))))
+                .map(|t| {
+                    let home = format!("/t/{}", urlencode(&t.name));
+                    let href = match nav {
+                        "overview" => home,
+                        _ => format!("{home}/{nav}"),
+                    };
+                    (t.name.clone(), href)
+                })
                 .collect()
         } else {
             Vec::new()
@@ -138,6 +145,11 @@ impl Layout {
     /// A catalog string in the page's language.
     pub fn t(&self, key: &str) -> String {
         self.tr.t(key)
+    }
+
+    /// The link to this tenant's overview.
+    pub fn link_home(&self) -> String {
+        format!("/t/{}", urlencode(&self.tenant))
     }
 
     /// A link to this tenant's page `rest` (`tasks`, `runs/7`, …).

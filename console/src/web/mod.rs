@@ -2,7 +2,7 @@
 //! default) over the same [`service`](crate::service) operations as the REST API, with the
 //! CSS and one small script of our own embedded in the binary ([`assets`]).
 //!
-//! - Pages are tenant-scoped: `/t/{tenant}/tasks`, `/t/{tenant}/runs`, `/t/{tenant}/alarms`.
+//! - Pages are tenant-scoped: `/t/{tenant}` (the overview), `/t/{tenant}/tasks`, `/t/{tenant}/runs`, `/t/{tenant}/alarms`.
 //! - Sign-in makes the same session cookie as `POST /api/v1/session`; changes are HTML form
 //!   posts that follow the API's CSRF rule for cookie sessions (same origin only).
 //! - Every string goes through one catalog ([`i18n`]): English and Simplified Chinese,
@@ -13,9 +13,11 @@
 
 pub mod alarms;
 pub mod assets;
+pub mod charts;
 pub mod dag;
 pub mod i18n;
 mod layout;
+pub mod overview;
 pub mod runs;
 pub mod session;
 pub mod task_detail;
@@ -48,6 +50,7 @@ pub fn configure(services: Services) -> impl FnOnce(&mut web::ServiceConfig) + C
             .route("/", web::get().to(home))
             .configure(assets::routes)
             .configure(session::routes)
+            .configure(overview::routes)
             .configure(alarms::routes)
             .configure(tasks::routes)
             .configure(task_detail::routes)
@@ -245,7 +248,7 @@ pub fn error_page(tr: Tr, e: &ApiError) -> HttpResponse {
     html(e.code.status(), &page)
 }
 
-/// `/`: the signed-in user's tasks (an operator's: the first tenant's).
+/// `/`: the signed-in user's tenant's overview (an operator's: the first tenant's).
 async fn home(req: HttpRequest) -> HttpResponse {
     let ctx = match Ctx::of(&req).await {
         Ok(c) => c,
@@ -253,7 +256,7 @@ async fn home(req: HttpRequest) -> HttpResponse {
     };
     match layout::tenants(&ctx).await {
         Ok(tenants) => match tenants.first() {
-            Some(t) => see_other(&format!("/t/{}/tasks", urlencode(&t.name))),
+            Some(t) => see_other(&format!("/t/{}", urlencode(&t.name))),
             None => ctx.error(&ApiError::new(Code::NotFound, ctx.tr.t("error.no_tenant"))),
         },
         Err(e) => ctx.error(&e),
