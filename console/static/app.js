@@ -79,7 +79,7 @@
     if (!a) return;
     switch (msg.type) {
       case "alarm.raised":
-        if (!a.muted) { showAlarm(a); bump(a, 1); }
+        if (!a.muted) { if (!popupOf(a.id)) notify(a); showAlarm(a); bump(a, 1); }
         break;
       case "alarm.repeated": {
         const p = popupOf(a.id);
@@ -231,5 +231,69 @@
     };
     schedule.addEventListener("input", update);
     schedule.addEventListener("change", update);
+  }
+
+  // ---- alarm sound and desktop notification (opt-in, remembered in localStorage) -------------
+  const NOTIFY_KEY = "mthpt.notify";
+  const toggle = document.getElementById("notify-toggle");
+  let audio = null;
+  function notifyOn() {
+    try { return localStorage.getItem(NOTIFY_KEY) === "on"; } catch (e) { return false; }
+  }
+  function showToggle() {
+    if (!toggle) return;
+    const on = notifyOn();
+    toggle.textContent = on ? toggle.dataset.on : toggle.dataset.off;
+    toggle.setAttribute("aria-pressed", on ? "true" : "false");
+  }
+  function beep() {
+    if (!audio) return;
+    // A short two-tone beep generated here; no audio file.
+    const start = audio.currentTime;
+    [880, 660].forEach((freq, i) => {
+      const osc = audio.createOscillator();
+      const gain = audio.createGain();
+      osc.frequency.value = freq;
+      gain.gain.setValueAtTime(0.15, start + i * 0.18);
+      gain.gain.exponentialRampToValueAtTime(0.001, start + i * 0.18 + 0.16);
+      osc.connect(gain).connect(audio.destination);
+      osc.start(start + i * 0.18);
+      osc.stop(start + i * 0.18 + 0.17);
+    });
+  }
+  function notify(alarm) {
+    if (!notifyOn()) return;
+    beep();
+    if ("Notification" in window && Notification.permission === "granted") {
+      const tenant = tenants[String(alarm.tenant_id)] || "";
+      try {
+        new Notification(data.tAlarm + " · " + label(alarm.severity) + (tenant ? " · " + tenant : ""),
+          { body: alarm.message, tag: "mthpt-alarm-" + alarm.id });
+      } catch (e) { /* some browsers allow notifications only from a service worker */ }
+    }
+  }
+  if (toggle) {
+    toggle.hidden = false;
+    showToggle();
+    toggle.addEventListener("click", () => {
+      const on = !notifyOn();
+      try { localStorage.setItem(NOTIFY_KEY, on ? "on" : "off"); } catch (e) { /* storage refused */ }
+      if (on) {
+        // Both need the user's click: the audio context and the permission prompt.
+        const Ctx = window.AudioContext || window.webkitAudioContext;
+        if (Ctx && !audio) { try { audio = new Ctx(); } catch (e) { audio = null; } }
+        if (audio && audio.state === "suspended") audio.resume();
+        if ("Notification" in window && Notification.permission === "default") Notification.requestPermission();
+        beep();
+      }
+      showToggle();
+    });
+    // A page loaded with the toggle already on gets its audio context at the first click anywhere.
+    document.addEventListener("click", () => {
+      if (notifyOn() && !audio) {
+        const Ctx = window.AudioContext || window.webkitAudioContext;
+        if (Ctx) { try { audio = new Ctx(); } catch (e) { audio = null; } }
+      }
+    }, { once: true });
   }
 })();

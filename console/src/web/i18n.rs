@@ -471,12 +471,140 @@ pub static CATALOG: &[(&str, &str, &str)] = &[
     ("overview.no_apps", "No apps yet.", "还没有应用。"),
     ("overview.live_total", "live / total", "在线 / 总数"),
     ("overview.nodes", "Engine nodes", "引擎节点"),
+    // executors, engine nodes, tenants, users, tokens, audit log, alarm notifications
+    ("nav.executors", "Executors", "执行器"),
+    ("nav.users", "Users", "用户"),
+    ("nav.audit", "Audit log", "审计日志"),
+    ("nav.tokens", "API tokens", "API 令牌"),
+    ("nav.nodes", "Engine nodes", "引擎节点"),
+    ("nav.tenants", "Tenants", "租户管理"),
+    (
+        "notify.toggle",
+        "Alarm sound and notifications",
+        "告警声音和桌面通知",
+    ),
+    ("notify.on", "🔔 on", "🔔 开"),
+    ("notify.off", "🔕 off", "🔕 关"),
+    ("age.seconds", "{n} s ago", "{n} 秒前"),
+    ("age.minutes", "{n} min ago", "{n} 分钟前"),
+    ("age.hours", "{n} h ago", "{n} 小时前"),
+    ("age.days", "{n} d ago", "{n} 天前"),
+    ("executors.title", "Executors", "执行器"),
+    ("executors.app", "App", "应用"),
+    ("executors.instance", "Instance", "实例"),
+    ("executors.state", "State", "状态"),
+    ("executors.load", "Running / capacity", "运行中 / 容量"),
+    ("executors.handlers", "Handlers", "处理器"),
+    ("executors.labels", "Labels", "标签"),
+    ("executors.heartbeat", "Last heartbeat", "最近心跳"),
+    ("executors.drain", "Drain", "排空"),
+    (
+        "executors.no_apps",
+        "This tenant has no apps yet.",
+        "该租户还没有应用。",
+    ),
+    (
+        "executors.none",
+        "No instance of this app has registered.",
+        "该应用还没有实例注册。",
+    ),
+    (
+        "executors.register_hint",
+        "Create an app (POST /api/v1/tenants/{tenant}/apps), then start its wrapper with the app key and secret; its instances appear here once they register.",
+        "先创建应用（POST /api/v1/tenants/{tenant}/apps），再用应用标识和密钥启动其 wrapper；实例注册后会显示在这里。",
+    ),
+    ("executor.state.up", "up", "在线"),
+    ("executor.state.draining", "draining", "排空中"),
+    ("executor.state.down", "down", "已下线"),
+    ("executor.state.lost", "lost", "失联"),
+    ("nodes.title", "Engine nodes", "引擎节点"),
+    ("nodes.id", "Node", "节点"),
+    ("nodes.groups", "Node groups", "节点组"),
+    ("nodes.address", "Address", "地址"),
+    ("nodes.state", "State", "状态"),
+    ("nodes.started", "Started", "启动时间"),
+    ("nodes.heartbeat", "Last heartbeat", "最近心跳"),
+    (
+        "nodes.none",
+        "No engine node has reported.",
+        "还没有引擎节点上报。",
+    ),
+    ("node.state.up", "up", "在线"),
+    ("node.state.draining", "draining", "排空中"),
+    ("node.state.stopped", "stopped", "已停止"),
+    ("node.state.lost", "lost", "失联"),
+    ("tenants.title", "Tenants", "租户管理"),
+    ("tenants.name", "Name", "名称"),
+    ("tenants.display_name", "Display name", "显示名称"),
+    ("tenants.node_group", "Node group", "节点组"),
+    ("tenants.created", "Created", "创建时间"),
+    ("tenants.disabled", "disabled", "已停用"),
+    ("tenants.new", "New tenant", "新建租户"),
+    ("tenants.create", "Create tenant", "创建租户"),
+    ("users.title", "Users", "用户"),
+    ("users.username", "User name", "用户名"),
+    ("users.password", "Password", "密码"),
+    (
+        "users.password_hint",
+        "At least 10 characters",
+        "至少 10 个字符",
+    ),
+    ("users.role", "Role", "角色"),
+    ("users.created", "Created", "创建时间"),
+    ("users.disabled", "disabled", "已停用"),
+    ("users.you", "you", "本人"),
+    ("users.change_role", "Change role", "修改角色"),
+    ("users.delete", "Delete", "删除"),
+    ("users.new", "New user", "新建用户"),
+    ("users.create", "Create user", "创建用户"),
+    ("tokens.title", "API tokens", "API 令牌"),
+    ("tokens.name", "Name", "名称"),
+    ("tokens.role", "Role", "角色"),
+    ("tokens.role_own", "my role", "与我相同的角色"),
+    ("tokens.status", "Status", "状态"),
+    ("tokens.created_at", "Created", "创建时间"),
+    ("tokens.expires", "Expires", "过期时间"),
+    ("tokens.last_used", "Last used", "最近使用"),
+    ("tokens.never", "never", "永不"),
+    ("tokens.revoke", "Revoke", "吊销"),
+    (
+        "tokens.none",
+        "You have no API tokens.",
+        "你还没有 API 令牌。",
+    ),
+    ("tokens.new", "New token", "新建令牌"),
+    ("tokens.create", "Create token", "创建令牌"),
+    ("tokens.expires_days", "Expires in (days)", "有效期（天）"),
+    (
+        "tokens.expires_hint",
+        "Empty: never expires",
+        "留空：永不过期",
+    ),
+    ("tokens.created", "Token created:", "令牌已创建："),
+    ("tokens.secret", "Secret", "密钥"),
+    (
+        "tokens.secret_once",
+        "Copy it now: it is shown only this once and cannot be read again.",
+        "请立即复制：它只显示这一次，之后无法再查看。",
+    ),
+    ("tokens.status.active", "active", "有效"),
+    ("tokens.status.expired", "expired", "已过期"),
+    ("tokens.status.revoked", "revoked", "已吊销"),
+    ("audit.title", "Audit log", "审计日志"),
+    ("audit.at", "When", "时间"),
+    ("audit.actor", "Who", "操作人"),
+    ("audit.action", "Action", "操作"),
+    ("audit.target", "Target", "对象"),
+    ("audit.details", "Details", "详情"),
+    ("audit.none", "Nothing recorded yet.", "还没有记录。"),
 ];
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use mthpt_engine::alarm::{AlarmKind, Severity};
+    use mthpt_engine::app::ExecutorState;
+    use mthpt_engine::node::NodeState;
     use mthpt_engine::run::{RunState, TriggerKind};
     use mthpt_engine::task::{MisfirePolicy, OverlapPolicy, Routing};
     use mthpt_engine::tenant::Role;
@@ -527,6 +655,15 @@ mod tests {
             "routing.",
             Routing::ALL.iter().map(|v| v.to_string()).collect(),
         );
+        add(
+            "executor.state.",
+            ExecutorState::ALL.iter().map(|v| v.to_string()).collect(),
+        );
+        add(
+            "node.state.",
+            NodeState::ALL.iter().map(|v| v.to_string()).collect(),
+        );
+        add("tokens.status.", all(&["active", "expired", "revoked"]));
         add("role.", Role::ALL.iter().map(|v| v.to_string()).collect());
         add("kind.", all(&super::super::task_form::KINDS));
         add("field.", all(&super::super::task_form::FIELDS));

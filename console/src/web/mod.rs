@@ -2,7 +2,10 @@
 //! default) over the same [`service`](crate::service) operations as the REST API, with the
 //! CSS and one small script of our own embedded in the binary ([`assets`]).
 //!
-//! - Pages are tenant-scoped: `/t/{tenant}` (the overview), `/t/{tenant}/tasks`, `/t/{tenant}/runs`, `/t/{tenant}/alarms`.
+//! - Pages are tenant-scoped: `/t/{tenant}` (the overview), `/t/{tenant}/tasks`,
+//!   `/t/{tenant}/tasks/{id}`, `/t/{tenant}/runs`, `/t/{tenant}/alarms`, `/t/{tenant}/executors`,
+//!   `/t/{tenant}/users`, `/t/{tenant}/audit`; besides them the user's own `/account/tokens`
+//!   and the operators' `/nodes` and `/tenants`.
 //! - Sign-in makes the same session cookie as `POST /api/v1/session`; changes are HTML form
 //!   posts that follow the API's CSRF rule for cookie sessions (same origin only).
 //! - Every string goes through one catalog ([`i18n`]): English and Simplified Chinese,
@@ -13,16 +16,20 @@
 
 pub mod alarms;
 pub mod assets;
+pub mod audit;
 pub mod charts;
 pub mod dag;
+pub mod executors;
 pub mod i18n;
 mod layout;
+pub mod nodes;
 pub mod overview;
 pub mod runs;
 pub mod session;
 pub mod task_detail;
 pub mod task_form;
 pub mod tasks;
+pub mod users;
 
 use actix_web::http::StatusCode;
 use actix_web::http::header;
@@ -54,7 +61,11 @@ pub fn configure(services: Services) -> impl FnOnce(&mut web::ServiceConfig) + C
             .configure(alarms::routes)
             .configure(tasks::routes)
             .configure(task_detail::routes)
-            .configure(runs::routes);
+            .configure(runs::routes)
+            .configure(executors::routes)
+            .configure(nodes::routes)
+            .configure(users::routes)
+            .configure(audit::routes);
     }
 }
 

@@ -1,0 +1,147 @@
+//! `/t/{tenant}/executors`: a tenant's apps and, per app, its executor instances (the wrappers
+//! that registered): state, capacity, load, handlers, labels, heartbeat age; drain.
+
+use actix_web::http::StatusCode;
+use actix_web::{HttpRequest, HttpResponse, web};
+use askama::Template;
+use serde::Deserialize;
+
+use super::i18n::Tr;
+use super::{Layout, html, local_path, safe_next, see_other};
+use crate::service::apps;
+use crate::{or_error, page_ctx};
+
+pub fn routes(cfg: &mut web::ServiceConfig) {
+    cfg.route("/t/{tenant}/executors", web::get().to(list))
+        .route("/t/{tenant}/executors/{id}/drain", web::post().to(drain));
+}
+
+/// How long ago `then` was at `now` (epoch ms), in words: "3 s ago", "5 min ago", …
+pub fn age(tr: Tr, now: i64, then: i64) -> String {
+    let s = (now - then).max(0) / 1000;
+    let (n, key) = match s {
+        0..60 => (s, "age.seconds"),
+        60..3600 => (s / 60, "age.minutes"),
+        3600..86_400 => (s / 3600, "age.hours"),
+        _ => (s / 86_400, "age.days"),
+    };
+    tr.t(key).replace("{n}", &n.to_string())
+}
+
+/// One executor instance.
+#[derive(Debug, Clone)]
+pub struct ExecutorRow {
+    pub id: i64,
+    pub instance_id: String,
+    pub base_url: String,
+    pub state: String,
+    pub state_label: String,
+    pub capacity: i32,
+    pub running: i32,
+    pub handlers: String,
+    pub labels: Vec<(String, String)>,
+    pub heartbeat_age: String,
+    pub heartbeat_at: String,
+    /// Up or draining: a drain can be asked for.
+    pub live: bool,
+    pub drain_action: String,
+}
+
+/// An app and its instances.
+#[derive(Debug, Clone)]
+pub struct AppGroup {
+    pub name: String,
+    pub executors: Vec<ExecutorRow>,
+}
+
+#[derive(Template)]
+#[template(path = "executors.html")]
+struct ExecutorsPage {
+    l: Layout,
+    apps: Vec<AppGroup>,
+}
+
+async fn list(req: HttpRequest, tenant: web::Path<String>) -> HttpResponse {
+    let ctx = page_ctx!(req);
+    let tenant = or_error!(ctx, ctx.tenant(&tenant).await);
+    let (executors, apps) = or_error!(
+        ctx,
+        apps::executors(&ctx.services, &ctx.caller, &tenant.name, None).await
+    );
+    let title = ctx.tr.t("executors.title");
+    let l = or_error!(
+        ctx,
+        Layout::of(&ctx, &tenant, title, local_path(&req), "executors").await
+    );
+    let now = ctx.services.now();
+    let groups = apps
+        .into_iter()
+        .map(|app| AppGroup {
+            executors: executors
+                .iter()
+                .filter(|e| e.app_id == app.id)
+                .map(|e| {
+                    use mthpt_engine::app::ExecutorState;
+                    ExecutorRow {
+                        id: e.id.0,
+                        instance_id: e.instance_id.clone(),
+                        base_url: e.base_url.clone(),
+                        state: e.state.to_string(),
+                        state_label: ctx.tr.t(&format!("executor.state.{}", e.state)),
+                        capacity: e.capacity,
+                        running: e.running,
+                        handlers: e.handlers.0.join(", "),
+                        labels: e
+                            .labels
+                            .0
+                            .iter()
+                            .map(|(k, v)| (k.clone(), v.clone()))
+                            .collect(),
+                        heartbeat_age: age(ctx.tr, now, e.last_heartbeat_at),
+                        heartbeat_at: ctx.time(e.last_heartbeat_at),
+                        live: matches!(e.state, ExecutorState::Up | ExecutorState::Draining),
+                        drain_action: l.link(&format!("executors/{}/drain", e.id.0)),
+                    }
+                })
+                .collect(),
+            name: app.name,
+        })
+        .collect();
+    html(StatusCode::OK, &ExecutorsPage { l, apps: groups })
+}
+
+#[derive(Debug, Deserialize)]
+struct BackForm {
+    back: Option<String>,
+}
+
+/// `POST /t/{tenant}/executors/{id}/drain`.
+async fn drain(
+    req: HttpRequest,
+    path: web::Path<(String, i64)>,
+    form: web::Form<BackForm>,
+) -> HttpResponse {
+    let ctx = page_ctx!(req);
+    let (tenant, id) = path.into_inner();
+    or_error!(
+        ctx,
+        apps::drain(&ctx.services, &ctx.caller, &tenant, id).await
+    );
+    see_other(&safe_next(form.back.as_deref()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::web::i18n::Lang;
+
+    #[test]
+    fn ages_are_in_the_largest_whole_unit() {
+        let tr = Tr::new(Lang::En);
+        assert_eq!(age(tr, 10_000, 7_000), "3 s ago");
+        assert_eq!(age(tr, 600_000, 0), "10 min ago");
+        assert_eq!(age(tr, 7_200_000, 0), "2 h ago");
+        assert_eq!(age(tr, 0, 5_000), "0 s ago");
+        assert_eq!(age(Tr::new(Lang::Zh), 10_000, 7_000), "3 秒前");
+    }
+}

@@ -1,0 +1,204 @@
+//! Platform pages (operators only): `/nodes`, the engine nodes with their groups and heartbeat
+//! age, and `/tenants`, the tenants with a form to create one.
+
+use std::collections::HashMap;
+
+use actix_web::http::StatusCode;
+use actix_web::{HttpRequest, HttpResponse, web};
+use askama::Template;
+use mthpt_engine::tenant::{DEFAULT_NODE_GROUP, NewTenant};
+
+use super::executors::age;
+use super::{Ctx, Layout, html, local_path, see_other, urlencode};
+use crate::api::auth::{Action, Target, authorize};
+use crate::api::error::{ApiError, Code};
+use crate::service::{nodes, tenants};
+use crate::{or_error, page_ctx};
+
+pub fn routes(cfg: &mut web::ServiceConfig) {
+    cfg.route("/nodes", web::get().to(node_list))
+        .route("/tenants", web::get().to(tenant_list))
+        .route("/tenants", web::post().to(tenant_create));
+}
+
+/// The frame of a page that is about no tenant (platform pages, the user's own account).
+pub fn own_layout(ctx: &Ctx, title: String, here: String, nav: &'static str) -> Layout {
+    let mut l = Layout::bare(ctx.tr, title);
+    l.user = ctx.caller.user.username.clone();
+    l.role = format!("role.{}", ctx.caller.role());
+    l.here = here;
+    l.tz = ctx.tz.name().to_owned();
+    l.nav = nav;
+    l
+}
+
+/// One engine node.
+#[derive(Debug, Clone)]
+pub struct NodeRow {
+    pub id: String,
+    pub groups: String,
+    pub address: String,
+    pub state: String,
+    pub state_label: String,
+    pub started: String,
+    pub heartbeat_age: String,
+    pub heartbeat_at: String,
+}
+
+#[derive(Template)]
+#[template(path = "nodes.html")]
+struct NodesPage {
+    l: Layout,
+    rows: Vec<NodeRow>,
+}
+
+async fn node_list(req: HttpRequest) -> HttpResponse {
+    let ctx = page_ctx!(req);
+    let list = or_error!(ctx, nodes::list(&ctx.services, &ctx.caller).await);
+    let now = ctx.services.now();
+    let rows = list
+        .into_iter()
+        .map(|n| NodeRow {
+            groups: n.node_groups.0.join(", "),
+            address: n.address,
+            state: n.state.to_string(),
+            state_label: ctx.tr.t(&format!("node.state.{}", n.state)),
+            started: ctx.time(n.started_at),
+            heartbeat_age: age(ctx.tr, now, n.last_heartbeat_at),
+            heartbeat_at: ctx.time(n.last_heartbeat_at),
+            id: n.id,
+        })
+        .collect();
+    let l = own_layout(&ctx, ctx.tr.t("nodes.title"), local_path(&req), "nodes");
+    html(StatusCode::OK, &NodesPage { l, rows })
+}
+
+/// The tenant form, as typed.
+#[derive(Debug, Clone, Default)]
+pub struct TenantForm {
+    pub name: String,
+    pub display_name: String,
+    pub node_group: String,
+    pub errors: HashMap<String, String>,
+}
+
+impl TenantForm {
+    pub fn error(&self, field: &str) -> String {
+        self.errors.get(field).cloned().unwrap_or_default()
+    }
+}
+
+/// One tenant.
+#[derive(Debug, Clone)]
+pub struct TenantRow {
+    pub name: String,
+    pub display_name: String,
+    pub node_group: String,
+    pub disabled: bool,
+    pub link: String,
+    pub created: String,
+}
+
+#[derive(Template)]
+#[template(path = "tenants.html")]
+struct TenantsPage {
+    l: Layout,
+    rows: Vec<TenantRow>,
+    f: TenantForm,
+}
+
+async fn tenants_page(
+    ctx: &Ctx,
+    req: &HttpRequest,
+    f: TenantForm,
+    status: StatusCode,
+) -> HttpResponse {
+    or_error!(
+        ctx,
+        authorize(&ctx.caller, Action::Platform, Target::Platform)
+    );
+    let list = or_error!(ctx, tenants::list(&ctx.services, &ctx.caller).await);
+    let rows = list
+        .into_iter()
+        .map(|t| TenantRow {
+            link: format!("/t/{}/tasks", urlencode(&t.name)),
+            display_name: t.display_name,
+            node_group: t.node_group,
+            disabled: t.disabled,
+            created: ctx.time(t.created_at),
+            name: t.name,
+        })
+        .collect();
+    let l = own_layout(ctx, ctx.tr.t("tenants.title"), local_path(req), "tenants");
+    html(status, &TenantsPage { l, rows, f })
+}
+
+async fn tenant_list(req: HttpRequest) -> HttpResponse {
+    let ctx = page_ctx!(req);
+    let f = TenantForm {
+        node_group: DEFAULT_NODE_GROUP.to_owned(),
+        ..Default::default()
+    };
+    tenants_page(&ctx, &req, f, StatusCode::OK).await
+}
+
+async fn tenant_create(
+    req: HttpRequest,
+    input: web::Form<HashMap<String, String>>,
+) -> HttpResponse {
+    let ctx = page_ctx!(req);
+    let get = |k: &str| {
+        input
+            .get(k)
+            .map(|v| v.trim().to_owned())
+            .unwrap_or_default()
+    };
+    let mut f = TenantForm {
+        name: get("name"),
+        display_name: get("display_name"),
+        node_group: get("node_group"),
+        errors: HashMap::new(),
+    };
+    let new = NewTenant {
+        display_name: if f.display_name.is_empty() {
+            f.name.clone()
+        } else {
+            f.display_name.clone()
+        },
+        name: f.name.clone(),
+        node_group: if f.node_group.is_empty() {
+            DEFAULT_NODE_GROUP.to_owned()
+        } else {
+            f.node_group.clone()
+        },
+        executor_hosts: Vec::new(),
+    };
+    match tenants::create(&ctx.services, &ctx.caller, &new).await {
+        Ok(_) => see_other("/tenants"),
+        Err(e) => match field_errors(&e, "name") {
+            Some(errors) => {
+                f.errors = errors;
+                tenants_page(&ctx, &req, f, e.code.status()).await
+            }
+            None => ctx.error(&e),
+        },
+    }
+}
+
+/// The field errors of a refused form (a conflict without a field goes to `conflict_field`);
+/// `None` for other errors, which get the error page.
+pub fn field_errors(e: &ApiError, conflict_field: &str) -> Option<HashMap<String, String>> {
+    match e.code {
+        Code::ValidationFailed if !e.errors.is_empty() => Some(
+            e.errors
+                .iter()
+                .map(|p| (p.field.clone(), p.message.clone()))
+                .collect(),
+        ),
+        Code::ValidationFailed | Code::Conflict | Code::RoleAboveOwn => Some(HashMap::from([(
+            conflict_field.to_owned(),
+            e.detail.clone(),
+        )])),
+        _ => None,
+    }
+}
