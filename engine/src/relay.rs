@@ -64,6 +64,7 @@ impl AlarmRelay {
         let mut tx = self.store.begin().await?;
         let events = tx.list_unpublished_alarm_events(self.batch).await?;
         if events.is_empty() {
+            tx.commit().await?;
             return Ok(RelayReport::default());
         }
         let messages: Vec<BusMessage> = events.iter().map(message).collect();
@@ -75,6 +76,9 @@ impl AlarmRelay {
                     events = events.len(),
                     "the message bus did not confirm in time; the alarm events stay in the outbox"
                 );
+                // Ended here, not when dropped: a dropped transaction keeps its row locks
+                // until its connection is next used, hiding the events from other relays.
+                tx.commit().await?;
                 return Ok(RelayReport {
                     published: 0,
                     failed: events.len(),
