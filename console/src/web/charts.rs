@@ -73,7 +73,7 @@ fn draw(c: &TimeChart<'_>, series: &[Series]) -> Result<String, String> {
         .fold(0.0_f64, f64::max);
     let y_max = c
         .y_max
-        .unwrap_or_else(|| if highest <= 0.0 { 1.0 } else { highest * 1.1 });
+        .unwrap_or(if highest <= 0.0 { 1.0 } else { highest * 1.1 });
     let span = to - c.from_ms;
     let tz = c.tz;
     let x_format = move |ms: &i64| axis_time(*ms, tz, span);

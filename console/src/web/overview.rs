@@ -305,7 +305,8 @@ fn draw(ctx: &Ctx, page: &mut OverviewPage, s: &Stats) {
     }];
     page.success_chart = chart(ctx, s, "success", "percent", Some(100.0), &rate);
 
-    let pickers: [(&str, fn(Percentiles) -> i64); 2] = [("p50", |p| p.p50), ("p99", |p| p.p99)];
+    type Pick = fn(Percentiles) -> i64;
+    let pickers: [(&str, Pick); 2] = [("p50", |p| p.p50), ("p99", |p| p.p99)];
     let lateness = pickers
         .into_iter()
         .map(|(name, pick)| Series {
