@@ -174,7 +174,9 @@ async fn screenshot(c: &Client, name: &str) {
 }
 
 async fn sign_in(c: &Client, base: &str, password: &str) {
-    c.goto(&format!("{base}/login")).await.unwrap();
+    c.goto(&format!("{base}/login?next=/t/demo/tasks"))
+        .await
+        .unwrap();
     c.find(Locator::Id("username"))
         .await
         .unwrap()
@@ -444,19 +446,37 @@ async fn the_console_in_chromium_creates_tasks_shows_live_runs_and_pops_up_alarm
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 
+    // The overview, with the runs of the tasks above.
+    one.goto(&format!("{base}/t/demo")).await.unwrap();
+    one.wait()
+        .at_most(WAIT)
+        .for_element(Locator::Css("main svg"))
+        .await
+        .expect("the overview draws its charts");
+    translated(&one).await;
+    screenshot(&one, "overview.png").await;
+
     // 中文: every page the test visits is translated.
     one.goto(&format!("{base}/lang/zh-CN?back=/t/demo/tasks"))
         .await
         .unwrap();
     assert!(one.source().await.unwrap().contains("任务"));
     for page in [
+        String::new(),
+        "executors".to_owned(),
+        "audit".to_owned(),
         "tasks".to_owned(),
         "tasks/new".to_owned(),
         format!("tasks/{every}/edit"),
         format!("runs?task={every}"),
         "alarms".to_owned(),
     ] {
-        one.goto(&format!("{base}/t/demo/{page}")).await.unwrap();
+        let path = if page.is_empty() {
+            format!("{base}/t/demo")
+        } else {
+            format!("{base}/t/demo/{page}")
+        };
+        one.goto(&path).await.unwrap();
         translated(&one).await;
     }
     one.goto(&format!("{base}/t/demo/runs?task={fails}"))

@@ -528,3 +528,119 @@ async fn the_task_form_sets_parents_and_shows_a_cycle_next_to_the_field() {
     assert!(dependencies(&app).await.is_empty());
     app.stop().await;
 }
+
+/// The overview and the administration pages render for the roles that may see them, in
+/// English and Chinese with every catalog key translated; a viewer is offered no change on them
+/// and its forged posts are refused without changing anything.
+#[tokio::test]
+async fn overview_and_administration_pages_render_by_role_in_both_languages() {
+    let app = spawn_app(Backend::Sqlite).await;
+    let (acme_tenant, _task) = acme(&app).await;
+    app.user(Some(&acme_tenant), "vera", Role::TenantViewer)
+        .await;
+    app.user(Some(&acme_tenant), "adam", Role::TenantAdmin)
+        .await;
+    let admin = sign_in(&app, "adam").await;
+    let viewer = sign_in(&app, "vera").await;
+    let root = sign_in(&app, "root").await;
+    let pages: [(&str, &String, &[&str]); 3] = [
+        (
+            "tenant admin",
+            &admin,
+            &[
+                "/t/acme",
+                "/t/acme?range=24h",
+                "/t/acme?range=7d",
+                "/t/acme/executors",
+                "/t/acme/users",
+                "/t/acme/audit",
+                "/account/tokens",
+            ],
+        ),
+        (
+            "tenant viewer",
+            &viewer,
+            &[
+                "/t/acme",
+                "/t/acme/executors",
+                "/t/acme/audit",
+                "/account/tokens",
+            ],
+        ),
+        ("operator", &root, &["/t/acme", "/nodes", "/tenants"]),
+    ];
+    for (who, cookie, paths) in pages {
+        for lang in ["en", "zh-CN"] {
+            let cookie = format!("{cookie}; mthpt_lang={lang}");
+            for path in paths {
+                let (status, html) = page(&app, &cookie, path).await;
+                assert_eq!(status, StatusCode::OK, "{who} {lang} {path}: {html}");
+                assert!(
+                    !html.contains('⟦'),
+                    "an untranslated key on {path} ({who}, {lang}): {}",
+                    html.split('⟦').nth(1).unwrap_or_default()
+                );
+            }
+        }
+    }
+    // `/` opens the overview; a range it does not know is named in the error.
+    let res = client()
+        .get(app.url("/"))
+        .header(COOKIE, &admin)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.headers()[LOCATION], "/t/acme");
+    let (status, html) = page(&app, &admin, "/t/acme?range=2y").await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(html.contains("range"), "{html}");
+    let (_, html) = page(&app, &admin, "/t/acme").await;
+    assert!(
+        html.contains("<svg"),
+        "the overview draws its charts: {html}"
+    );
+
+    // A viewer is offered no change on these pages, and its forged posts are refused.
+    for path in ["/t/acme/executors", "/t/acme/audit"] {
+        let (_, html) = page(&app, &viewer, path).await;
+        assert!(
+            !html.contains("method=\"post\" action=\"/t/"),
+            "a viewer is offered a change on {path}"
+        );
+    }
+    let users_before = page(&app, &admin, "/t/acme/users").await.1;
+    for (path, body) in [
+        (
+            "/t/acme/users",
+            form(&[
+                ("username", "mallory"),
+                ("password", "a-long-password-1"),
+                ("role", "tenant_admin"),
+            ]),
+        ),
+        ("/tenants", form(&[("name", "mallory")])),
+    ] {
+        let res = client()
+            .post(app.url(path))
+            .header(COOKIE, &viewer)
+            .header(ORIGIN, &app.base_url)
+            .header(CONTENT_TYPE, FORM)
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            res.status(),
+            StatusCode::FORBIDDEN,
+            "a viewer's post to {path}"
+        );
+    }
+    let users_after = page(&app, &admin, "/t/acme/users").await.1;
+    assert!(!users_after.contains("mallory") && !users_before.contains("mallory"));
+    let (_, tenants) = page(&app, &root, "/tenants").await;
+    assert!(
+        !tenants.contains("mallory"),
+        "the forged tenant was not created"
+    );
+    app.stop().await;
+}
