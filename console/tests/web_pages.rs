@@ -644,3 +644,38 @@ async fn overview_and_administration_pages_render_by_role_in_both_languages() {
     );
     app.stop().await;
 }
+
+#[tokio::test]
+async fn static_files_carry_an_etag_and_an_unchanged_one_costs_a_304_without_body() {
+    let app = spawn_app(Backend::Sqlite).await;
+    for path in ["/static/app.css", "/static/app.js"] {
+        let first = client().get(app.url(path)).send().await.unwrap();
+        assert_eq!(first.status(), StatusCode::OK, "{path}");
+        let tag = first.headers()["etag"].to_str().unwrap().to_owned();
+        assert!(tag.starts_with('"') && tag.len() == 66, "{path}: {tag}");
+        assert!(!first.bytes().await.unwrap().is_empty());
+        let again = client()
+            .get(app.url(path))
+            .header("if-none-match", &tag)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(again.status(), StatusCode::NOT_MODIFIED, "{path}");
+        assert_eq!(again.headers()["etag"].to_str().unwrap(), tag);
+        assert!(again.bytes().await.unwrap().is_empty());
+        let stale = client()
+            .get(app.url(path))
+            .header("if-none-match", "\"stale\"")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(stale.status(), StatusCode::OK, "{path}");
+    }
+    let missing = client()
+        .get(app.url("/static/nope.js"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(missing.status(), StatusCode::NOT_FOUND);
+    app.stop().await;
+}
