@@ -184,6 +184,9 @@ pub struct RollupReport {
     pub skipped: usize,
     /// The largest distance from `now` to a tenant's watermark, in milliseconds.
     pub max_lag_ms: i64,
+    /// Some tenant has more to roll up or delete than one pass does: the loop runs the next
+    /// pass at once instead of after [`RollupConfig::interval_ms`].
+    pub behind: bool,
 }
 
 /// The rollup and retention pass; see the module docs.
@@ -214,7 +217,13 @@ impl Rollup {
             report.minutes += minutes;
             report.rows += rows;
             report.max_lag_ms = report.max_lag_ms.max(now - watermark);
-            report.deleted += self.delete_expired(tenant, watermark, now).await?;
+            // A pass that stopped at its cap of minutes or runs leaves whole minutes that
+            // could be rolled now (a minute held back by a run that is not final does not
+            // count: rolling again would not move it).
+            report.behind |= minutes > 0 && watermark < floor_minute(now - self.config.margin_ms);
+            let (deleted, more) = self.delete_expired(tenant, watermark, now).await?;
+            report.deleted += deleted;
+            report.behind |= more;
         }
         report.events_deleted = self.purge_alarm_events(now).await?;
         crate::metrics::rollup_pass(report.deleted, report.max_lag_ms);
@@ -302,19 +311,27 @@ impl Rollup {
         }
         let rows = aggregate(tenant, &samples);
         tx.upsert_run_rollups(&rows).await?;
+        tx.upsert_tenant_rollups(&merge_tasks(&rows)).await?;
         tx.set_rollup_watermark(tenant, end, now).await?;
         tx.commit().await?;
         Ok(Some((end, (end - watermark) / MINUTE_MS, rows.len())))
     }
 
     /// Deletes the tenant's final runs past its retention whose minute is rolled up (before
-    /// `watermark`), in batches; returns how many.
-    pub async fn delete_expired(&self, tenant: &Tenant, watermark: i64, now: i64) -> Result<u64> {
+    /// `watermark`), in batches; returns how many, and whether it stopped at its cap of
+    /// batches with more to delete.
+    pub async fn delete_expired(
+        &self,
+        tenant: &Tenant,
+        watermark: i64,
+        now: i64,
+    ) -> Result<(u64, bool)> {
         let finished_before = now.saturating_sub(tenant.retention_ms);
         // Runs scheduled after their finish (cancelled ahead of time) wait until their
         // scheduled time is past the retention too: the scan stays on old rows.
         let scheduled_before = watermark.min(finished_before);
         let mut deleted = 0;
+        let mut more = false;
         for _ in 0..self.config.max_delete_batches.max(1) {
             let mut tx = self.store.begin().await?;
             let n = tx
@@ -327,7 +344,8 @@ impl Rollup {
                 .await?;
             tx.commit().await?;
             deleted += n;
-            if i64::try_from(n).unwrap_or(i64::MAX) < self.config.delete_batch {
+            more = i64::try_from(n).unwrap_or(i64::MAX) >= self.config.delete_batch;
+            if !more {
                 break;
             }
         }
@@ -338,7 +356,7 @@ impl Rollup {
                 "finished runs past retention deleted"
             );
         }
-        Ok(deleted)
+        Ok((deleted, more))
     }
 }
 
@@ -389,6 +407,51 @@ pub fn aggregate(tenant: TenantId, samples: &[RunSample]) -> Vec<RunRollup> {
         .collect()
 }
 
+/// The tenant-wide rows of per-task `rows` (all of one tenant): one per minute, counts added
+/// and histograms merged, `task_id` 0.
+pub fn merge_tasks(rows: &[RunRollup]) -> Vec<RunRollup> {
+    #[derive(Default)]
+    struct Acc {
+        states: [i64; 6],
+        duration: Histogram,
+        lateness: Histogram,
+    }
+    let mut per: BTreeMap<(TenantId, i64), Acc> = BTreeMap::new();
+    for r in rows {
+        let acc = per.entry((r.tenant_id, r.minute)).or_default();
+        for (slot, n) in [
+            r.succeeded,
+            r.failed,
+            r.timed_out,
+            r.lost,
+            r.skipped,
+            r.cancelled,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            acc.states[slot] += n;
+        }
+        acc.duration.merge_sparse(&r.duration_hist);
+        acc.lateness.merge_sparse(&r.lateness_hist);
+    }
+    per.into_iter()
+        .map(|((tenant_id, minute), a)| RunRollup {
+            tenant_id,
+            task_id: TaskId(0),
+            minute,
+            succeeded: a.states[0],
+            failed: a.states[1],
+            timed_out: a.states[2],
+            lost: a.states[3],
+            skipped: a.states[4],
+            cancelled: a.states[5],
+            duration_hist: Json(a.duration.to_sparse()),
+            lateness_hist: Json(a.lateness.to_sparse()),
+        })
+        .collect()
+}
+
 /// Runs a rollup and retention pass every [`RollupConfig::interval_ms`] until `stop`.
 pub async fn run_loop(
     store: Arc<dyn Store>,
@@ -397,16 +460,27 @@ pub async fn run_loop(
 ) {
     let rollup = Rollup::new(store, RollupConfig::default());
     let every = Duration::from_millis(u64::try_from(rollup.config.interval_ms).unwrap_or(10_000));
+    // Catching up (a backlog after an outage or an upgrade) runs passes back to back, each
+    // still in short transactions; a pass with nothing left waits for the interval.
+    let mut behind = false;
     loop {
+        let pause = if behind { Duration::ZERO } else { every };
         tokio::select! {
             _ = stop.changed() => return,
-            () = tokio::time::sleep(every) => {}
+            () = tokio::time::sleep(pause) => {}
         }
-        match rollup.run_once(clock.now_ms()).await {
-            Ok(r) if r.minutes > 0 || r.deleted > 0 => tracing::debug!(?r, "rollup and retention"),
-            Ok(_) => {}
-            Err(e) => tracing::warn!(error = %e, "rollup and retention pass failed"),
-        }
+        behind = match rollup.run_once(clock.now_ms()).await {
+            Ok(r) => {
+                if r.minutes > 0 || r.deleted > 0 {
+                    tracing::debug!(?r, "rollup and retention");
+                }
+                r.behind
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "rollup and retention pass failed");
+                false
+            }
+        };
     }
 }
 

@@ -16,7 +16,53 @@ on_both_backends!(
     cases::runs_of_a_chain_still_running_stay,
     cases::retention_is_validated,
     cases::published_alarm_events_go_after_a_week,
+    cases::tenant_rows_merge_every_task_of_a_minute,
 );
+
+/// Migration 0012 fills the tenant-wide rows of minutes rolled up before it from their
+/// per-task rows: the migration's SQL, run again on a database whose tenant rows are gone,
+/// writes what the rollup pass writes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_tenant_rollups_migration_merges_earlier_rows_on_postgres() {
+    use sqlx::Connection;
+    let db = mthpt_engine::testing::postgres().await;
+    let expected = cases::rolled_up_three_tasks(db.shared()).await;
+    let mut conn = sqlx::PgConnection::connect(&db.url()).await.unwrap();
+    sqlx::query("DELETE FROM tenant_rollups")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    sqlx::raw_sql(include_str!(
+        "../../migrations/postgres/0012_tenant_rollups.sql"
+    ))
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    drop(conn);
+    cases::assert_tenant_rows(db.shared(), &expected).await;
+    db.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_tenant_rollups_migration_merges_earlier_rows_on_sqlite() {
+    use sqlx::Connection;
+    let db = mthpt_engine::testing::sqlite().await;
+    let expected = cases::rolled_up_three_tasks(db.shared()).await;
+    let mut conn = sqlx::SqliteConnection::connect(&db.url()).await.unwrap();
+    sqlx::query("DELETE FROM tenant_rollups")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    sqlx::raw_sql(include_str!(
+        "../../migrations/sqlite/0012_tenant_rollups.sql"
+    ))
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    drop(conn);
+    cases::assert_tenant_rows(db.shared(), &expected).await;
+    db.cleanup().await;
+}
 
 mod cases {
     use std::collections::BTreeMap;
@@ -151,6 +197,10 @@ mod cases {
         // Six days on: rolled up, nothing past the retention yet.
         let report = rollup(&store).run_once(T0 + 6 * DAY).await.unwrap();
         assert_eq!(report.deleted, 0);
+        assert!(
+            report.behind,
+            "a pass rolls at most a day of minutes: six days are a backlog"
+        );
         assert_eq!(final_runs(s, w.tenant.id, T0, T0 + DAY).await, 6);
         assert_eq!(counts(&rollups(s, w.tenant.id).await), before);
 
@@ -268,6 +318,7 @@ mod cases {
             (0, 0),
             "nothing left to roll"
         );
+        assert!(!second.behind, "caught up: the loop waits for its interval");
         assert_eq!(rollups(s, w.tenant.id).await, rows);
         // Writing the same minutes again (as a node racing another would) replaces the rows
         // with equal ones rather than adding to them.
@@ -381,6 +432,75 @@ mod cases {
             .await
             .unwrap();
         assert_eq!(alarms.len(), 2, "the alarms themselves stay");
+    }
+
+    /// Three tasks with runs in the same minutes (one minute with a single task), rolled up;
+    /// returns the tenant-wide rows the per-task rows merge to.
+    pub async fn rolled_up_three_tasks(store: Arc<dyn Store>) -> Vec<RunRollup> {
+        let s = &*store;
+        let w = world(s, "acme").await;
+        let states = [RunState::Succeeded, RunState::Failed, RunState::TimedOut];
+        for (t, state) in states.into_iter().enumerate() {
+            let (task, _) = create_task(s, &w, &manual(w.app.id, &format!("job-{t}"))).await;
+            for i in 0..3_i64 {
+                let took = 100 * (t as i64 + 1) + i;
+                finished(s, &w, &task, T0 + i * 20 * SECOND, state, took).await;
+                finished(
+                    s,
+                    &w,
+                    &task,
+                    T0 + MINUTE + i * SECOND,
+                    RunState::Succeeded,
+                    7,
+                )
+                .await;
+            }
+            if t == 0 {
+                finished(s, &w, &task, T0 + 5 * MINUTE, RunState::Skipped, 0).await;
+            }
+        }
+        rollup(&store).run_once(T0 + DAY).await.unwrap();
+        let per_task = rollups(s, w.tenant.id).await;
+        assert_eq!(
+            per_task.len(),
+            7,
+            "three tasks in two minutes, one in a third"
+        );
+        mthpt_engine::rollup::merge_tasks(&per_task)
+    }
+
+    /// The tenant's tenant-wide rows are `expected`.
+    pub async fn assert_tenant_rows(store: Arc<dyn Store>, expected: &[RunRollup]) {
+        let tenant = expected[0].tenant_id;
+        let mut tx = read(&*store).await;
+        let rows = tx
+            .tenant_rollups(tenant, i64::MIN / 2, i64::MAX / 2)
+            .await
+            .unwrap();
+        assert_eq!(rows, expected);
+    }
+
+    pub async fn tenant_rows_merge_every_task_of_a_minute(store: Arc<dyn Store>) {
+        let expected = rolled_up_three_tasks(store.clone()).await;
+        assert_eq!(
+            expected
+                .iter()
+                .map(|r| (r.minute, r.succeeded, r.failed, r.timed_out, r.skipped))
+                .collect::<Vec<_>>(),
+            vec![
+                (T0, 3, 3, 3, 0),
+                (T0 + MINUTE, 9, 0, 0, 0),
+                (T0 + 5 * MINUTE, 0, 0, 0, 1)
+            ]
+        );
+        // Nine durations in the first minute (100-102, 200-202, 300-302 ms), nine of 7 ms
+        // in the second.
+        let hist_total = |h: &[[i64; 2]]| h.iter().map(|p| p[1]).sum::<i64>();
+        assert_eq!(hist_total(&expected[0].duration_hist), 9);
+        assert_eq!(expected[1].duration_hist.0.len(), 1);
+        assert_eq!(hist_total(&expected[1].duration_hist), 9);
+        assert!(expected.iter().all(|r| r.task_id == TaskId(0)));
+        assert_tenant_rows(store, &expected).await;
     }
 
     pub async fn retention_is_validated(store: Arc<dyn Store>) {
