@@ -2,7 +2,8 @@
 //! state, success rate, duration and lateness percentiles.
 //!
 //! Runs are bucketed by their scheduled time. Whole minutes before the tenant's rollup
-//! watermark (see [`mthpt_engine::rollup`]) are read from the per-minute rollups: counts by
+//! watermark (see [`mthpt_engine::rollup`]) are read from the per-minute rollups (a task's
+//! own rows, or for the whole tenant the rows of all its tasks merged, one per minute): counts by
 //! state and success rates stay exact, duration and lateness percentiles come from log-spaced
 //! histograms (within 6 % or 1 ms, the bucket is marked `approximate`), and a rolled minute
 //! counts in the bucket holding its start. The other minutes (recent ones, and the partial
@@ -256,11 +257,15 @@ pub async fn stats(
     let rolled_from = floor_minute(from.saturating_add(MINUTE_MS - 1));
     let rolled_to = floor_minute(to).min(watermark);
     let (rollups, raw) = if rolled_to > rolled_from {
-        (
-            tx.run_rollups(tenant.id, task_id, rolled_from, rolled_to)
-                .await?,
-            vec![(from, rolled_from), (rolled_to, to)],
-        )
+        // One task: its rows; the whole tenant: the merged rows, one per minute.
+        let rows = match task_id {
+            Some(_) => {
+                tx.run_rollups(tenant.id, task_id, rolled_from, rolled_to)
+                    .await?
+            }
+            None => tx.tenant_rollups(tenant.id, rolled_from, rolled_to).await?,
+        };
+        (rows, vec![(from, rolled_from), (rolled_to, to)])
     } else {
         (Vec::new(), vec![(from, to)])
     };

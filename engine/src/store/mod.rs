@@ -948,6 +948,17 @@ pub trait Tx: Send {
         minute_from: i64,
         minute_before: i64,
     ) -> Result<Vec<RunRollup>>;
+    /// Engine internal: writes tenant-wide rollup rows (every task of the tenant merged; the
+    /// rows' `task_id` is ignored), replacing rows of the same tenant and minute.
+    async fn upsert_tenant_rollups(&mut self, rows: &[RunRollup]) -> Result<()>;
+    /// A tenant's tenant-wide rollup rows of minutes in `minute_from..minute_before`, one per
+    /// minute in order, each with `task_id` 0 (every task).
+    async fn tenant_rollups(
+        &mut self,
+        tenant: TenantId,
+        minute_from: i64,
+        minute_before: i64,
+    ) -> Result<Vec<RunRollup>>;
     /// Engine internal: deletes up to `limit` (at most 10,000) of a tenant's final runs that
     /// finished before `finished_before` and were scheduled before `scheduled_before` (the
     /// rollup watermark), oldest first, skipping rows other transactions hold. A run whose

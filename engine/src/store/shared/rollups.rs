@@ -190,6 +190,56 @@ macro_rules! rollup_ops {
                 .await?)
             }
 
+            async fn upsert_tenant_rollups(&mut self, rows: &[$crate::store::RunRollup]) -> Result<()> {
+                for r in rows {
+                    sqlx::query(
+                        "INSERT INTO tenant_rollups (tenant_id, minute, succeeded, failed,
+                             timed_out, lost, skipped, cancelled, duration_hist, lateness_hist)
+                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+                         ON CONFLICT (tenant_id, minute) DO UPDATE SET
+                             succeeded = excluded.succeeded, failed = excluded.failed,
+                             timed_out = excluded.timed_out, lost = excluded.lost,
+                             skipped = excluded.skipped, cancelled = excluded.cancelled,
+                             duration_hist = excluded.duration_hist,
+                             lateness_hist = excluded.lateness_hist",
+                    )
+                    .bind(r.tenant_id)
+                    .bind(r.minute)
+                    .bind(r.succeeded)
+                    .bind(r.failed)
+                    .bind(r.timed_out)
+                    .bind(r.lost)
+                    .bind(r.skipped)
+                    .bind(r.cancelled)
+                    .bind(&r.duration_hist)
+                    .bind(&r.lateness_hist)
+                    .execute(&mut *self.tx)
+                    .await
+                    .map_err(|e| fk_or(e, || format!("tenant {}", r.tenant_id)))?;
+                }
+                Ok(())
+            }
+
+            async fn tenant_rollups(
+                &mut self,
+                tenant: TenantId,
+                minute_from: i64,
+                minute_before: i64,
+            ) -> Result<Vec<$crate::store::RunRollup>> {
+                Ok(sqlx::query_as(
+                    "SELECT tenant_id, CAST(0 AS BIGINT) AS task_id, minute, succeeded, failed, timed_out, lost,
+                            skipped, cancelled, duration_hist, lateness_hist
+                     FROM tenant_rollups
+                     WHERE tenant_id = $1 AND minute >= $2 AND minute < $3
+                     ORDER BY minute",
+                )
+                .bind(tenant)
+                .bind(minute_from)
+                .bind(minute_before)
+                .fetch_all(&mut *self.tx)
+                .await?)
+            }
+
             async fn delete_expired_runs(
                 &mut self,
                 tenant: TenantId,
