@@ -65,8 +65,8 @@ pub struct Facts {
     pub chain_parents: HashSet<i64>,
     /// Wrapper processes the suite killed, and when.
     pub killed_wrappers: HashMap<i64, i64>,
-    /// Run ids whose result a wrapper logged as written to its spool (`result spooled`): a
-    /// restarted wrapper replays them, so they reach an engine.
+    /// Run ids whose result a wrapper logged as written to its spool (`result spooled`) or as
+    /// found there after a restart: a restarted wrapper replays them, so they reach an engine.
     pub spooled_runs: HashSet<i64>,
     /// Wrapper processes the suite cut off from every engine (longer than the executor
     /// timeout, so engines declare them lost and they stop their scripts), from when until when.
@@ -110,8 +110,8 @@ pub struct Counts {
     /// Violation: the handler ended with exit 0 but the run's final state is not succeeded.
     pub lost_results: usize,
     /// Not a violation: handlers that ended with exit 0 whose run is not succeeded, whose
-    /// wrapper was SIGKILLed after that end and before it logged the result as spooled. The
-    /// result never left the dead wrapper, so no engine could keep it.
+    /// wrapper was SIGKILLed after that end and which no wrapper logged as spooled. The result
+    /// never left the dead wrapper, so no engine could keep it.
     pub results_died_with_wrapper: usize,
     /// Run ids the wrappers logged as spooled.
     pub spooled_runs: usize,
@@ -556,8 +556,15 @@ pub fn analyse(facts: &Facts) -> Counts {
     }
     // Per occurrence of a chain parent: once one of its runs succeeded (a late success
     // recorded next to a recovery counts once), one of its runs has a child that started.
-    // (a succeeded run, one has a started child, the occurrence's runs and their children)
-    let mut parent_occurrences: HashMap<(i64, i64), (Option<i64>, bool, Vec<i64>)> = HashMap::new();
+    #[derive(Default)]
+    struct ParentOccurrence {
+        /// Its first run that succeeded.
+        succeeded: Option<i64>,
+        has_started_child: bool,
+        /// Its runs' children.
+        children: Vec<i64>,
+    }
+    let mut parent_occurrences: HashMap<(i64, i64), ParentOccurrence> = HashMap::new();
     for r in facts
         .runs
         .iter()
@@ -567,22 +574,22 @@ pub fn analyse(facts: &Facts) -> Counts {
             .entry((r.task_id, r.scheduled_at))
             .or_default();
         if r.state == "succeeded" && r.finished_at.is_some_and(|f| f <= settled) {
-            o.0 = Some(o.0.map_or(r.id, |id| id.min(r.id)));
+            o.succeeded = Some(o.succeeded.map_or(r.id, |id| id.min(r.id)));
         }
         let kids = children.get(&r.id).map_or(&[][..], Vec::as_slice);
-        o.1 |= kids.iter().any(|k| started_runs.contains(k));
-        o.2.extend(kids);
+        o.has_started_child |= kids.iter().any(|k| started_runs.contains(k));
+        o.children.extend(kids);
     }
-    for (&occurrence, (succeeded, has_child, kids)) in &parent_occurrences {
-        if let (Some(parent), false) = (succeeded, has_child) {
+    for (&occurrence, o) in &parent_occurrences {
+        if let (Some(parent), false) = (o.succeeded, o.has_started_child) {
             c.chain_children_missing += 1;
             details.push(ViolationDetail {
-                run_id: Some(*parent),
+                run_id: Some(parent),
                 ..violation_detail(
                     ViolationKind::ChainChildMissing,
                     occurrence,
                     starts_of(occurrence),
-                    kids,
+                    &o.children,
                     facts,
                 )
             });

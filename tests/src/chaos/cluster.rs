@@ -30,10 +30,12 @@ pub struct Proc {
     log_directives: Option<&'static str>,
 }
 
-/// The wrapper's `result spooled` debug line, which tells results that reached the spool (and
-/// so, after a restart, an engine) from those that died with a killed wrapper. Only its
-/// runtime module logs at debug; the rest keeps the suite's level.
-pub const WRAPPER_LOG_DIRECTIVES: &str = "mthpt_wrapper::runtime=debug";
+/// The wrapper's `result spooled` debug line (after each spool write) and its `result found in
+/// the spool` one (each result a restarted wrapper replays), which tell results that reached
+/// the spool (and so, in time, an engine) from those that died with a killed wrapper. Only
+/// those two modules log at debug; the rest keeps the suite's level.
+pub const WRAPPER_LOG_DIRECTIVES: &str =
+    "mthpt_wrapper::runtime=debug,mthpt_wrapper::builder=debug";
 
 impl Proc {
     fn new(name: String, mthpt: &Path, args: Vec<String>, log: PathBuf) -> Self {

@@ -7,10 +7,10 @@
 //!
 //! Every violation counted comes with a [`analysis::ViolationDetail`] in the report (at most
 //! [`analysis::MAX_DETAILS`]): the occurrence's starts and ends, its runs' final rows, the faults
-//! around it, and for a lost result its wrapper's fate. Wrappers log each result they spool
-//! (`result spooled run_id=…`, see [`cluster::WRAPPER_LOG_DIRECTIVES`]); a successful result
-//! that was never spooled and whose wrapper the suite SIGKILLed after the script's end never
-//! reached an engine, and is counted in `results_died_with_wrapper`, not as a lost result.
+//! around it, and for a lost result its wrapper's fate. Wrappers log each result they spool and
+//! each one a restart finds in the spool (see [`cluster::WRAPPER_LOG_DIRECTIVES`]); a
+//! successful result never spooled whose wrapper the suite SIGKILLed after the script's end
+//! never reached an engine, and is counted in `results_died_with_wrapper`, not as a lost result.
 
 pub mod analysis;
 pub mod cluster;
@@ -363,25 +363,30 @@ async fn run_in(config: &ChaosConfig, work: &Path) -> anyhow::Result<Report> {
     })
 }
 
-/// The run ids of the `result spooled` lines in a wrapper's log, as `tracing`'s default format
-/// writes them (`<time> DEBUG mthpt_wrapper::runtime: result spooled run_id=42`, colours or
-/// not) or its JSON one (`"fields":{"message":"result spooled","run_id":42}`).
+/// The run ids a wrapper's log names in a `result spooled` line (written to the spool) or a
+/// `result found in the spool` one (replayed after a restart: spooled although its wrapper died
+/// before logging it), as `tracing`'s default format writes them (`<time> DEBUG
+/// mthpt_wrapper::runtime: result spooled run_id=42`, colours or not) or its JSON one
+/// (`"fields":{"message":"result spooled","run_id":42}`).
 pub fn spooled_run_ids(log: &str) -> HashSet<i64> {
-    const MESSAGE: &str = "result spooled";
+    const MESSAGES: [&str; 2] = ["result spooled", "result found in the spool"];
     let mut ids = HashSet::new();
-    for line in log.lines().filter(|l| l.contains(MESSAGE)) {
+    for line in log.lines() {
+        let Some(message) = MESSAGES.into_iter().find(|m| line.contains(m)) else {
+            continue;
+        };
         let id = if line.trim_start().starts_with('{') {
             serde_json::from_str::<serde_json::Value>(line)
                 .ok()
                 .and_then(|v| {
                     let fields = v.get("fields")?;
-                    (fields.get("message")?.as_str()? == MESSAGE)
+                    (fields.get("message")?.as_str()? == message)
                         .then(|| fields.get("run_id")?.as_i64())
                         .flatten()
                 })
         } else {
             let plain = strip_ansi(line);
-            plain.split_once(MESSAGE).and_then(|(_, fields)| {
+            plain.split_once(message).and_then(|(_, fields)| {
                 fields.split_whitespace().find_map(|field| {
                     field
                         .strip_prefix("run_id=")
@@ -454,10 +459,11 @@ mod tests {
 \u{1b}[2m2026-11-25T15:30:02Z\u{1b}[0m \u{1b}[34mDEBUG\u{1b}[0m \u{1b}[2mmthpt_wrapper::runtime\u{1b}[0m\u{1b}[2m:\u{1b}[0m result spooled \u{1b}[3mrun_id\u{1b}[0m\u{1b}[2m=\u{1b}[0m43
 {\"timestamp\":\"x\",\"level\":\"DEBUG\",\"fields\":{\"message\":\"result spooled\",\"run_id\":44},\"target\":\"mthpt_wrapper::runtime\"}
 {\"fields\":{\"message\":\"could not spool the result\",\"run_id\":45}}
+2026-11-25T15:30:04.000000Z DEBUG mthpt_wrapper::builder: result found in the spool run_id=46
 a line cut short: result spooled run_id=42026-11-25T15:30:03Z DEBUG mthpt_wrapper::runtime: x
 ";
         let mut ids: Vec<i64> = spooled_run_ids(log).into_iter().collect();
         ids.sort_unstable();
-        assert_eq!(ids, vec![42, 43, 44]);
+        assert_eq!(ids, vec![42, 43, 44, 46]);
     }
 }
