@@ -457,6 +457,9 @@ impl WrapperBuilder {
                 "found undelivered results in the spool; delivering them"
             );
         }
+        for result in &replayed {
+            tracing::debug!(run_id = result.run_id, "result found in the spool");
+        }
         let client = SignedClient::new(
             Signer::new(self.app.clone(), self.secret),
             self.connect_timeout,

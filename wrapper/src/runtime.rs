@@ -582,9 +582,10 @@ impl Inner {
             // run ran (delivery leaves it out while it is the sender's own).
             instance_id: Some(self.settings.instance_id.clone()),
         };
-        if let Err(e) = self.spool.write(&result) {
+        match self.spool.write(&result) {
+            Ok(()) => tracing::debug!(run_id, "result spooled"),
             // Delivery still goes ahead from memory; only a crash before it would lose the result.
-            tracing::error!(run_id, error = %e, "could not spool the result");
+            Err(e) => tracing::error!(run_id, error = %e, "could not spool the result"),
         }
         {
             let mut table = lock(&self.table);

@@ -26,7 +26,16 @@ pub struct Proc {
     child: Option<Child>,
     /// Starts so far (restarts get a new engine node id).
     pub generation: u32,
+    /// `RUST_LOG` directives appended to the suite's own for this process.
+    log_directives: Option<&'static str>,
 }
+
+/// The wrapper's `result spooled` debug line (after each spool write) and its `result found in
+/// the spool` one (each result a restarted wrapper replays), which tell results that reached
+/// the spool (and so, in time, an engine) from those that died with a killed wrapper. Only
+/// those two modules log at debug; the rest keeps the suite's level.
+pub const WRAPPER_LOG_DIRECTIVES: &str =
+    "mthpt_wrapper::runtime=debug,mthpt_wrapper::builder=debug";
 
 impl Proc {
     fn new(name: String, mthpt: &Path, args: Vec<String>, log: PathBuf) -> Self {
@@ -37,7 +46,13 @@ impl Proc {
             log,
             child: None,
             generation: 0,
+            log_directives: None,
         }
+    }
+
+    /// Where its output is appended, over every start.
+    pub fn log_path(&self) -> &Path {
+        &self.log
     }
 
     /// Starts the process with `extra` arguments after its fixed ones, its output appended to
@@ -49,13 +64,14 @@ impl Proc {
             .open(&self.log)
             .with_context(|| format!("open {}", self.log.display()))?;
         let err = out.try_clone()?;
+        let mut rust_log = std::env::var("MTHPT_CHAOS_LOG").unwrap_or_else(|_| "warn".to_owned());
+        if let Some(directives) = self.log_directives {
+            rust_log = format!("{rust_log},{directives}");
+        }
         let child = Command::new(&self.mthpt)
             .args(&self.args)
             .args(extra)
-            .env(
-                "RUST_LOG",
-                std::env::var("MTHPT_CHAOS_LOG").unwrap_or_else(|_| "warn".to_owned()),
-            )
+            .env("RUST_LOG", rust_log)
             .env_remove("MTHPT_DATABASE_URL")
             .stdin(Stdio::null())
             .stdout(Stdio::from(out))
@@ -308,6 +324,7 @@ impl Cluster {
             ]);
             let log = spec.work_dir.join(format!("{name}.log"));
             let mut proc = Proc::new(name, &spec.mthpt, args, log);
+            proc.log_directives = Some(WRAPPER_LOG_DIRECTIVES);
             proc.spawn(&[])?;
             wrappers.push(WrapperNode {
                 proc,

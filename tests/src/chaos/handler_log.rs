@@ -55,7 +55,7 @@ pub struct Start {
 }
 
 /// How a start ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct End {
     pub at: i64,
     pub status: i64,

@@ -4,6 +4,13 @@
 //! --enable-shell` processes wired through cuttable proxies, a mix of tasks whose shell handler
 //! logs every start and end to a file of the suite, faults injected through a measured window,
 //! a drain, then the counts: from the handler log, cross-checked with the runs table.
+//!
+//! Every violation counted comes with a [`analysis::ViolationDetail`] in the report (at most
+//! [`analysis::MAX_DETAILS`]): the occurrence's starts and ends, its runs' final rows, the faults
+//! around it, and for a lost result its wrapper's fate. Wrappers log each result they spool and
+//! each one a restart finds in the spool (see [`cluster::WRAPPER_LOG_DIRECTIVES`]); a
+//! successful result never spooled whose wrapper the suite SIGKILLed after the script's end
+//! never reached an engine, and is counted in `results_died_with_wrapper`, not as a lost result.
 
 pub mod analysis;
 pub mod cluster;
@@ -318,6 +325,12 @@ async fn run_in(config: &ChaosConfig, work: &Path) -> anyhow::Result<Report> {
     let exited = cluster.exited_on_their_own();
     cluster.stop().await;
     store.close().await;
+    let mut spooled_runs = HashSet::new();
+    for w in &cluster.wrappers {
+        let path = w.proc.log_path();
+        let bytes = std::fs::read(path).with_context(|| format!("read {}", path.display()))?;
+        spooled_runs.extend(spooled_run_ids(&String::from_utf8_lossy(&bytes)));
+    }
 
     let counts = analysis::analyse(&Facts {
         log,
@@ -325,6 +338,7 @@ async fn run_in(config: &ChaosConfig, work: &Path) -> anyhow::Result<Report> {
         expected,
         chain_parents,
         killed_wrappers,
+        spooled_runs,
         cut_off_wrappers,
         alive_pids,
         faults,
@@ -347,6 +361,62 @@ async fn run_in(config: &ChaosConfig, work: &Path) -> anyhow::Result<Report> {
         exited,
         work_dir: None,
     })
+}
+
+/// The run ids a wrapper's log names in a `result spooled` line (written to the spool) or a
+/// `result found in the spool` one (replayed after a restart: spooled although its wrapper died
+/// before logging it), as `tracing`'s default format writes them (`<time> DEBUG
+/// mthpt_wrapper::runtime: result spooled run_id=42`, colours or not) or its JSON one
+/// (`"fields":{"message":"result spooled","run_id":42}`).
+pub fn spooled_run_ids(log: &str) -> HashSet<i64> {
+    const MESSAGES: [&str; 2] = ["result spooled", "result found in the spool"];
+    let mut ids = HashSet::new();
+    for line in log.lines() {
+        let Some(message) = MESSAGES.into_iter().find(|m| line.contains(m)) else {
+            continue;
+        };
+        let id = if line.trim_start().starts_with('{') {
+            serde_json::from_str::<serde_json::Value>(line)
+                .ok()
+                .and_then(|v| {
+                    let fields = v.get("fields")?;
+                    (fields.get("message")?.as_str()? == message)
+                        .then(|| fields.get("run_id")?.as_i64())
+                        .flatten()
+                })
+        } else {
+            let plain = strip_ansi(line);
+            plain.split_once(message).and_then(|(_, fields)| {
+                fields.split_whitespace().find_map(|field| {
+                    field
+                        .strip_prefix("run_id=")
+                        .and_then(|v| v.parse::<i64>().ok())
+                })
+            })
+        };
+        ids.extend(id);
+    }
+    ids
+}
+
+/// `text` without ANSI escape sequences (`ESC [ … letter`).
+fn strip_ansi(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            if chars.next() == Some('[') {
+                for c in chars.by_ref() {
+                    if c.is_ascii_alphabetic() {
+                        break;
+                    }
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// Whether process `pid` exists and is not a zombie.
@@ -374,4 +444,26 @@ async fn wrappers_registered(store: &dyn Store, t: &Tenancy, count: usize) -> an
         },
     )
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spooled_run_ids_are_read_from_plain_coloured_and_json_lines() {
+        let log = "\
+2026-11-25T15:30:00.123456Z DEBUG mthpt_wrapper::runtime: result spooled run_id=42
+2026-11-25T15:30:00.223456Z DEBUG mthpt_wrapper::runtime: run finished run_id=42 outcome=Succeeded
+2026-11-25T15:30:01.000000Z  WARN mthpt_wrapper::delivery: result spooled elsewhere
+\u{1b}[2m2026-11-25T15:30:02Z\u{1b}[0m \u{1b}[34mDEBUG\u{1b}[0m \u{1b}[2mmthpt_wrapper::runtime\u{1b}[0m\u{1b}[2m:\u{1b}[0m result spooled \u{1b}[3mrun_id\u{1b}[0m\u{1b}[2m=\u{1b}[0m43
+{\"timestamp\":\"x\",\"level\":\"DEBUG\",\"fields\":{\"message\":\"result spooled\",\"run_id\":44},\"target\":\"mthpt_wrapper::runtime\"}
+{\"fields\":{\"message\":\"could not spool the result\",\"run_id\":45}}
+2026-11-25T15:30:04.000000Z DEBUG mthpt_wrapper::builder: result found in the spool run_id=46
+a line cut short: result spooled run_id=42026-11-25T15:30:03Z DEBUG mthpt_wrapper::runtime: x
+";
+        let mut ids: Vec<i64> = spooled_run_ids(log).into_iter().collect();
+        ids.sort_unstable();
+        assert_eq!(ids, vec![42, 43, 44, 46]);
+    }
 }
