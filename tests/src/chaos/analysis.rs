@@ -48,7 +48,9 @@ pub struct FaultFigures {
     /// lateness.
     pub occurrences_during: usize,
     pub max_lateness_during_ms: Option<i64>,
-    /// Occurrences scheduled in `[end_ms, end_ms + after_ms)` and their largest lateness.
+    /// Occurrences scheduled in `[end_ms, end_ms + after_ms)` and their largest lateness;
+    /// `after_ms` is shortened to end where the next fault starts (what is late then is that
+    /// fault's doing, counted in its `during`).
     pub after_ms: i64,
     pub occurrences_after: usize,
     pub max_lateness_after_ms: Option<i64>,
@@ -611,13 +613,20 @@ pub fn analyse(facts: &Facts) -> Counts {
     for fault in &facts.faults {
         let (occurrences_during, max_lateness_during_ms) =
             max_lateness_in(fault.start_ms, fault.end_ms);
-        let (occurrences_after, max_lateness_after_ms) =
-            max_lateness_in(fault.end_ms, fault.end_ms + facts.after_fault_ms);
+        let next_start = facts
+            .faults
+            .iter()
+            .map(|f| f.start_ms)
+            .filter(|&s| s >= fault.end_ms)
+            .min()
+            .unwrap_or(i64::MAX);
+        let after_end = (fault.end_ms + facts.after_fault_ms).min(next_start);
+        let (occurrences_after, max_lateness_after_ms) = max_lateness_in(fault.end_ms, after_end);
         c.faults.push(FaultFigures {
             fault: fault.clone(),
             occurrences_during,
             max_lateness_during_ms,
-            after_ms: facts.after_fault_ms,
+            after_ms: after_end - fault.end_ms,
             occurrences_after,
             max_lateness_after_ms,
         });
@@ -844,6 +853,24 @@ mod tests {
         f.after_fault_ms = 0;
         let c = analyse(&f);
         assert_eq!(c.settled_lateness_ms.map(|l| l.max), Some(2_500));
+    }
+
+    #[test]
+    fn lateness_after_a_fault_stops_where_the_next_fault_starts() {
+        let mut f = facts(
+            vec![start(5, 3_500, 100, 9)],
+            &[(100, 3_700, 0)],
+            vec![run(5, "succeeded")],
+        );
+        f.faults.push(fault("partition-wrapper", 0, 900));
+        // The next fault starts before the occurrence at 1,000: it is late because of that one.
+        f.faults.push(fault("partition-wrapper", 950, 2_000));
+        let c = analyse(&f);
+        assert_eq!(c.faults[0].after_ms, 50);
+        assert_eq!(c.faults[0].occurrences_after, 0);
+        assert_eq!(c.faults[0].max_lateness_after_ms, None);
+        assert_eq!(c.faults[1].occurrences_during, 1);
+        assert_eq!(c.faults[1].max_lateness_during_ms, Some(2_500));
     }
 
     fn fault(kind: &str, start_ms: i64, end_ms: i64) -> Fault {
