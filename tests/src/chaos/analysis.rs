@@ -73,8 +73,9 @@ pub struct Facts {
     /// Wrapper processes the suite cut off from every engine (longer than the executor
     /// timeout, so engines declare them lost and they stop their scripts), from when until when.
     pub cut_off_wrappers: HashMap<i64, Vec<(i64, i64)>>,
-    /// Script pids still alive when the facts were gathered.
-    pub alive_pids: HashSet<i64>,
+    /// Scripts (run id, pid) still alive when the facts were gathered: the process with that
+    /// pid runs that run (its environment names it; a reused pid does not count).
+    pub alive: HashSet<(i64, i64)>,
     pub faults: Vec<Fault>,
     /// When the database was read.
     pub read_at: i64,
@@ -242,8 +243,8 @@ pub fn start_details(starts: &[&Start], facts: &Facts) -> Vec<StartDetail> {
             pid: s.pid,
             wrapper_pid: s.wrapper_pid,
             at: s.at,
-            end: facts.log.ends.get(&s.pid).copied(),
-            running: facts.alive_pids.contains(&s.pid),
+            end: facts.log.end(s),
+            running: facts.alive.contains(&(s.run_id, s.pid)),
         })
         .collect();
     out.sort_by_key(|s| (s.at, s.run_id, s.pid));
@@ -360,10 +361,10 @@ pub fn cap_details(mut details: Vec<ViolationDetail>, max: usize) -> (Vec<Violat
 /// been under a live executor); else unknown (SIGKILLed: counted in `starts_without_end`, and
 /// not taken as overlapping anything).
 fn end_of(start: &Start, facts: &Facts) -> Option<i64> {
-    if let Some(end) = facts.log.ends.get(&start.pid) {
+    if let Some(end) = facts.log.end(start) {
         return Some(end.at);
     }
-    if facts.alive_pids.contains(&start.pid) {
+    if facts.alive.contains(&(start.run_id, start.pid)) {
         return Some(i64::MAX);
     }
     facts.killed_wrappers.get(&start.wrapper_pid).copied()
@@ -380,7 +381,7 @@ pub fn analyse(facts: &Facts) -> Counts {
     };
     let mut details = Vec::new();
     for s in &facts.log.starts {
-        match facts.log.ends.get(&s.pid) {
+        match facts.log.end(s) {
             Some(e) if e.status == 0 => c.ends_ok += 1,
             Some(_) => c.ends_failed += 1,
             None => c.starts_without_end += 1,
@@ -429,7 +430,7 @@ pub fn analyse(facts: &Facts) -> Counts {
                     .killed_wrappers
                     .get(&e.wrapper_pid)
                     .is_some_and(|&killed| killed <= s.at);
-                let cut_off = facts.log.ends.contains_key(&e.pid)
+                let cut_off = facts.log.end(e).is_some()
                     && facts
                         .cut_off_wrappers
                         .get(&e.wrapper_pid)
@@ -505,7 +506,7 @@ pub fn analyse(facts: &Facts) -> Counts {
     }
     let settled = facts.read_at - facts.settle_ms;
     for s in &facts.log.starts {
-        let Some(end) = facts.log.ends.get(&s.pid) else {
+        let Some(end) = facts.log.end(s) else {
             continue;
         };
         if end.status != 0 || end.at > settled {
@@ -677,13 +678,18 @@ mod tests {
     }
 
     fn facts(starts: Vec<Start>, ends: &[(i64, i64, i64)], runs: Vec<RunRow>) -> Facts {
+        // Ends by script pid here; the log keys them by run id and pid.
+        let ends = ends
+            .iter()
+            .map(|&(pid, at, status)| {
+                let run_id = starts.iter().find(|s| s.pid == pid).map_or(0, |s| s.run_id);
+                ((run_id, pid), End { at, status })
+            })
+            .collect();
         Facts {
             log: HandlerLog {
                 starts,
-                ends: ends
-                    .iter()
-                    .map(|&(pid, at, status)| (pid, End { at, status }))
-                    .collect(),
+                ends,
                 unreadable_lines: 0,
             },
             runs,

@@ -61,12 +61,12 @@ pub struct End {
     pub status: i64,
 }
 
-/// The parsed log: every start, and the end of each (by script pid, unique while the
-/// script lives), plus lines that could not be read.
+/// The parsed log: every start, and the end of each (by run id and script pid: pids are
+/// reused within minutes when `pid_max` is 32,768), plus lines that could not be read.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct HandlerLog {
     pub starts: Vec<Start>,
-    pub ends: HashMap<i64, End>,
+    pub ends: HashMap<(i64, i64), End>,
     pub unreadable_lines: u64,
 }
 
@@ -108,8 +108,8 @@ impl HandlerLog {
                         at,
                     });
                 }
-                (Some("E"), Some(&[_, _, _, _, _, pid, _, at, status])) => {
-                    log.ends.insert(pid, End { at, status });
+                (Some("E"), Some(&[run_id, _, _, _, _, pid, _, at, status])) => {
+                    log.ends.insert((run_id, pid), End { at, status });
                 }
                 _ => log.unreadable_lines += 1,
             }
@@ -129,11 +129,16 @@ impl HandlerLog {
         }
     }
 
+    /// How `start` ended, if its end line is in the log.
+    pub fn end(&self, start: &Start) -> Option<End> {
+        self.ends.get(&(start.run_id, start.pid)).copied()
+    }
+
     /// Scripts started by the wrapper process `wrapper_pid` that have not ended.
     pub fn in_flight_on(&self, wrapper_pid: i64) -> usize {
         self.starts
             .iter()
-            .filter(|s| s.wrapper_pid == wrapper_pid && !self.ends.contains_key(&s.pid))
+            .filter(|s| s.wrapper_pid == wrapper_pid && self.end(s).is_none())
             .count()
     }
 }
@@ -151,14 +156,25 @@ mod tests {
         assert_eq!(log.starts[0].run_id, 7);
         assert_eq!(log.starts[0].wrapper_pid, 400);
         assert_eq!(
-            log.ends.get(&500),
-            Some(&End {
+            log.end(&log.starts[0]),
+            Some(End {
                 at: 1300,
                 status: 0
             })
         );
         assert_eq!(log.unreadable_lines, 2);
         assert_eq!(log.in_flight_on(400), 0);
+    }
+
+    #[test]
+    fn a_reused_pid_does_not_lend_its_end_to_an_earlier_script() {
+        // pid 500 ran run 7, which never ended (SIGKILLed); minutes later pid 500 ran run 9.
+        let log = HandlerLog::parse(
+            "S 7 3 1000 1 0 500 400 1010\nS 9 4 90000 1 0 500 401 90010\nE 9 4 90000 1 0 500 401 90200 0\n",
+        );
+        assert_eq!(log.end(&log.starts[0]), None);
+        assert_eq!(log.end(&log.starts[1]).map(|e| e.at), Some(90_200));
+        assert_eq!(log.in_flight_on(400), 1);
     }
 
     #[test]
@@ -191,7 +207,7 @@ mod tests {
             (11, 2, 5000)
         );
         assert_eq!(start.wrapper_pid, i64::from(std::process::id()));
-        let end = log.ends[&start.pid];
+        let end = log.end(&start).unwrap();
         assert_eq!(end.status, 0);
         assert!(end.at >= start.at + 50, "{start:?} {end:?}");
     }

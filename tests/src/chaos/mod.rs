@@ -313,11 +313,11 @@ async fn run_in(config: &ChaosConfig, work: &Path) -> anyhow::Result<Report> {
     .await
     .context("read the runs back")?;
     let log = HandlerLog::read(&handler_log)?;
-    let alive_pids: HashSet<i64> = log
+    let alive: HashSet<(i64, i64)> = log
         .starts
         .iter()
-        .filter(|s| !log.ends.contains_key(&s.pid) && process_alive(s.pid))
-        .map(|s| s.pid)
+        .filter(|s| log.end(s).is_none() && script_alive(s.pid, s.run_id))
+        .map(|s| (s.run_id, s.pid))
         .collect();
     let tasks = crate::bench::database::tasks(&store).await?;
     let expected =
@@ -340,7 +340,7 @@ async fn run_in(config: &ChaosConfig, work: &Path) -> anyhow::Result<Report> {
         killed_wrappers,
         spooled_runs,
         cut_off_wrappers,
-        alive_pids,
+        alive,
         faults,
         read_at,
         settle_ms: ms(config.drain) / 2,
@@ -420,12 +420,20 @@ fn strip_ansi(text: &str) -> String {
 }
 
 /// Whether process `pid` exists and is not a zombie.
-fn process_alive(pid: i64) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+/// Whether the script of run `run_id` still lives as `pid`: the process exists, is not a
+/// zombie, and its environment names the run (pids are reused within minutes when `pid_max`
+/// is 32,768, and a reused pid belongs to another process).
+fn script_alive(pid: i64, run_id: i64) -> bool {
+    let running = std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
         stat.rsplit_once(')')
             .and_then(|(_, rest)| rest.split_whitespace().next())
             .is_some_and(|state| state != "Z" && state != "X")
-    })
+    });
+    let ours = std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| {
+        let want = format!("MTHPT_RUN_ID={run_id}");
+        env.split(|b| *b == 0).any(|var| var == want.as_bytes())
+    });
+    running && ours
 }
 
 async fn wrappers_registered(store: &dyn Store, t: &Tenancy, count: usize) -> anyhow::Result<()> {
