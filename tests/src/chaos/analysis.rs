@@ -39,18 +39,22 @@ pub struct Fault {
     pub scripts_in_flight: Option<usize>,
 }
 
+/// How long before a fault an occurrence counts as scheduled during it.
+pub const FAULT_LEAD_MS: i64 = 1_000;
+
 /// A fault with the lateness of the occurrences scheduled just after it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct FaultFigures {
     #[serde(flatten)]
     pub fault: Fault,
-    /// Occurrences scheduled while the fault lasted (`[start_ms, end_ms)`) and their largest
-    /// lateness.
+    /// Occurrences scheduled while the fault lasted, or [`FAULT_LEAD_MS`] before it
+    /// (`[start_ms - FAULT_LEAD_MS, end_ms)`: one due just before can be hit before its
+    /// handler starts), and their largest lateness.
     pub occurrences_during: usize,
     pub max_lateness_during_ms: Option<i64>,
     /// Occurrences scheduled in `[end_ms, end_ms + after_ms)` and their largest lateness;
-    /// `after_ms` is shortened to end where the next fault starts (what is late then is that
-    /// fault's doing, counted in its `during`).
+    /// `after_ms` is shortened to end [`FAULT_LEAD_MS`] before the next fault starts (what is
+    /// late then is that fault's doing, counted in its `during`).
     pub after_ms: i64,
     pub occurrences_after: usize,
     pub max_lateness_after_ms: Option<i64>,
@@ -613,7 +617,7 @@ pub fn analyse(facts: &Facts) -> Counts {
     };
     for fault in &facts.faults {
         let (occurrences_during, max_lateness_during_ms) =
-            max_lateness_in(fault.start_ms, fault.end_ms);
+            max_lateness_in(fault.start_ms - FAULT_LEAD_MS, fault.end_ms);
         let next_start = facts
             .faults
             .iter()
@@ -621,7 +625,9 @@ pub fn analyse(facts: &Facts) -> Counts {
             .filter(|&s| s >= fault.end_ms)
             .min()
             .unwrap_or(i64::MAX);
-        let after_end = (fault.end_ms + facts.after_fault_ms).min(next_start);
+        let after_end = (fault.end_ms + facts.after_fault_ms)
+            .min(next_start.saturating_sub(FAULT_LEAD_MS))
+            .max(fault.end_ms);
         let (occurrences_after, max_lateness_after_ms) = max_lateness_in(fault.end_ms, after_end);
         c.faults.push(FaultFigures {
             fault: fault.clone(),
@@ -869,10 +875,11 @@ mod tests {
             vec![run(5, "succeeded")],
         );
         f.faults.push(fault("partition-wrapper", 0, 900));
-        // The next fault starts before the occurrence at 1,000: it is late because of that one.
-        f.faults.push(fault("partition-wrapper", 950, 2_000));
+        // The next fault starts 800 ms after the occurrence at 1,000, before its handler
+        // could start: it is late because of that one.
+        f.faults.push(fault("partition-wrapper", 1_800, 3_000));
         let c = analyse(&f);
-        assert_eq!(c.faults[0].after_ms, 50);
+        assert_eq!(c.faults[0].after_ms, 0);
         assert_eq!(c.faults[0].occurrences_after, 0);
         assert_eq!(c.faults[0].max_lateness_after_ms, None);
         assert_eq!(c.faults[1].occurrences_during, 1);
