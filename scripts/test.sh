@@ -109,6 +109,9 @@ command -v javac >/dev/null || missing+=(default-jdk-headless)
 missing=()
 command -v chromium >/dev/null || missing+=(chromium)
 command -v chromedriver >/dev/null || missing+=(chromium-driver)
+# Fonts for the screenshots: Chinese (the 中文 switch) and emoji (the notification toggle).
+[ -f /usr/share/fonts/truetype/wqy/wqy-zenhei.ttc ] || missing+=(fonts-wqy-zenhei)
+[ -f /usr/share/fonts/truetype/noto/NotoColorEmoji.ttf ] || missing+=(fonts-noto-color-emoji)
 [ ${#missing[@]} -eq 0 ] || apt_install "${missing[@]}"
 
 # ---- Build, lint, test ----------------------------------------------------------------------
