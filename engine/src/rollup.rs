@@ -360,14 +360,36 @@ impl Rollup {
     }
 }
 
+/// One rollup row being summed: finished runs by final state (in [`RunRollup::by_state`]'s
+/// order) and the two histograms.
+#[derive(Default)]
+struct Acc {
+    states: [i64; 6],
+    duration: Histogram,
+    lateness: Histogram,
+}
+
+impl Acc {
+    fn into_row(self, tenant_id: TenantId, task_id: TaskId, minute: i64) -> RunRollup {
+        let [succeeded, failed, timed_out, lost, skipped, cancelled] = self.states;
+        RunRollup {
+            tenant_id,
+            task_id,
+            minute,
+            succeeded,
+            failed,
+            timed_out,
+            lost,
+            skipped,
+            cancelled,
+            duration_hist: Json(self.duration.to_sparse()),
+            lateness_hist: Json(self.lateness.to_sparse()),
+        }
+    }
+}
+
 /// The rollup rows of `samples` (all of one tenant), one per task and scheduled minute.
 pub fn aggregate(tenant: TenantId, samples: &[RunSample]) -> Vec<RunRollup> {
-    #[derive(Default)]
-    struct Acc {
-        states: [i64; 6],
-        duration: Histogram,
-        lateness: Histogram,
-    }
     let mut per: BTreeMap<(i64, TaskId), Acc> = BTreeMap::new();
     for s in samples {
         let acc = per
@@ -391,64 +413,32 @@ pub fn aggregate(tenant: TenantId, samples: &[RunSample]) -> Vec<RunRollup> {
         }
     }
     per.into_iter()
-        .map(|((minute, task_id), a)| RunRollup {
-            tenant_id: tenant,
-            task_id,
-            minute,
-            succeeded: a.states[0],
-            failed: a.states[1],
-            timed_out: a.states[2],
-            lost: a.states[3],
-            skipped: a.states[4],
-            cancelled: a.states[5],
-            duration_hist: Json(a.duration.to_sparse()),
-            lateness_hist: Json(a.lateness.to_sparse()),
-        })
+        .map(|((minute, task_id), a)| a.into_row(tenant, task_id, minute))
         .collect()
 }
 
 /// The tenant-wide rows of per-task `rows` (all of one tenant): one per minute, counts added
 /// and histograms merged, `task_id` 0.
 pub fn merge_tasks(rows: &[RunRollup]) -> Vec<RunRollup> {
-    #[derive(Default)]
-    struct Acc {
-        states: [i64; 6],
-        duration: Histogram,
-        lateness: Histogram,
-    }
     let mut per: BTreeMap<(TenantId, i64), Acc> = BTreeMap::new();
     for r in rows {
         let acc = per.entry((r.tenant_id, r.minute)).or_default();
-        for (slot, n) in [
+        let counts = [
             r.succeeded,
             r.failed,
             r.timed_out,
             r.lost,
             r.skipped,
             r.cancelled,
-        ]
-        .into_iter()
-        .enumerate()
-        {
-            acc.states[slot] += n;
+        ];
+        for (slot, n) in acc.states.iter_mut().zip(counts) {
+            *slot += n;
         }
         acc.duration.merge_sparse(&r.duration_hist);
         acc.lateness.merge_sparse(&r.lateness_hist);
     }
     per.into_iter()
-        .map(|((tenant_id, minute), a)| RunRollup {
-            tenant_id,
-            task_id: TaskId(0),
-            minute,
-            succeeded: a.states[0],
-            failed: a.states[1],
-            timed_out: a.states[2],
-            lost: a.states[3],
-            skipped: a.states[4],
-            cancelled: a.states[5],
-            duration_hist: Json(a.duration.to_sparse()),
-            lateness_hist: Json(a.lateness.to_sparse()),
-        })
+        .map(|((tenant_id, minute), a)| a.into_row(tenant_id, TaskId(0), minute))
         .collect()
 }
 

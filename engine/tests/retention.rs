@@ -22,47 +22,41 @@ on_both_backends!(
 /// Migration 0012 fills the tenant-wide rows of minutes rolled up before it from their
 /// per-task rows: the migration's SQL, run again on a database whose tenant rows are gone,
 /// writes what the rollup pass writes.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn the_tenant_rollups_migration_merges_earlier_rows_on_postgres() {
-    use sqlx::Connection;
-    let db = mthpt_engine::testing::postgres().await;
-    let expected = cases::rolled_up_three_tasks(db.shared()).await;
-    let mut conn = sqlx::PgConnection::connect(&db.url()).await.unwrap();
-    sqlx::query("DELETE FROM tenant_rollups")
-        .execute(&mut conn)
-        .await
-        .unwrap();
-    sqlx::raw_sql(include_str!(
-        "../../migrations/postgres/0012_tenant_rollups.sql"
-    ))
-    .execute(&mut conn)
-    .await
-    .unwrap();
-    drop(conn);
-    cases::assert_tenant_rows(db.shared(), &expected).await;
-    db.cleanup().await;
+macro_rules! tenant_rollups_migration_case {
+    ($name:ident, $db:path, $conn:ty, $sql:literal) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+        async fn $name() {
+            use sqlx::Connection;
+            let db = $db().await;
+            let expected = cases::rolled_up_three_tasks(db.shared()).await;
+            let mut conn = <$conn>::connect(&db.url()).await.unwrap();
+            sqlx::query("DELETE FROM tenant_rollups")
+                .execute(&mut conn)
+                .await
+                .unwrap();
+            sqlx::raw_sql(include_str!($sql))
+                .execute(&mut conn)
+                .await
+                .unwrap();
+            drop(conn);
+            cases::assert_tenant_rows(db.shared(), &expected).await;
+            db.cleanup().await;
+        }
+    };
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn the_tenant_rollups_migration_merges_earlier_rows_on_sqlite() {
-    use sqlx::Connection;
-    let db = mthpt_engine::testing::sqlite().await;
-    let expected = cases::rolled_up_three_tasks(db.shared()).await;
-    let mut conn = sqlx::SqliteConnection::connect(&db.url()).await.unwrap();
-    sqlx::query("DELETE FROM tenant_rollups")
-        .execute(&mut conn)
-        .await
-        .unwrap();
-    sqlx::raw_sql(include_str!(
-        "../../migrations/sqlite/0012_tenant_rollups.sql"
-    ))
-    .execute(&mut conn)
-    .await
-    .unwrap();
-    drop(conn);
-    cases::assert_tenant_rows(db.shared(), &expected).await;
-    db.cleanup().await;
-}
+tenant_rollups_migration_case!(
+    the_tenant_rollups_migration_merges_earlier_rows_on_postgres,
+    mthpt_engine::testing::postgres,
+    sqlx::PgConnection,
+    "../../migrations/postgres/0012_tenant_rollups.sql"
+);
+tenant_rollups_migration_case!(
+    the_tenant_rollups_migration_merges_earlier_rows_on_sqlite,
+    mthpt_engine::testing::sqlite,
+    sqlx::SqliteConnection,
+    "../../migrations/sqlite/0012_tenant_rollups.sql"
+);
 
 mod cases {
     use std::collections::BTreeMap;
