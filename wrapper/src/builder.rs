@@ -418,9 +418,16 @@ impl WrapperBuilder {
             return Err(BuildError::InvalidTenantId(t));
         }
         if let Some(shell) = self.shell.take() {
+            let shell = std::sync::Arc::new(builtin::shell::Shell::new(shell));
             self = self.add(
                 builtin::SHELL.to_owned(),
-                Handler::asynchronous(move |ctx| builtin::shell::run(ctx, shell.clone()), true),
+                Handler::asynchronous(
+                    move |ctx| {
+                        let shell = shell.clone();
+                        async move { shell.run(ctx).await }
+                    },
+                    true,
+                ),
             );
         }
         if self.http {

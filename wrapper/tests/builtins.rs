@@ -274,14 +274,14 @@ async fn shell_wrapper_process() -> anyhow::Result<()> {
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn shell_children_die_with_a_sigkilled_wrapper() -> anyhow::Result<()> {
+/// A wrapper with the `shell` handler in a process of its own (`shell_wrapper_process`), and the
+/// URL it serves.
+async fn spawn_shell_wrapper_process(
+    engine: &EngineStandIn,
+    spool: &Path,
+) -> anyhow::Result<(tokio::process::Child, String)> {
     use tokio::io::{AsyncBufReadExt, BufReader};
 
-    let engine = EngineStandIn::start()?;
-    let spool = tempfile::tempdir()?;
-    let scratch = tempfile::tempdir()?;
-    let pid_file = scratch.path().join("pgid");
     let mut wrapper = tokio::process::Command::new(std::env::current_exe()?)
         .args([
             "shell_wrapper_process",
@@ -291,7 +291,7 @@ async fn shell_children_die_with_a_sigkilled_wrapper() -> anyhow::Result<()> {
             "--test-threads=1",
         ])
         .env(CHILD_ENGINE, &engine.url)
-        .env(CHILD_SPOOL, spool.path())
+        .env(CHILD_SPOOL, spool)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .kill_on_drop(true)
@@ -310,6 +310,61 @@ async fn shell_children_die_with_a_sigkilled_wrapper() -> anyhow::Result<()> {
         anyhow::bail!("the wrapper process ended before it served")
     })
     .await??;
+    Ok((wrapper, url))
+}
+
+/// SIGKILLs the wrapper process and checks that every group empties within a second.
+async fn kill_wrapper_and_expect_empty_groups(
+    mut wrapper: tokio::process::Child,
+    groups: &[i32],
+) -> anyhow::Result<()> {
+    wrapper.start_kill()?;
+    wrapper.wait().await?;
+    let killed = std::time::Instant::now();
+    let emptied = eventually(Duration::from_secs(1), || {
+        groups.iter().all(|&g| live_members(g).is_empty())
+    })
+    .await;
+    let left: Vec<(i32, Vec<i32>)> = groups.iter().map(|&g| (g, live_members(g))).collect();
+    assert!(
+        emptied,
+        "groups still have members 1 s after their wrapper was SIGKILLed: {left:?}"
+    );
+    eprintln!(
+        "groups {groups:?} empty {} ms after the wrapper was SIGKILLed",
+        killed.elapsed().as_millis()
+    );
+    Ok(())
+}
+
+/// The wrapper's guard: the `bash` child of `wrapper` running the guard loop.
+fn guard_of(wrapper: u32) -> Option<i32> {
+    std::fs::read_dir("/proc")
+        .ok()?
+        .flatten()
+        .find_map(|entry| {
+            let pid = entry.file_name().to_str()?.parse::<i32>().ok()?;
+            let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
+            let ppid = stat
+                .rsplit_once(')')?
+                .1
+                .split_whitespace()
+                .nth(1)?
+                .parse::<u32>()
+                .ok()?;
+            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
+            (ppid == wrapper && String::from_utf8_lossy(&cmdline).contains("declare -A groups"))
+                .then_some(pid)
+        })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shell_children_die_with_a_sigkilled_wrapper() -> anyhow::Result<()> {
+    let engine = EngineStandIn::start()?;
+    let spool = tempfile::tempdir()?;
+    let scratch = tempfile::tempdir()?;
+    let pid_file = scratch.path().join("pgid");
+    let (wrapper, url) = spawn_shell_wrapper_process(&engine, spool.path()).await?;
 
     let client = engine_client()?;
     let resp = post(&client, &url, paths::RUNS, &shell_run(5, FAMILY, &pid_file)).await?;
@@ -317,25 +372,59 @@ async fn shell_children_die_with_a_sigkilled_wrapper() -> anyhow::Result<()> {
     let Some(pgid) = read_pgid(&pid_file).await else {
         anyhow::bail!("the script never wrote its pid");
     };
-    // The script, its three children and the group's guard.
+    // The script and its three children (the wrapper's guard is in a group of its own).
     assert!(
-        eventually(WAIT, || live_members(pgid).len() >= 5).await,
+        eventually(WAIT, || live_members(pgid).len() >= 4).await,
         "script and its children run in group {pgid}: {:?}",
         live_members(pgid)
     );
+    kill_wrapper_and_expect_empty_groups(wrapper, &[pgid]).await
+}
 
-    wrapper.start_kill()?;
-    wrapper.wait().await?;
-    let killed = std::time::Instant::now();
-    let emptied = eventually(Duration::from_secs(1), || live_members(pgid).is_empty()).await;
-    assert!(
-        emptied,
-        "group {pgid} still has {:?} 1 s after its wrapper was SIGKILLed",
-        live_members(pgid)
-    );
-    eprintln!(
-        "group {pgid} empty {} ms after the wrapper was SIGKILLed",
-        killed.elapsed().as_millis()
-    );
-    Ok(())
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_guard_is_replaced_and_still_covers_running_scripts() -> anyhow::Result<()> {
+    let engine = EngineStandIn::start()?;
+    let spool = tempfile::tempdir()?;
+    let scratch = tempfile::tempdir()?;
+    let (wrapper, url) = spawn_shell_wrapper_process(&engine, spool.path()).await?;
+    let Some(wrapper_pid) = wrapper.id() else {
+        anyhow::bail!("the wrapper process has no pid");
+    };
+    let client = engine_client()?;
+    let first_file = scratch.path().join("first");
+    let resp = post(
+        &client,
+        &url,
+        paths::RUNS,
+        &shell_run(6, FAMILY, &first_file),
+    )
+    .await?;
+    assert_eq!(resp.status.as_u16(), 202);
+    let Some(first) = read_pgid(&first_file).await else {
+        anyhow::bail!("the first script never wrote its pid");
+    };
+    let Some(guard) = guard_of(wrapper_pid) else {
+        anyhow::bail!("no guard process under wrapper {wrapper_pid}");
+    };
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(guard),
+        nix::sys::signal::Signal::SIGKILL,
+    )?;
+
+    // The next script finds the guard gone and starts a new one, which learns of both groups.
+    let second_file = scratch.path().join("second");
+    let resp = post(
+        &client,
+        &url,
+        paths::RUNS,
+        &shell_run(7, FAMILY, &second_file),
+    )
+    .await?;
+    assert_eq!(resp.status.as_u16(), 202);
+    let Some(second) = read_pgid(&second_file).await else {
+        anyhow::bail!("the second script never wrote its pid");
+    };
+    let replaced = eventually(WAIT, || guard_of(wrapper_pid).is_some_and(|g| g != guard)).await;
+    assert!(replaced, "no new guard under wrapper {wrapper_pid}");
+    kill_wrapper_and_expect_empty_groups(wrapper, &[first, second]).await
 }

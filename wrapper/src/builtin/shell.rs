@@ -2,7 +2,8 @@
 //!
 //! Params: either a string (the script) or an object
 //! `{"script": "...", "env": {"NAME": "value"}, "cwd": "/path", "kill_grace_ms": 2000}`.
-//! The script runs as `bash -c SCRIPT` with stdin closed and these variables set:
+//! The script runs as `bash -c SCRIPT` (after a one-statement prefix on its first line, see below)
+//! with stdin from `/dev/null` and these variables set:
 //! `MTHPT_RUN_ID`, `MTHPT_TASK_ID`, `MTHPT_TASK_NAME`, `MTHPT_ATTEMPT`, `MTHPT_SHARD_INDEX`,
 //! `MTHPT_SHARD_TOTAL`, `MTHPT_SCHEDULED_AT_MS`.
 //! Each line of stdout and stderr becomes a log line of the run. A stdout line
@@ -15,14 +16,20 @@
 //! terminated the same way. No process the script started outlives the run (unless it left the
 //! group on purpose, with `setsid`).
 //!
-//! Nor does any outlive the wrapper: a guard process sits in the group, reading a pipe (the
-//! lifeline) whose only write end the wrapper holds. However the wrapper dies — even by SIGKILL —
-//! the kernel closes that end, the guard reads end-of-file and SIGKILLs its own group at once.
-//! The guard ignores SIGTERM, so it keeps watch through the grace period, and the script only
-//! starts once the guard is in place (the launcher waits for a go line on its stdin, then execs
-//! the script with stdin from `/dev/null`; the script's pid is still its group id).
+//! Nor does any outlive the wrapper: one guard process per wrapper (a `bash` loop in a process
+//! group of its own) reads a pipe (the lifeline) whose write ends only the wrapper and scripts
+//! not yet started hold. Each script's first act, before any of its own lines, is to announce its
+//! group on that pipe and let go of it (the wrapper puts a short [`REGISTER`] prefix in front of
+//! the script on its first line; stdin becomes `/dev/null`); the wrapper announces the group's end.
+//! However the wrapper dies — even by SIGKILL — the kernel closes its end, the guard reads
+//! end-of-file and SIGKILLs every group still announced. A script that had not announced itself
+//! yet still holds a write end, so the guard waits for it. The guard ignores SIGTERM, so it keeps
+//! watch through the grace period. The script's pid is its group id. Per run this costs one
+//! `bash` start; a guard per run and a launcher doubled and tripled that, which delayed the
+//! first line of scripts started together by tens of milliseconds on a small machine.
 
 use std::collections::BTreeMap;
+use std::os::unix::process::CommandExt;
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -31,9 +38,8 @@ use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use tokio::io::AsyncWriteExt;
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
-use tokio::process::{Child, Command};
+use tokio::process::Command;
 use tokio::time::Instant;
 
 use crate::context::{MAX_LOG_LINE_BYTES, RunContext};
@@ -91,17 +97,20 @@ fn parse_params(params: &Value) -> Result<ShellParams, HandlerError> {
     Ok(parsed)
 }
 
-/// Whether any live (not zombie) process other than `except` is in group `pgid`. Reads
-/// `/proc`; where that is not available, asks the kernel with signal 0 (which also counts
-/// zombies and `except`).
-pub(crate) fn group_alive(pgid: i32, except: Option<i32>) -> bool {
+/// Whether any live (not zombie) process is in group `pgid`. Asks the kernel first (signal 0,
+/// which also counts zombies): an empty group, the common case, costs one system call; otherwise
+/// reads `/proc` where it is available.
+pub(crate) fn group_alive(pgid: i32) -> bool {
+    if killpg(Pid::from_raw(pgid), None) == Err(Errno::ESRCH) {
+        return false;
+    }
     let Ok(entries) = std::fs::read_dir("/proc") else {
-        return killpg(Pid::from_raw(pgid), None).is_ok();
+        return true;
     };
     for entry in entries.flatten() {
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
-        if !name.bytes().all(|b| b.is_ascii_digit()) || name.parse::<i32>().ok() == except {
+        if !name.bytes().all(|b| b.is_ascii_digit()) {
             continue;
         }
         let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
@@ -129,15 +138,15 @@ fn signal_group(pgid: i32, signal: Signal) {
     }
 }
 
-/// SIGTERM to the group, wait up to `grace` for it to empty (but for the guard), then SIGKILL.
-async fn terminate_group(pgid: i32, guard: Option<i32>, grace: Duration) {
-    if !group_alive(pgid, guard) {
+/// SIGTERM to the group, wait up to `grace` for it to empty, then SIGKILL.
+async fn terminate_group(pgid: i32, grace: Duration) {
+    if !group_alive(pgid) {
         return;
     }
     signal_group(pgid, Signal::SIGTERM);
     let until = Instant::now() + grace;
     while Instant::now() < until {
-        if !group_alive(pgid, guard) {
+        if !group_alive(pgid) {
             return;
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
@@ -207,147 +216,197 @@ async fn pump<R: AsyncRead + Unpin>(reader: R, ctx: RunContext, stream: LogStrea
     }
 }
 
-/// Started as `bash -c LAUNCHER BASH SCRIPT`: waits for the wrapper's go line (sent once the
-/// guard is in the group; end-of-file means the wrapper died first), then becomes the script.
-const LAUNCHER: &str = r#"IFS= read -r go && [ "$go" = go ] || exit 70
-exec "$0" -c "$1" </dev/null"#;
-
-/// The guard's script: wait for end-of-file on the lifeline, then SIGKILL the whole group
-/// (itself included). SIGTERM, SIGINT and SIGHUP are ignored so that it outlasts the group's
-/// grace period.
+/// The guard's script: records the groups announced on its stdin (`+<pgid>` when a script
+/// starts, `-<pgid>` once its group is empty), and when end-of-file comes — every write end of
+/// the pipe is closed, which happens when the wrapper dies, however it dies — SIGKILLs every group
+/// still recorded. SIGTERM, SIGINT and SIGHUP are ignored so that it outlasts the wrapper.
 const GUARD: &str = r#"trap '' TERM INT HUP
-while IFS= read -r _; do :; done
-kill -KILL 0"#;
+declare -A groups
+while IFS= read -r line; do
+  [[ $line =~ ^([+-])([0-9]+)$ ]] || continue
+  if [[ ${BASH_REMATCH[1]} == + ]]; then groups[${BASH_REMATCH[2]}]=1; else unset "groups[${BASH_REMATCH[2]}]"; fi
+done
+for g in "${!groups[@]}"; do kill -KILL -- "-$g" 2>/dev/null; done"#;
 
-/// The guard process of one run's group, and the write end of its lifeline.
-struct Guard {
-    child: Child,
+/// Put in front of the script, on its first line (line numbers stay): the script's bash
+/// announces its group (its own pid) on its stdin, the guard's pipe, then takes `/dev/null` as
+/// stdin, before any of the script runs.
+const REGISTER: &str = r#"{ printf '+%d\n' "$$" >&0 && exec </dev/null; } || exit 70; "#;
+
+/// The wrapper's guard process and the write end of its pipe, started on the first script and
+/// again whenever it is found gone.
+#[derive(Debug)]
+struct GuardProcess {
+    child: std::process::Child,
+    pipe: std::io::PipeWriter,
 }
 
-fn spawn_guard(bash: &str, pgid: i32) -> Result<Guard, HandlerError> {
-    // The pipe's write end stays in `child.stdin`, opened close-on-exec, so no other process
-    // keeps the lifeline alive.
-    let child = Command::new(bash)
-        .arg("-c")
-        .arg(GUARD)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .process_group(pgid)
-        .spawn()
-        .map_err(|e| {
-            HandlerError::retryable(format!("cannot start the process group's guard: {e}"))
-        })?;
-    Ok(Guard { child })
+/// The `shell` handler of one wrapper: its options and its guard.
+#[derive(Debug)]
+pub(crate) struct Shell {
+    options: ShellOptions,
+    guard: std::sync::Mutex<Option<GuardProcess>>,
+    /// Groups of scripts that have started and not ended: announced again to a new guard.
+    groups: std::sync::Mutex<std::collections::BTreeSet<i32>>,
 }
 
-impl Guard {
-    /// Ends the guard once its group is empty: killed directly (it is still our unreaped child,
-    /// so its pid cannot name another process), then reaped.
-    async fn stand_down(&mut self) {
-        if let Err(e) = self.child.start_kill() {
-            tracing::warn!(error = %e, "could not stop the process group's guard");
+impl Shell {
+    pub(crate) fn new(options: ShellOptions) -> Self {
+        Self {
+            options,
+            guard: std::sync::Mutex::new(None),
+            groups: std::sync::Mutex::new(std::collections::BTreeSet::new()),
         }
-        let _ = self.child.wait().await;
     }
-}
 
-/// Runs the script of `ctx`'s params.
-pub(crate) async fn run(ctx: RunContext, options: ShellOptions) -> HandlerResult {
-    let params = parse_params(ctx.params())?;
-    let grace = params
-        .kill_grace_ms
-        .map(Duration::from_millis)
-        .unwrap_or(options.kill_grace);
-    let mut cmd = Command::new(&options.bash);
-    cmd.arg("-c")
-        .arg(LAUNCHER)
-        .arg(&options.bash)
-        .arg(&params.script)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .env("MTHPT_RUN_ID", ctx.run_id().to_string())
-        .env("MTHPT_TASK_ID", ctx.task_id().to_string())
-        .env("MTHPT_TASK_NAME", ctx.task_name())
-        .env("MTHPT_ATTEMPT", ctx.attempt().to_string())
-        .env("MTHPT_SHARD_INDEX", ctx.shard_index().to_string())
-        .env("MTHPT_SHARD_TOTAL", ctx.shard_total().to_string())
-        .env(
-            "MTHPT_SCHEDULED_AT_MS",
-            ctx.scheduled_at().timestamp_millis().to_string(),
-        )
-        .envs(&params.env);
-    if let Some(cwd) = &params.cwd {
-        cmd.current_dir(cwd);
-    }
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| HandlerError::fatal(format!("cannot start {:?}: {e}", options.bash)))?;
-    let Some(pgid) = child.id().and_then(|id| i32::try_from(id).ok()) else {
-        return Err(HandlerError::retryable(
-            "script exited before it could be tracked",
-        ));
-    };
-    let mut guard = match spawn_guard(&options.bash, pgid) {
-        Ok(guard) => guard,
-        Err(e) => {
-            // The launcher is still waiting for its go line: nothing of the script ran.
-            signal_group(pgid, Signal::SIGKILL);
-            let _ = child.wait().await;
-            return Err(e);
-        }
-    };
-    let guard_pid = guard.child.id().and_then(|id| i32::try_from(id).ok());
-    if let Some(mut go) = child.stdin.take() {
-        // A launcher that died already shows in its exit status below.
-        let _ = go.write_all(b"go\n").await;
-    }
-    let mut readers = Vec::new();
-    if let Some(out) = child.stdout.take() {
-        readers.push(tokio::spawn(pump(out, ctx.clone(), LogStream::Stdout)));
-    }
-    if let Some(err) = child.stderr.take() {
-        readers.push(tokio::spawn(pump(err, ctx.clone(), LogStream::Stderr)));
-    }
-    let status = tokio::select! {
-        status = child.wait() => status,
-        reason = ctx.cancelled() => {
-            tracing::info!(run_id = ctx.run_id(), pgid, ?reason, "terminating script process group");
-            terminate_group(pgid, guard_pid, grace).await;
-            child.wait().await
-        }
-    };
-    // Whatever the script left running in its group ends with the run; then the guard.
-    terminate_group(pgid, guard_pid, grace).await;
-    guard.stand_down().await;
-    for reader in readers {
-        let abort = reader.abort_handle();
-        if tokio::time::timeout(Duration::from_secs(2), reader)
-            .await
-            .is_err()
+    /// A write end of the guard's pipe for a new script, starting the guard when there is none
+    /// or it is gone.
+    fn lifeline(&self) -> std::io::Result<std::io::PipeWriter> {
+        let mut guard = self.guard.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(running) = guard.as_mut()
+            && matches!(running.child.try_wait(), Ok(None))
         {
-            abort.abort();
+            return running.pipe.try_clone();
+        }
+        let restarted = guard.is_some();
+        let (reader, mut pipe) = std::io::pipe()?;
+        // Both ends are close-on-exec: no other process keeps the pipe open by accident.
+        let child = std::process::Command::new(&self.options.bash)
+            .arg("-c")
+            .arg(GUARD)
+            .stdin(reader)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()?;
+        let groups = self.groups.lock().unwrap_or_else(|e| e.into_inner());
+        if restarted {
+            tracing::warn!(
+                groups = groups.len(),
+                "the shell guard process was gone; started a new one and gave it the running scripts' groups"
+            );
+        }
+        for pgid in groups.iter() {
+            use std::io::Write;
+            writeln!(pipe, "+{pgid}")?;
+        }
+        drop(groups);
+        let lifeline = pipe.try_clone()?;
+        *guard = Some(GuardProcess { child, pipe });
+        Ok(lifeline)
+    }
+
+    fn started(&self, pgid: i32) {
+        self.groups
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(pgid);
+    }
+
+    /// Tells the guard a group is empty, so that it never signals a later group with the
+    /// same id.
+    fn ended(&self, pgid: i32) {
+        self.groups
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&pgid);
+        let mut guard = self.guard.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(running) = guard.as_mut() {
+            use std::io::Write;
+            if let Err(e) = writeln!(running.pipe, "-{pgid}") {
+                tracing::warn!(pgid, error = %e, "could not tell the shell guard a group ended");
+            }
         }
     }
-    let status =
-        status.map_err(|e| HandlerError::retryable(format!("waiting for bash failed: {e}")))?;
-    if status.success() {
-        return Ok(json!({ "exit_code": 0 }));
-    }
-    if ctx.is_cancelled() {
-        return Err(HandlerError::cancelled());
-    }
-    use std::os::unix::process::ExitStatusExt;
-    match (status.code(), status.signal()) {
-        (Some(code), _) => Err(HandlerError::retryable(format!(
-            "script exited with status {code}"
-        ))),
-        (None, Some(signal)) => Err(HandlerError::retryable(format!(
-            "script was killed by signal {signal}"
-        ))),
-        (None, None) => Err(HandlerError::retryable("script ended without a status")),
+
+    /// Runs the script of `ctx`'s params.
+    pub(crate) async fn run(&self, ctx: RunContext) -> HandlerResult {
+        let options = &self.options;
+        let params = parse_params(ctx.params())?;
+        let grace = params
+            .kill_grace_ms
+            .map(Duration::from_millis)
+            .unwrap_or(options.kill_grace);
+        let lifeline = self.lifeline().map_err(|e| {
+            HandlerError::retryable(format!("cannot start the shell guard process: {e}"))
+        })?;
+        let mut cmd = Command::new(&options.bash);
+        cmd.arg("-c")
+            .arg(format!("{REGISTER}{}", params.script))
+            .stdin(lifeline)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .env("MTHPT_RUN_ID", ctx.run_id().to_string())
+            .env("MTHPT_TASK_ID", ctx.task_id().to_string())
+            .env("MTHPT_TASK_NAME", ctx.task_name())
+            .env("MTHPT_ATTEMPT", ctx.attempt().to_string())
+            .env("MTHPT_SHARD_INDEX", ctx.shard_index().to_string())
+            .env("MTHPT_SHARD_TOTAL", ctx.shard_total().to_string())
+            .env(
+                "MTHPT_SCHEDULED_AT_MS",
+                ctx.scheduled_at().timestamp_millis().to_string(),
+            )
+            .envs(&params.env);
+        if let Some(cwd) = &params.cwd {
+            cmd.current_dir(cwd);
+        }
+        let spawned = cmd.spawn();
+        // The parent's copy of the lifeline goes with the command.
+        drop(cmd);
+        let mut child = spawned
+            .map_err(|e| HandlerError::fatal(format!("cannot start {:?}: {e}", options.bash)))?;
+        let Some(pgid) = child.id().and_then(|id| i32::try_from(id).ok()) else {
+            return Err(HandlerError::retryable(
+                "script exited before it could be tracked",
+            ));
+        };
+        self.started(pgid);
+        let mut readers = Vec::new();
+        if let Some(out) = child.stdout.take() {
+            readers.push(tokio::spawn(pump(out, ctx.clone(), LogStream::Stdout)));
+        }
+        if let Some(err) = child.stderr.take() {
+            readers.push(tokio::spawn(pump(err, ctx.clone(), LogStream::Stderr)));
+        }
+        let status = tokio::select! {
+            status = child.wait() => status,
+            reason = ctx.cancelled() => {
+                tracing::info!(run_id = ctx.run_id(), pgid, ?reason, "terminating script process group");
+                terminate_group(pgid, grace).await;
+                child.wait().await
+            }
+        };
+        // Whatever the script left running in its group ends with the run.
+        terminate_group(pgid, grace).await;
+        self.ended(pgid);
+        for reader in readers {
+            let abort = reader.abort_handle();
+            if tokio::time::timeout(Duration::from_secs(2), reader)
+                .await
+                .is_err()
+            {
+                abort.abort();
+            }
+        }
+        let status =
+            status.map_err(|e| HandlerError::retryable(format!("waiting for bash failed: {e}")))?;
+        if status.success() {
+            return Ok(json!({ "exit_code": 0 }));
+        }
+        if ctx.is_cancelled() {
+            return Err(HandlerError::cancelled());
+        }
+        use std::os::unix::process::ExitStatusExt;
+        match (status.code(), status.signal()) {
+            (Some(code), _) => Err(HandlerError::retryable(format!(
+                "script exited with status {code}"
+            ))),
+            (None, Some(signal)) => Err(HandlerError::retryable(format!(
+                "script was killed by signal {signal}"
+            ))),
+            (None, None) => Err(HandlerError::retryable("script ended without a status")),
+        }
     }
 }
 
