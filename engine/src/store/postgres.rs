@@ -229,7 +229,7 @@ tx_impl!(
             if items.is_empty() {
                 return Ok(Vec::new());
             }
-            // One index probe (runs_task_scheduled, backwards) per item.
+            // One index probe (the occurrence key, backwards) per item.
             Ok(sqlx::query_as(
                 "SELECT p.* FROM UNNEST($1::bigint[], $2::bigint[]) AS u(task_id, before)
                  CROSS JOIN LATERAL (
