@@ -20,6 +20,9 @@ pub struct RunRow {
     pub state: String,
     pub parent_run_id: Option<i64>,
     pub finished_at: Option<i64>,
+    /// When an engine sent it, for a scheduled first attempt (`None` for other runs, and for
+    /// runs never sent).
+    pub first_dispatched_at: Option<i64>,
 }
 
 /// Whether a run state is final.
@@ -138,6 +141,10 @@ pub struct Counts {
     /// end to the window's end: whether the cluster is back to normal (none: no fault, or no
     /// occurrence there).
     pub settled_lateness_ms: Option<Lateness>,
+    /// The same occurrences' lateness as the engines dispatched them (the database's
+    /// `dispatched_at` of each scheduled first attempt): `settled_lateness_ms` without the
+    /// HTTP hop and the wrapper starting the script's `bash`.
+    pub settled_dispatch_lateness_ms: Option<Lateness>,
     /// Final states of every run in the database.
     pub runs_by_state: BTreeMap<String, usize>,
     /// Log lines that could not be read.
@@ -648,6 +655,20 @@ pub fn analyse(facts: &Facts) -> Counts {
         if !settled.is_empty() {
             c.settled_lateness_ms = Some(Lateness::of(settled));
         }
+        let dispatched: HashMap<(i64, i64), i64> = facts
+            .runs
+            .iter()
+            .filter_map(|r| Some(((r.task_id, r.scheduled_at), r.first_dispatched_at?)))
+            .collect();
+        let settled: Vec<i64> = facts
+            .expected
+            .iter()
+            .filter(|(_, at)| *at >= last_end + facts.after_fault_ms)
+            .filter_map(|o| dispatched.get(o).map(|d| d - o.1))
+            .collect();
+        if !settled.is_empty() {
+            c.settled_dispatch_lateness_ms = Some(Lateness::of(settled));
+        }
     }
     (c.violation_details, c.violation_details_left_out) = cap_details(details, MAX_DETAILS);
     c
@@ -680,6 +701,7 @@ mod tests {
             state: state.to_owned(),
             parent_run_id: None,
             finished_at: Some(2_000),
+            first_dispatched_at: Some(1_001),
         }
     }
 
@@ -865,6 +887,11 @@ mod tests {
         f.after_fault_ms = 0;
         let c = analyse(&f);
         assert_eq!(c.settled_lateness_ms.map(|l| l.max), Some(2_500));
+        assert_eq!(
+            c.settled_dispatch_lateness_ms.map(|l| l.max),
+            Some(1),
+            "dispatched 1 ms after its scheduled time"
+        );
     }
 
     #[test]

@@ -18,17 +18,33 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-/// The script: sleeps `CHAOS_SLEEP` seconds between its start and end lines.
+/// The script: waits `CHAOS_SLEEP` seconds between its start and end lines.
 /// `EPOCHREALTIME` (bash 5) gives the wall clock without starting a process; its decimal
-/// separator follows the locale, hence both characters are removed.
+/// separator follows the locale, hence both characters are removed. The wait is bash's own
+/// `read -t` on a FIFO nobody writes to (opened read-write, so it never reads end-of-file), not a
+/// `sleep` process: the script starts no process at all, so what the suite measures is the
+/// cluster and the `shell` handler, not a burst of `sleep` starts on a small machine. `read`
+/// returns above 128 on its timeout; SIGTERM interrupts it and runs the trap at once.
 pub const SCRIPT: &str = r#"t=${EPOCHREALTIME//[.,]/}
 id="$MTHPT_RUN_ID $MTHPT_TASK_ID $MTHPT_SCHEDULED_AT_MS $MTHPT_ATTEMPT $MTHPT_SHARD_INDEX $$ $PPID"
 printf 'S %s %s\n' "$id" "$((t / 1000))" >> "$CHAOS_LOG"
 finish() { t=${EPOCHREALTIME//[.,]/}; printf 'E %s %s %s\n' "$id" "$((t / 1000))" "$1" >> "$CHAOS_LOG"; exit "$1"; }
 trap 'finish 143' TERM
-sleep "$CHAOS_SLEEP" & wait $!
-finish $?
+read -r -t "$CHAOS_SLEEP" _ <> "$CHAOS_FIFO"
+if [ $? -gt 128 ]; then finish 0; else finish 1; fi
 "#;
+
+/// The FIFO the scripts wait on, next to the log.
+pub fn sleep_fifo(log: &Path) -> std::path::PathBuf {
+    log.with_file_name("sleep.fifo")
+}
+
+/// Creates [`sleep_fifo`] for `log`.
+pub fn make_sleep_fifo(log: &Path) -> anyhow::Result<()> {
+    let fifo = sleep_fifo(log);
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600))
+        .map_err(|e| anyhow::anyhow!("create the FIFO {}: {e}", fifo.display()))
+}
 
 /// The task params running [`SCRIPT`] for `sleep_ms`, logging to `log`.
 pub fn params(log: &Path, sleep_ms: u64) -> serde_json::Value {
@@ -36,6 +52,7 @@ pub fn params(log: &Path, sleep_ms: u64) -> serde_json::Value {
         "script": SCRIPT,
         "env": {
             "CHAOS_LOG": log.display().to_string(),
+            "CHAOS_FIFO": sleep_fifo(log).display().to_string(),
             "CHAOS_SLEEP": format!("{}.{:03}", sleep_ms / 1_000, sleep_ms % 1_000),
         },
     })
@@ -181,10 +198,12 @@ mod tests {
     fn the_script_logs_a_start_and_an_end_with_its_status() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("h.log");
+        make_sleep_fifo(&path).unwrap();
         let status = std::process::Command::new("bash")
             .arg("-c")
             .arg(SCRIPT)
             .env("CHAOS_LOG", &path)
+            .env("CHAOS_FIFO", sleep_fifo(&path))
             .env("CHAOS_SLEEP", "0.05")
             .env("MTHPT_RUN_ID", "11")
             .env("MTHPT_TASK_ID", "2")

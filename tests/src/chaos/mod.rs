@@ -262,6 +262,7 @@ async fn run_in(config: &ChaosConfig, work: &Path) -> anyhow::Result<Report> {
     let secret_file = work.join("app.secret");
     std::fs::write(&secret_file, &tenancy.secret)?;
     let handler_log = work.join("handler.log");
+    handler_log::make_sleep_fifo(&handler_log)?;
 
     let http = reqwest::Client::builder()
         .timeout(Duration::from_secs(2))
@@ -307,7 +308,10 @@ async fn run_in(config: &ChaosConfig, work: &Path) -> anyhow::Result<Report> {
 
     let read_at = now_ms();
     let runs: Vec<RunRow> = sqlx::query_as(
-        "SELECT id, task_id, scheduled_at, due_at, state, parent_run_id, finished_at FROM runs",
+        "SELECT id, task_id, scheduled_at, due_at, state, parent_run_id, finished_at,
+           CASE WHEN trigger_kind = 'schedule' AND attempt = 1 THEN dispatched_at END
+             AS first_dispatched_at
+         FROM runs",
     )
     .fetch_all(store.pool())
     .await
