@@ -176,8 +176,17 @@ impl std::fmt::Debug for Inner {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+/// Locks `m`, also after a thread panicked holding it.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Waits up to `limit` for `task` to end, then aborts it.
+pub(crate) async fn join_or_abort<T>(task: JoinHandle<T>, limit: Duration) {
+    let abort = task.abort_handle();
+    if tokio::time::timeout(limit, task).await.is_err() {
+        abort.abort();
+    }
 }
 
 fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
@@ -731,13 +740,7 @@ impl Inner {
         self.stop.send_replace(true);
         let tasks: Vec<_> = lock(&self.tasks).drain(..).collect();
         for task in tasks {
-            let abort = task.abort_handle();
-            if tokio::time::timeout(Duration::from_secs(5), task)
-                .await
-                .is_err()
-            {
-                abort.abort();
-            }
+            join_or_abort(task, Duration::from_secs(5)).await;
         }
         if report.abandoned == 0 {
             self.spool.release();

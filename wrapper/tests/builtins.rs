@@ -313,6 +313,22 @@ async fn spawn_shell_wrapper_process(
     Ok((wrapper, url))
 }
 
+/// Posts run `run_id` running [`FAMILY`] to the wrapper at `url`; its process group.
+async fn start_family(url: &str, run_id: i64, pid_file: &Path) -> anyhow::Result<i32> {
+    let client = engine_client()?;
+    let resp = post(
+        &client,
+        url,
+        paths::RUNS,
+        &shell_run(run_id, FAMILY, pid_file),
+    )
+    .await?;
+    assert_eq!(resp.status.as_u16(), 202);
+    read_pgid(pid_file)
+        .await
+        .ok_or_else(|| anyhow::anyhow!("the script of run {run_id} never wrote its pid"))
+}
+
 /// SIGKILLs the wrapper process and checks that every group empties within a second.
 async fn kill_wrapper_and_expect_empty_groups(
     mut wrapper: tokio::process::Child,
@@ -365,13 +381,7 @@ async fn shell_children_die_with_a_sigkilled_wrapper() -> anyhow::Result<()> {
     let scratch = tempfile::tempdir()?;
     let pid_file = scratch.path().join("pgid");
     let (wrapper, url) = spawn_shell_wrapper_process(&engine, spool.path()).await?;
-
-    let client = engine_client()?;
-    let resp = post(&client, &url, paths::RUNS, &shell_run(5, FAMILY, &pid_file)).await?;
-    assert_eq!(resp.status.as_u16(), 202);
-    let Some(pgid) = read_pgid(&pid_file).await else {
-        anyhow::bail!("the script never wrote its pid");
-    };
+    let pgid = start_family(&url, 5, &pid_file).await?;
     // The script and its three children (the wrapper's guard is in a group of its own).
     assert!(
         eventually(WAIT, || live_members(pgid).len() >= 4).await,
@@ -390,19 +400,7 @@ async fn a_killed_guard_is_replaced_and_still_covers_running_scripts() -> anyhow
     let Some(wrapper_pid) = wrapper.id() else {
         anyhow::bail!("the wrapper process has no pid");
     };
-    let client = engine_client()?;
-    let first_file = scratch.path().join("first");
-    let resp = post(
-        &client,
-        &url,
-        paths::RUNS,
-        &shell_run(6, FAMILY, &first_file),
-    )
-    .await?;
-    assert_eq!(resp.status.as_u16(), 202);
-    let Some(first) = read_pgid(&first_file).await else {
-        anyhow::bail!("the first script never wrote its pid");
-    };
+    let first = start_family(&url, 6, &scratch.path().join("first")).await?;
     let Some(guard) = guard_of(wrapper_pid) else {
         anyhow::bail!("no guard process under wrapper {wrapper_pid}");
     };
@@ -412,18 +410,7 @@ async fn a_killed_guard_is_replaced_and_still_covers_running_scripts() -> anyhow
     )?;
 
     // The next script finds the guard gone and starts a new one, which learns of both groups.
-    let second_file = scratch.path().join("second");
-    let resp = post(
-        &client,
-        &url,
-        paths::RUNS,
-        &shell_run(7, FAMILY, &second_file),
-    )
-    .await?;
-    assert_eq!(resp.status.as_u16(), 202);
-    let Some(second) = read_pgid(&second_file).await else {
-        anyhow::bail!("the second script never wrote its pid");
-    };
+    let second = start_family(&url, 7, &scratch.path().join("second")).await?;
     let replaced = eventually(WAIT, || guard_of(wrapper_pid).is_some_and(|g| g != guard)).await;
     assert!(replaced, "no new guard under wrapper {wrapper_pid}");
     kill_wrapper_and_expect_empty_groups(wrapper, &[first, second]).await

@@ -646,29 +646,23 @@ pub fn analyse(facts: &Facts) -> Counts {
         });
     }
     if let Some(last_end) = facts.faults.iter().map(|f| f.end_ms).max() {
-        let settled: Vec<i64> = facts
-            .expected
-            .iter()
-            .filter(|(_, at)| *at >= last_end + facts.after_fault_ms)
-            .filter_map(|o| first_start.get(o).map(|s| s - o.1))
-            .collect();
-        if !settled.is_empty() {
-            c.settled_lateness_ms = Some(Lateness::of(settled));
-        }
         let dispatched: HashMap<(i64, i64), i64> = facts
             .runs
             .iter()
             .filter_map(|r| Some(((r.task_id, r.scheduled_at), r.first_dispatched_at?)))
             .collect();
-        let settled: Vec<i64> = facts
-            .expected
-            .iter()
-            .filter(|(_, at)| *at >= last_end + facts.after_fault_ms)
-            .filter_map(|o| dispatched.get(o).map(|d| d - o.1))
-            .collect();
-        if !settled.is_empty() {
-            c.settled_dispatch_lateness_ms = Some(Lateness::of(settled));
-        }
+        // Lateness of the settled window's occurrences, measured at `at` of each.
+        let settled = |at: &dyn Fn(&(i64, i64)) -> Option<i64>| {
+            let late: Vec<i64> = facts
+                .expected
+                .iter()
+                .filter(|(_, scheduled)| *scheduled >= last_end + facts.after_fault_ms)
+                .filter_map(|o| at(o).map(|t| t - o.1))
+                .collect();
+            (!late.is_empty()).then(|| Lateness::of(late))
+        };
+        c.settled_lateness_ms = settled(&|o| first_start.get(o).copied());
+        c.settled_dispatch_lateness_ms = settled(&|o| dispatched.get(o).copied());
     }
     (c.violation_details, c.violation_details_left_out) = cap_details(details, MAX_DETAILS);
     c

@@ -45,6 +45,7 @@ use tokio::time::Instant;
 use crate::context::{MAX_LOG_LINE_BYTES, RunContext};
 use crate::handler::{HandlerError, HandlerResult};
 use crate::protocol::{AlarmError, AlarmSeverity, LogStream};
+use crate::runtime::{join_or_abort, lock};
 
 /// Options of the `shell` handler, set by the wrapper's operator.
 #[derive(Debug, Clone)]
@@ -241,34 +242,38 @@ struct GuardProcess {
     pipe: std::io::PipeWriter,
 }
 
+/// The guard, and the groups of scripts that have started and not ended (announced again to a
+/// new guard).
+#[derive(Debug, Default)]
+struct Guarding {
+    process: Option<GuardProcess>,
+    groups: std::collections::BTreeSet<i32>,
+}
+
 /// The `shell` handler of one wrapper: its options and its guard.
 #[derive(Debug)]
 pub(crate) struct Shell {
     options: ShellOptions,
-    guard: std::sync::Mutex<Option<GuardProcess>>,
-    /// Groups of scripts that have started and not ended: announced again to a new guard.
-    groups: std::sync::Mutex<std::collections::BTreeSet<i32>>,
+    guarding: std::sync::Mutex<Guarding>,
 }
 
 impl Shell {
     pub(crate) fn new(options: ShellOptions) -> Self {
         Self {
             options,
-            guard: std::sync::Mutex::new(None),
-            groups: std::sync::Mutex::new(std::collections::BTreeSet::new()),
+            guarding: std::sync::Mutex::default(),
         }
     }
 
     /// A write end of the guard's pipe for a new script, starting the guard when there is none
     /// or it is gone.
     fn lifeline(&self) -> std::io::Result<std::io::PipeWriter> {
-        let mut guard = self.guard.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(running) = guard.as_mut()
+        let mut guarding = lock(&self.guarding);
+        if let Some(running) = guarding.process.as_mut()
             && matches!(running.child.try_wait(), Ok(None))
         {
             return running.pipe.try_clone();
         }
-        let restarted = guard.is_some();
         let (reader, mut pipe) = std::io::pipe()?;
         // Both ends are close-on-exec: no other process keeps the pipe open by accident.
         let child = std::process::Command::new(&self.options.bash)
@@ -279,39 +284,31 @@ impl Shell {
             .stderr(Stdio::null())
             .process_group(0)
             .spawn()?;
-        let groups = self.groups.lock().unwrap_or_else(|e| e.into_inner());
-        if restarted {
+        if guarding.process.is_some() {
             tracing::warn!(
-                groups = groups.len(),
+                groups = guarding.groups.len(),
                 "the shell guard process was gone; started a new one and gave it the running scripts' groups"
             );
         }
-        for pgid in groups.iter() {
+        for pgid in &guarding.groups {
             use std::io::Write;
             writeln!(pipe, "+{pgid}")?;
         }
-        drop(groups);
         let lifeline = pipe.try_clone()?;
-        *guard = Some(GuardProcess { child, pipe });
+        guarding.process = Some(GuardProcess { child, pipe });
         Ok(lifeline)
     }
 
     fn started(&self, pgid: i32) {
-        self.groups
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(pgid);
+        lock(&self.guarding).groups.insert(pgid);
     }
 
     /// Tells the guard a group is empty, so that it never signals a later group with the
     /// same id.
     fn ended(&self, pgid: i32) {
-        self.groups
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&pgid);
-        let mut guard = self.guard.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(running) = guard.as_mut() {
+        let mut guarding = lock(&self.guarding);
+        guarding.groups.remove(&pgid);
+        if let Some(running) = guarding.process.as_mut() {
             use std::io::Write;
             if let Err(e) = writeln!(running.pipe, "-{pgid}") {
                 tracing::warn!(pgid, error = %e, "could not tell the shell guard a group ended");
@@ -381,13 +378,7 @@ impl Shell {
         terminate_group(pgid, grace).await;
         self.ended(pgid);
         for reader in readers {
-            let abort = reader.abort_handle();
-            if tokio::time::timeout(Duration::from_secs(2), reader)
-                .await
-                .is_err()
-            {
-                abort.abort();
-            }
+            join_or_abort(reader, Duration::from_secs(2)).await;
         }
         let status =
             status.map_err(|e| HandlerError::retryable(format!("waiting for bash failed: {e}")))?;
