@@ -208,6 +208,23 @@ async fn fill(c: &Client, id: &str, text: &str) {
     input.send_keys(text).await.unwrap();
 }
 
+/// Clicks the first element matching `css`, finding it again when live updates replaced it
+/// between the find and the click (a stale element reference).
+async fn click_live(c: &Client, css: &str) {
+    let mut tries = 0;
+    loop {
+        let found = c.find(Locator::Css(css)).await.unwrap();
+        match found.click().await {
+            Ok(()) => return,
+            Err(e) if tries < 10 && e.to_string().contains("stale element") => {
+                tries += 1;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => panic!("click {css}: {e}"),
+        }
+    }
+}
+
 async fn choose(c: &Client, select_id: &str, value: &str) {
     c.find(Locator::Css(&format!(
         "#{select_id} option[value='{value}']"
@@ -482,12 +499,7 @@ async fn the_console_in_chromium_creates_tasks_shows_live_runs_and_pops_up_alarm
     one.goto(&format!("{base}/t/demo/runs?task={fails}"))
         .await
         .unwrap();
-    one.find(Locator::Css("#run-rows a"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click_live(&one, "#run-rows a").await;
     one.wait()
         .at_most(WAIT)
         .for_element(Locator::Id("run-state"))
