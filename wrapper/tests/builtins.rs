@@ -257,6 +257,161 @@ async fn http_handler_checks_the_expected_status() -> anyhow::Result<()> {
 /// Tells `shell_wrapper_process` where its engine and spool are.
 const CHILD_ENGINE: &str = "MTHPT_TEST_CHILD_ENGINE_URL";
 const CHILD_SPOOL: &str = "MTHPT_TEST_CHILD_SPOOL";
+/// Everything a script can observe of how it was started, printed one item per line.
+const PROBE: &str = r#"echo "0=$0 args=$# line=$LINENO source=[${BASH_SOURCE[0]-}]"
+echo "parent=$([ "$PPID" = "$TEST_PID" ] && echo wrapper || echo "other $PPID")"
+echo "run=$MTHPT_RUN_ID task=$MTHPT_TASK_NAME attempt=$MTHPT_ATTEMPT shards=$MTHPT_SHARD_INDEX/$MTHPT_SHARD_TOTAL"
+printf 'tricky=[%s]\n' "$TRICKY"
+bash -c 'printf "exported=[%s]\n" "$TRICKY"'
+declare -p __mthpt_script __mthpt_ok >/dev/null 2>&1; echo "carrier variables: $?"
+read -r line; echo "stdin read status $?"
+[ -p /dev/stdin ] && echo "stdin is a pipe" || echo "stdin is not a pipe"
+echo "group leader: $([ "$(ps -o pgid= $$ | tr -d ' ')" = "$$" ] && echo yes || echo no)"
+shopt -s extglob
+case abc in @(a|x)bc) echo "extglob on line $LINENO";; esac
+no_such_command_here
+echo "line=$LINENO"
+exit 7"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prestarted_bash_runs_a_script_as_a_new_bash_does() -> anyhow::Result<()> {
+    let client = engine_client()?;
+    let mut run = run_request(21, "shell");
+    run.params = json!({
+        "script": format!("echo \"pid=$$\"\n{PROBE}"),
+        "env": {
+            "TEST_PID": std::process::id().to_string(),
+            "TRICKY": "it's \"quoted\" $HOME `id` \\ and\na new line",
+        },
+    });
+    // What the script printed, in order of its lines, without its pid; and its pid.
+    let mut seen = Vec::new();
+    for prestarted in [0, 4] {
+        let engine = EngineStandIn::start()?;
+        let spool = tempfile::tempdir()?;
+        let w = TestWrapper::start(&[&engine.url], spool.path(), |b| {
+            b.enable_shell(ShellOptions {
+                prestarted,
+                ..ShellOptions::default()
+            })
+        })?;
+        let mut waiting = Vec::new();
+        if prestarted > 0 {
+            // The first run starts a new bash and has the handler start others ahead.
+            let mut warm_up = run_request(20, "shell");
+            warm_up.params = json!("exit 0");
+            post(&client, &w.url, paths::RUNS, &warm_up).await?;
+            assert!(eventually(WAIT, || engine.results_for(20).len() == 1).await);
+            tokio::time::sleep(shell_refill_wait()).await;
+            waiting = prestarted_under(std::process::id());
+        }
+        let resp = post(&client, &w.url, paths::RUNS, &run).await?;
+        assert_eq!(resp.status.as_u16(), 202);
+        assert!(eventually(WAIT, || engine.results_for(21).len() == 1).await);
+        let result = engine.results_for(21).remove(0);
+        assert_eq!(result.outcome, Outcome::FailedRetryable);
+        assert!(result.error.is_some_and(|e| e.contains("status 7")));
+        let pid = result
+            .log_tail
+            .iter()
+            .find_map(|l| l.strip_prefix("pid=")?.parse::<i32>().ok());
+        let mut lines: Vec<String> = result
+            .log_tail
+            .into_iter()
+            .filter(|l| !l.starts_with("pid="))
+            .collect();
+        // stdout and stderr are read apart, so only each stream's order is certain.
+        lines.sort();
+        seen.push((lines, pid, waiting));
+    }
+    let [(cold, _, _), (warm, warm_pid, waiting)] = &seen[..] else {
+        anyhow::bail!("two runs expected");
+    };
+    assert!(
+        warm_pid.is_some_and(|p| waiting.contains(&p)),
+        "the second wrapper's script ran on a bash started before the run ({warm_pid:?} in {waiting:?})"
+    );
+    assert_eq!(
+        cold, warm,
+        "the same lines from a new and a prestarted bash"
+    );
+    for expected in [
+        "0=bash args=0 line=2 source=[]",
+        "parent=wrapper",
+        "run=21 task=nightly-close attempt=1 shards=0/1",
+        "tricky=[it's \"quoted\" $HOME `id` \\ and",
+        "exported=[it's \"quoted\" $HOME `id` \\ and",
+        "carrier variables: 1",
+        "stdin read status 1",
+        "stdin is not a pipe",
+        "group leader: yes",
+        "extglob on line 12",
+        "bash: line 13: no_such_command_here: command not found",
+        "line=14",
+    ] {
+        assert!(
+            cold.iter().any(|l| l == expected),
+            "{expected:?} in {cold:#?}"
+        );
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scripts_a_prestarted_bash_cannot_take_start_a_new_one() -> anyhow::Result<()> {
+    let engine = EngineStandIn::start()?;
+    let spool = tempfile::tempdir()?;
+    let scratch = tempfile::tempdir()?;
+    let w = TestWrapper::start(&[&engine.url], spool.path(), |b| {
+        b.enable_shell(ShellOptions::default())
+    })?;
+    let client = engine_client()?;
+    let mut warm_up = run_request(30, "shell");
+    warm_up.params = json!("exit 0");
+    post(&client, &w.url, paths::RUNS, &warm_up).await?;
+    assert!(eventually(WAIT, || engine.results_for(30).len() == 1).await);
+    tokio::time::sleep(shell_refill_wait()).await;
+    let waiting = prestarted_under(std::process::id());
+
+    let mut in_dir = run_request(31, "shell");
+    in_dir.params = json!({"script": "echo \"pid=$$\"; pwd", "cwd": scratch.path()});
+    let mut long = run_request(32, "shell");
+    long.params = json!(format!("{}\necho \"pid=$$\"; echo long", "#".repeat(5_000)));
+    let mut startup_variable = run_request(33, "shell");
+    startup_variable.params =
+        json!({"script": "echo \"pid=$$\"; echo \"[$IFS]\"", "env": {"IFS": "x"}});
+    for (run, expected) in [
+        (&in_dir, scratch.path().display().to_string()),
+        (&long, "long".to_owned()),
+        // bash takes no IFS from its environment: a new bash has its default.
+        (&startup_variable, "[ \t".to_owned()),
+    ] {
+        post(&client, &w.url, paths::RUNS, run).await?;
+        assert!(eventually(WAIT, || engine.results_for(run.run_id).len() == 1).await);
+        let result = engine.results_for(run.run_id).remove(0);
+        assert_eq!(result.outcome, Outcome::Succeeded, "{result:?}");
+        assert!(
+            result.log_tail.contains(&expected),
+            "{expected:?} in {result:?}"
+        );
+        let pid = result
+            .log_tail
+            .iter()
+            .find_map(|l| l.strip_prefix("pid=")?.parse::<i32>().ok());
+        assert!(
+            pid.is_some_and(|p| !waiting.contains(&p)),
+            "run {} started a new bash ({pid:?} not in {waiting:?})",
+            run.run_id
+        );
+    }
+    Ok(())
+}
+
+/// Long enough for a shell handler to have started its bash processes ahead after a run.
+fn shell_refill_wait() -> Duration {
+    Duration::from_millis(600)
+}
+
 const CHILD_URL_PREFIX: &str = "wrapper-url=";
 
 /// The wrapper process that `shell_children_die_with_a_sigkilled_wrapper` starts by running this
@@ -353,25 +508,36 @@ async fn kill_wrapper_and_expect_empty_groups(
     Ok(())
 }
 
-/// The wrapper's guard: the `bash` child of `wrapper` running the guard loop.
-fn guard_of(wrapper: u32) -> Option<i32> {
-    std::fs::read_dir("/proc")
-        .ok()?
+/// Live children of `parent` whose command line contains `marker`.
+fn children_running(parent: u32, marker: &str) -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
         .flatten()
-        .find_map(|entry| {
+        .filter_map(|entry| {
             let pid = entry.file_name().to_str()?.parse::<i32>().ok()?;
             let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
-            let ppid = stat
-                .rsplit_once(')')?
-                .1
-                .split_whitespace()
-                .nth(1)?
-                .parse::<u32>()
-                .ok()?;
+            let mut fields = stat.rsplit_once(')')?.1.split_whitespace();
+            let state = fields.next()?;
+            let ppid = fields.next()?.parse::<u32>().ok()?;
             let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
-            (ppid == wrapper && String::from_utf8_lossy(&cmdline).contains("declare -A groups"))
+            (ppid == parent && state != "Z" && String::from_utf8_lossy(&cmdline).contains(marker))
                 .then_some(pid)
         })
+        .collect()
+}
+
+/// The wrapper's guard: the `bash` child of `wrapper` running the guard loop.
+fn guard_of(wrapper: u32) -> Option<i32> {
+    children_running(wrapper, "declare -A groups")
+        .first()
+        .copied()
+}
+
+/// The `bash` children of `wrapper` started ahead and waiting for a script.
+fn prestarted_under(wrapper: u32) -> Vec<i32> {
+    children_running(wrapper, "__mthpt_ok")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -381,14 +547,39 @@ async fn shell_children_die_with_a_sigkilled_wrapper() -> anyhow::Result<()> {
     let scratch = tempfile::tempdir()?;
     let pid_file = scratch.path().join("pgid");
     let (wrapper, url) = spawn_shell_wrapper_process(&engine, spool.path()).await?;
-    let pgid = start_family(&url, 5, &pid_file).await?;
-    // The script and its three children (the wrapper's guard is in a group of its own).
+    let Some(wrapper_pid) = wrapper.id() else {
+        anyhow::bail!("the wrapper process has no pid");
+    };
+    let first = start_family(&url, 5, &pid_file).await?;
+    // The first script started a new bash, and its run had the handler start bash processes
+    // ahead; the next script runs on one of those.
+    let prestarted = ShellOptions::default().prestarted;
     assert!(
-        eventually(WAIT, || live_members(pgid).len() >= 4).await,
-        "script and its children run in group {pgid}: {:?}",
-        live_members(pgid)
+        eventually(WAIT, || prestarted_under(wrapper_pid).len() == prestarted).await,
+        "{prestarted} prestarted bash processes under the wrapper: {:?}",
+        prestarted_under(wrapper_pid)
     );
-    kill_wrapper_and_expect_empty_groups(wrapper, &[pgid]).await
+    let waiting = prestarted_under(wrapper_pid);
+    let second = start_family(&url, 8, &scratch.path().join("second")).await?;
+    assert!(
+        waiting.contains(&second),
+        "the second script ran on a prestarted bash ({second} in {waiting:?})"
+    );
+    // Each script and its three children (the wrapper's guard is in a group of its own).
+    for pgid in [first, second] {
+        assert!(
+            eventually(WAIT, || live_members(pgid).len() >= 4).await,
+            "script and its children run in group {pgid}: {:?}",
+            live_members(pgid)
+        );
+    }
+    // The bash processes still waiting go too: each is its own group's only member.
+    let mut groups = vec![first, second];
+    groups.extend(waiting.iter().filter(|&&p| p != second));
+    groups.extend(prestarted_under(wrapper_pid));
+    groups.sort_unstable();
+    groups.dedup();
+    kill_wrapper_and_expect_empty_groups(wrapper, &groups).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

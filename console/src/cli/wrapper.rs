@@ -44,6 +44,16 @@ pub struct WrapperArgs {
     #[arg(long, env = "MTHPT_ENABLE_SHELL")]
     pub enable_shell: bool,
 
+    /// How many `bash` processes the `shell` handler keeps started and waiting for a script, so
+    /// that scripts due together do not queue behind bash's own start (0: a new bash per run).
+    #[arg(
+        long,
+        env = "MTHPT_SHELL_PRESTARTED",
+        default_value_t = 4,
+        value_name = "N"
+    )]
+    pub shell_prestarted: usize,
+
     /// Enable the `http` handler (performs HTTP requests described in task params).
     #[arg(long, env = "MTHPT_ENABLE_HTTP")]
     pub enable_http: bool,
@@ -222,7 +232,10 @@ async fn serve(args: WrapperArgs) -> Result<(), WrapperCliError> {
         builder = builder.spool_dir(dir);
     }
     if args.enable_shell {
-        builder = builder.enable_shell(ShellOptions::default());
+        builder = builder.enable_shell(ShellOptions {
+            prestarted: args.shell_prestarted,
+            ..ShellOptions::default()
+        });
     }
     if args.enable_http {
         builder = builder.enable_http();
