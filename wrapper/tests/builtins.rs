@@ -276,6 +276,9 @@ exit 7"#;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_prestarted_bash_runs_a_script_as_a_new_bash_does() -> anyhow::Result<()> {
     let client = engine_client()?;
+    // The same name of bash for both wrappers: it is the scripts' `$0`.
+    let scratch = tempfile::tempdir()?;
+    let bash = own_bash(scratch.path())?;
     let mut run = run_request(21, "shell");
     run.params = json!({
         "script": format!("echo \"pid=$$\"\n{PROBE}"),
@@ -291,19 +294,14 @@ async fn a_prestarted_bash_runs_a_script_as_a_new_bash_does() -> anyhow::Result<
         let spool = tempfile::tempdir()?;
         let w = TestWrapper::start(&[&engine.url], spool.path(), |b| {
             b.enable_shell(ShellOptions {
+                bash: bash.clone(),
                 prestarted,
                 ..ShellOptions::default()
             })
         })?;
         let mut waiting = Vec::new();
         if prestarted > 0 {
-            // The first run starts a new bash and has the handler start others ahead.
-            let mut warm_up = run_request(20, "shell");
-            warm_up.params = json!("exit 0");
-            post(&client, &w.url, paths::RUNS, &warm_up).await?;
-            assert!(eventually(WAIT, || engine.results_for(20).len() == 1).await);
-            tokio::time::sleep(shell_refill_wait()).await;
-            waiting = prestarted_under(std::process::id());
+            waiting = warm_up(&engine, &w.url, 20, &bash, prestarted).await?;
         }
         let resp = post(&client, &w.url, paths::RUNS, &run).await?;
         assert_eq!(resp.status.as_u16(), 202);
@@ -335,8 +333,10 @@ async fn a_prestarted_bash_runs_a_script_as_a_new_bash_does() -> anyhow::Result<
         cold, warm,
         "the same lines from a new and a prestarted bash"
     );
+    let bash_name = format!("0={bash} args=0 line=2 source=[]");
+    let not_found = format!("{bash}: line 13: no_such_command_here: command not found");
     for expected in [
-        "0=bash args=0 line=2 source=[]",
+        bash_name.as_str(),
         "parent=wrapper",
         "run=21 task=nightly-close attempt=1 shards=0/1",
         "tricky=[it's \"quoted\" $HOME `id` \\ and",
@@ -346,7 +346,7 @@ async fn a_prestarted_bash_runs_a_script_as_a_new_bash_does() -> anyhow::Result<
         "stdin is not a pipe",
         "group leader: yes",
         "extglob on line 12",
-        "bash: line 13: no_such_command_here: command not found",
+        not_found.as_str(),
         "line=14",
     ] {
         assert!(
@@ -362,16 +362,15 @@ async fn scripts_a_prestarted_bash_cannot_take_start_a_new_one() -> anyhow::Resu
     let engine = EngineStandIn::start()?;
     let spool = tempfile::tempdir()?;
     let scratch = tempfile::tempdir()?;
-    let w = TestWrapper::start(&[&engine.url], spool.path(), |b| {
-        b.enable_shell(ShellOptions::default())
-    })?;
+    let bash = own_bash(scratch.path())?;
+    let options = ShellOptions {
+        bash: bash.clone(),
+        ..ShellOptions::default()
+    };
+    let prestarted = options.prestarted;
+    let w = TestWrapper::start(&[&engine.url], spool.path(), |b| b.enable_shell(options))?;
     let client = engine_client()?;
-    let mut warm_up = run_request(30, "shell");
-    warm_up.params = json!("exit 0");
-    post(&client, &w.url, paths::RUNS, &warm_up).await?;
-    assert!(eventually(WAIT, || engine.results_for(30).len() == 1).await);
-    tokio::time::sleep(shell_refill_wait()).await;
-    let waiting = prestarted_under(std::process::id());
+    let waiting = warm_up(&engine, &w.url, 30, &bash, prestarted).await?;
 
     let mut in_dir = run_request(31, "shell");
     in_dir.params = json!({"script": "echo \"pid=$$\"; pwd", "cwd": scratch.path()});
@@ -407,9 +406,49 @@ async fn scripts_a_prestarted_bash_cannot_take_start_a_new_one() -> anyhow::Resu
     Ok(())
 }
 
-/// Long enough for a shell handler to have started its bash processes ahead after a run.
-fn shell_refill_wait() -> Duration {
-    Duration::from_millis(600)
+/// A name for bash of this test's own (a link in `dir`), so that the test can tell its wrapper's
+/// bash processes from those of other tests in this process.
+fn own_bash(dir: &Path) -> anyhow::Result<String> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let Some(bash) = std::env::split_paths(&path)
+        .map(|d| d.join("bash"))
+        .find(|b| b.is_file())
+    else {
+        anyhow::bail!("no bash in PATH");
+    };
+    let link = dir.join("own-bash");
+    std::os::unix::fs::symlink(bash, &link)?;
+    Ok(link.display().to_string())
+}
+
+/// Runs `run_id` (a script that exits 0) so that the wrapper at `url`, whose shell handler runs
+/// `bash`, starts `prestarted` bash processes ahead; their pids once all are waiting.
+async fn warm_up(
+    engine: &EngineStandIn,
+    url: &str,
+    run_id: i64,
+    bash: &str,
+    prestarted: usize,
+) -> anyhow::Result<Vec<i32>> {
+    let mut run = run_request(run_id, "shell");
+    run.params = json!("exit 0");
+    post(&engine_client()?, url, paths::RUNS, &run).await?;
+    assert!(eventually(WAIT, || engine.results_for(run_id).len() == 1).await);
+    let ours = || {
+        children_running(std::process::id(), "__mthpt_ok")
+            .into_iter()
+            .filter(|&pid| {
+                std::fs::read(format!("/proc/{pid}/cmdline"))
+                    .is_ok_and(|c| String::from_utf8_lossy(&c).starts_with(bash))
+            })
+            .collect::<Vec<i32>>()
+    };
+    assert!(
+        eventually(WAIT, || ours().len() == prestarted).await,
+        "{prestarted} bash processes started ahead: {:?}",
+        ours()
+    );
+    Ok(ours())
 }
 
 const CHILD_URL_PREFIX: &str = "wrapper-url=";
