@@ -35,6 +35,10 @@ struct Args {
     /// Length of a pause or partition in seconds.
     #[arg(long, value_name = "SECS")]
     fault_length: Option<u64>,
+    /// `bash` processes each wrapper's shell handler keeps started ahead (default 12: ten
+    /// scripts of the task mix are due at the same instant, often on one wrapper).
+    #[arg(long, value_name = "N")]
+    shell_prestarted: Option<usize>,
     /// How partitions cut links.
     #[arg(long, value_enum)]
     cut: Option<Cut>,
@@ -80,6 +84,9 @@ fn config(args: Args) -> anyhow::Result<ChaosConfig> {
     }
     if let Some(v) = args.fault_length {
         c.fault_length = secs(v);
+    }
+    if let Some(v) = args.shell_prestarted {
+        c.shell_prestarted = v;
     }
     if let Some(v) = args.cut {
         c.cut = v;

@@ -227,6 +227,7 @@ pub struct ClusterSpec {
     pub secret_file: PathBuf,
     pub work_dir: PathBuf,
     pub capacity: u32,
+    pub shell_prestarted: usize,
 }
 
 /// The running cluster.
@@ -309,6 +310,8 @@ impl Cluster {
                 "--advertise",
                 &format!("http://127.0.0.1:{}", inbound.port),
                 "--enable-shell",
+                "--shell-prestarted",
+                &spec.shell_prestarted.to_string(),
                 "--capacity",
                 &spec.capacity.to_string(),
                 "--label",

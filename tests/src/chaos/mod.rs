@@ -125,6 +125,8 @@ pub struct ChaosConfig {
     pub short_run_ms: u64,
     pub long_run_ms: u64,
     pub capacity: u32,
+    /// `bash` processes each wrapper's shell handler keeps started ahead.
+    pub shell_prestarted: usize,
     /// The `mthpt` binary.
     pub mthpt: PathBuf,
     /// PostgreSQL's server binaries (`initdb`, `pg_ctl`).
@@ -154,6 +156,7 @@ impl ChaosConfig {
             short_run_ms: 200,
             long_run_ms: 4_000,
             capacity: 64,
+            shell_prestarted: 12,
             mthpt,
             pg_bin,
             keep_work_dir: false,
@@ -276,6 +279,7 @@ async fn run_in(config: &ChaosConfig, work: &Path) -> anyhow::Result<Report> {
         secret_file,
         work_dir: work.to_path_buf(),
         capacity: config.capacity,
+        shell_prestarted: config.shell_prestarted,
     };
     let mut cluster = Cluster::start(&spec, &http).await?;
     wrappers_registered(&*shared, &tenancy, config.wrappers).await?;
