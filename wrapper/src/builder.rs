@@ -419,6 +419,8 @@ impl WrapperBuilder {
         }
         if let Some(shell) = self.shell.take() {
             let shell = std::sync::Arc::new(builtin::shell::Shell::new(shell));
+            // Its bash processes wait from the start (`build` runs inside the runtime).
+            shell.refill_later();
             self = self.add(
                 builtin::SHELL.to_owned(),
                 Handler::asynchronous(

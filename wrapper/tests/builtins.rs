@@ -421,8 +421,8 @@ fn own_bash(dir: &Path) -> anyhow::Result<String> {
     Ok(link.display().to_string())
 }
 
-/// Runs `run_id` (a script that exits 0) so that the wrapper at `url`, whose shell handler runs
-/// `bash`, starts `prestarted` bash processes ahead; their pids once all are waiting.
+/// Runs `run_id` (a script that exits 0) on the wrapper at `url`, whose shell handler runs
+/// `bash`; the pids of its `prestarted` bash processes once all are waiting again.
 async fn warm_up(
     engine: &EngineStandIn,
     url: &str,
@@ -589,10 +589,15 @@ async fn shell_children_die_with_a_sigkilled_wrapper() -> anyhow::Result<()> {
     let Some(wrapper_pid) = wrapper.id() else {
         anyhow::bail!("the wrapper process has no pid");
     };
-    let first = start_family(&url, 5, &pid_file).await?;
-    // The first script started a new bash, and its run had the handler start bash processes
-    // ahead; the next script runs on one of those.
+    // The handler starts its bash processes with the wrapper, before any run.
     let prestarted = ShellOptions::default().prestarted;
+    assert!(
+        eventually(WAIT, || prestarted_under(wrapper_pid).len() == prestarted).await,
+        "{prestarted} bash processes waiting under a new wrapper: {:?}",
+        prestarted_under(wrapper_pid)
+    );
+    let first = start_family(&url, 5, &pid_file).await?;
+    // The one taken is replaced; the next script runs on one of those waiting then.
     assert!(
         eventually(WAIT, || prestarted_under(wrapper_pid).len() == prestarted).await,
         "{prestarted} prestarted bash processes under the wrapper: {:?}",

@@ -39,8 +39,9 @@
 //! `bash -c`. A write cut short runs nothing, and a waiting `bash` whose wrapper died reads
 //! end-of-file and exits. Runs whose params set a `cwd`, name a variable bash reads or sets at
 //! its own start ([`STARTUP_VARIABLES`]), or do not fit in one write start a new `bash` as
-//! before; so do runs that find none waiting. Taken processes are replaced [`REFILL_DELAY`]
-//! later, so that the replacements do not compete with the scripts just started.
+//! before; so do runs that find none waiting. The processes are started [`REFILL_DELAY`] after
+//! the wrapper is built, and taken ones are replaced that long after, so that the replacements
+//! do not compete with the scripts just started.
 
 use std::collections::BTreeMap;
 use std::os::unix::process::CommandExt;
@@ -483,7 +484,7 @@ impl Shell {
 
     /// Brings the prestarted processes back to [`ShellOptions::prestarted`], [`REFILL_DELAY`]
     /// from now, unless that is already planned.
-    fn refill_later(self: &Arc<Self>) {
+    pub(crate) fn refill_later(self: &Arc<Self>) {
         use std::sync::atomic::Ordering;
         if self.options.prestarted == 0 || self.refilling.swap(true, Ordering::AcqRel) {
             return;
