@@ -302,7 +302,8 @@ pub(crate) const STARTUP_VARIABLES: &[&str] = &[
 /// payload never exceeds it, so it never blocks the wrapper and is never cut in two.
 const PIPE_BUF: usize = 4096;
 
-/// How long after a run took a prestarted `bash` its replacement is started.
+/// How long after the wrapper is built its prestarted `bash` processes are started, and after a
+/// run took one its replacement.
 pub(crate) const REFILL_DELAY: Duration = Duration::from_millis(100);
 
 /// `value` in single quotes, for bash.
@@ -323,8 +324,8 @@ fn assignable(name: &str) -> bool {
 }
 
 /// What a prestarted `bash` reads for a run with `env` (the run's variables, then the params'):
-/// in one brace group, an `export` line, the script in a variable, and the completion mark; `None` when the run
-/// must start a new `bash` (see the module's documentation).
+/// in one brace group, an `export` line, the script in a variable, and the completion mark.
+/// `None` when the run must start a new `bash` (see the module's documentation).
 fn prestarted_payload<'a>(
     env: impl IntoIterator<Item = (&'a str, &'a str)>,
     params: &ShellParams,
