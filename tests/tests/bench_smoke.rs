@@ -18,6 +18,7 @@ const FIELDS: &[&str] = &[
     "lateness_ms",
     "duplicates",
     "missed",
+    "unfinished",
     "engine_cpu_us_per_run",
     "engine_rss_mb",
     "wal_bytes_per_run",
@@ -105,6 +106,7 @@ async fn smoke(scenario: Scenario) -> serde_json::Value {
     assert_eq!(json["scenario"], scenario.name());
     assert_eq!(report.duplicates, 0, "{json}");
     assert_eq!(report.missed, 0, "{json}");
+    assert_eq!(report.unfinished, 0, "{json}");
     assert!(report.runs_completed > 0, "{json}");
     assert!(report.engine_rss_mb > 0.0, "{json}");
     assert_costs(&json);

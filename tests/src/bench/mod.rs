@@ -279,6 +279,8 @@ pub struct Report {
     pub lateness_ms: Lateness,
     pub duplicates: u64,
     pub missed: u64,
+    /// Occurrences of the window with a run still pending, claimed or running after the drain.
+    pub unfinished: u64,
     /// Engine CPU time (all nodes) during the window per run completed in it.
     pub engine_cpu_us_per_run: f64,
     /// Peak RSS of the largest node.
@@ -555,6 +557,7 @@ async fn measure(
         lateness_ms: c.lateness,
         duplicates: c.duplicates,
         missed: c.missed,
+        unfinished: c.unfinished,
         engine_cpu_us_per_run: cost::per_run(cpu_us, completed),
         engine_rss_mb,
         refire_after_kill_ms,
@@ -734,6 +737,7 @@ async fn measure_steps(
         lateness_ms: c.lateness,
         duplicates: c.duplicates,
         missed: c.missed,
+        unfinished: c.unfinished,
         engine_cpu_us_per_run: cost::per_run(totals.engine_cpu_us, totals.runs),
         engine_rss_mb,
         refire_after_kill_ms: None,
