@@ -9,7 +9,7 @@ use std::time::Duration;
 use actix_web::{App, HttpResponse, HttpServer, web};
 use common::{EngineStandIn, TestWrapper, engine_client, eventually, post, run_request};
 use mthpt_wrapper::ShellOptions;
-use mthpt_wrapper::protocol::{Outcome, RunRequest, paths};
+use mthpt_wrapper::protocol::{Outcome, RunRequest, RunResult, paths};
 use serde_json::json;
 
 const WAIT: Duration = Duration::from_secs(15);
@@ -275,7 +275,6 @@ exit 7"#;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_prestarted_bash_runs_a_script_as_a_new_bash_does() -> anyhow::Result<()> {
-    let client = engine_client()?;
     // The same name of bash for both wrappers: it is the scripts' `$0`.
     let scratch = tempfile::tempdir()?;
     let bash = own_bash(scratch.path())?;
@@ -303,16 +302,10 @@ async fn a_prestarted_bash_runs_a_script_as_a_new_bash_does() -> anyhow::Result<
         if prestarted > 0 {
             waiting = warm_up(&engine, &w.url, 20, &bash, prestarted).await?;
         }
-        let resp = post(&client, &w.url, paths::RUNS, &run).await?;
-        assert_eq!(resp.status.as_u16(), 202);
-        assert!(eventually(WAIT, || engine.results_for(21).len() == 1).await);
-        let result = engine.results_for(21).remove(0);
+        let result = run_to_result(&engine, &w.url, &run).await?;
         assert_eq!(result.outcome, Outcome::FailedRetryable);
         assert!(result.error.is_some_and(|e| e.contains("status 7")));
-        let pid = result
-            .log_tail
-            .iter()
-            .find_map(|l| l.strip_prefix("pid=")?.parse::<i32>().ok());
+        let pid = script_pid(&result.log_tail);
         let mut lines: Vec<String> = result
             .log_tail
             .into_iter()
@@ -369,7 +362,6 @@ async fn scripts_a_prestarted_bash_cannot_take_start_a_new_one() -> anyhow::Resu
     };
     let prestarted = options.prestarted;
     let w = TestWrapper::start(&[&engine.url], spool.path(), |b| b.enable_shell(options))?;
-    let client = engine_client()?;
     let waiting = warm_up(&engine, &w.url, 30, &bash, prestarted).await?;
 
     let mut in_dir = run_request(31, "shell");
@@ -385,18 +377,13 @@ async fn scripts_a_prestarted_bash_cannot_take_start_a_new_one() -> anyhow::Resu
         // bash takes no IFS from its environment: a new bash has its default.
         (&startup_variable, "[ \t".to_owned()),
     ] {
-        post(&client, &w.url, paths::RUNS, run).await?;
-        assert!(eventually(WAIT, || engine.results_for(run.run_id).len() == 1).await);
-        let result = engine.results_for(run.run_id).remove(0);
+        let result = run_to_result(&engine, &w.url, run).await?;
         assert_eq!(result.outcome, Outcome::Succeeded, "{result:?}");
         assert!(
             result.log_tail.contains(&expected),
             "{expected:?} in {result:?}"
         );
-        let pid = result
-            .log_tail
-            .iter()
-            .find_map(|l| l.strip_prefix("pid=")?.parse::<i32>().ok());
+        let pid = script_pid(&result.log_tail);
         assert!(
             pid.is_some_and(|p| !waiting.contains(&p)),
             "run {} started a new bash ({pid:?} not in {waiting:?})",
@@ -432,16 +419,11 @@ async fn warm_up(
 ) -> anyhow::Result<Vec<i32>> {
     let mut run = run_request(run_id, "shell");
     run.params = json!("exit 0");
-    post(&engine_client()?, url, paths::RUNS, &run).await?;
-    assert!(eventually(WAIT, || engine.results_for(run_id).len() == 1).await);
+    run_to_result(engine, url, &run).await?;
     let ours = || {
-        children_running(std::process::id(), "__mthpt_ok")
-            .into_iter()
-            .filter(|&pid| {
-                std::fs::read(format!("/proc/{pid}/cmdline"))
-                    .is_ok_and(|c| String::from_utf8_lossy(&c).starts_with(bash))
-            })
-            .collect::<Vec<i32>>()
+        children_running(std::process::id(), |cmdline| {
+            cmdline.starts_with(bash) && cmdline.contains(PRESTARTED_MARK)
+        })
     };
     assert!(
         eventually(WAIT, || ours().len() == prestarted).await,
@@ -449,6 +431,25 @@ async fn warm_up(
         ours()
     );
     Ok(ours())
+}
+
+/// Posts `run` to the wrapper at `url`; its result, once `engine` has it.
+async fn run_to_result(
+    engine: &EngineStandIn,
+    url: &str,
+    run: &RunRequest,
+) -> anyhow::Result<RunResult> {
+    let resp = post(&engine_client()?, url, paths::RUNS, run).await?;
+    assert_eq!(resp.status.as_u16(), 202);
+    assert!(eventually(WAIT, || engine.results_for(run.run_id).len() == 1).await);
+    Ok(engine.results_for(run.run_id).remove(0))
+}
+
+/// The pid a script printed on a line `pid=<pid>`.
+fn script_pid(log_tail: &[String]) -> Option<i32> {
+    log_tail
+        .iter()
+        .find_map(|l| l.strip_prefix("pid=")?.parse::<i32>().ok())
 }
 
 const CHILD_URL_PREFIX: &str = "wrapper-url=";
@@ -547,8 +548,11 @@ async fn kill_wrapper_and_expect_empty_groups(
     Ok(())
 }
 
-/// Live children of `parent` whose command line contains `marker`.
-fn children_running(parent: u32, marker: &str) -> Vec<i32> {
+/// In the command line of a prestarted bash (and of no other process).
+const PRESTARTED_MARK: &str = "__mthpt_ok";
+
+/// Live children of `parent` whose command line (arguments joined by NUL) `matches`.
+fn children_running(parent: u32, matches: impl Fn(&str) -> bool) -> Vec<i32> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -561,7 +565,7 @@ fn children_running(parent: u32, marker: &str) -> Vec<i32> {
             let state = fields.next()?;
             let ppid = fields.next()?.parse::<u32>().ok()?;
             let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
-            (ppid == parent && state != "Z" && String::from_utf8_lossy(&cmdline).contains(marker))
+            (ppid == parent && state != "Z" && matches(&String::from_utf8_lossy(&cmdline)))
                 .then_some(pid)
         })
         .collect()
@@ -569,14 +573,14 @@ fn children_running(parent: u32, marker: &str) -> Vec<i32> {
 
 /// The wrapper's guard: the `bash` child of `wrapper` running the guard loop.
 fn guard_of(wrapper: u32) -> Option<i32> {
-    children_running(wrapper, "declare -A groups")
+    children_running(wrapper, |cmdline| cmdline.contains("declare -A groups"))
         .first()
         .copied()
 }
 
 /// The `bash` children of `wrapper` started ahead and waiting for a script.
 fn prestarted_under(wrapper: u32) -> Vec<i32> {
-    children_running(wrapper, "__mthpt_ok")
+    children_running(wrapper, |cmdline| cmdline.contains(PRESTARTED_MARK))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -469,17 +469,23 @@ impl Shell {
         }
     }
 
+    /// `bash -c CODE` for a script: `stdin` as given, stdout and stderr piped to the wrapper,
+    /// in a process group of its own.
+    fn script_command(&self, code: &str, stdin: impl Into<Stdio>) -> Command {
+        let mut cmd = Command::new(&self.options.bash);
+        cmd.arg("-c")
+            .arg(code)
+            .stdin(stdin)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0);
+        cmd
+    }
+
     /// Starts a `bash` that waits for a script.
     fn prestart(&self) -> std::io::Result<Prestarted> {
         let (reader, stdin) = std::io::pipe()?;
-        let child = Command::new(&self.options.bash)
-            .arg("-c")
-            .arg(PRESTARTED)
-            .stdin(reader)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            .spawn()?;
+        let child = self.script_command(PRESTARTED, reader).spawn()?;
         Ok(Prestarted { child, stdin })
     }
 
@@ -540,26 +546,20 @@ impl Shell {
         env: impl IntoIterator<Item = (&'a str, &'a str)>,
         params: &ShellParams,
     ) -> Result<(tokio::process::Child, i32), HandlerError> {
-        let options = &self.options;
         let lifeline = self.lifeline().map_err(|e| {
             HandlerError::retryable(format!("cannot start the shell guard process: {e}"))
         })?;
-        let mut cmd = Command::new(&options.bash);
-        cmd.arg("-c")
-            .arg(format!("{REGISTER}{}", params.script))
-            .stdin(lifeline)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            .envs(env);
+        let mut cmd = self.script_command(&format!("{REGISTER}{}", params.script), lifeline);
+        cmd.envs(env);
         if let Some(cwd) = &params.cwd {
             cmd.current_dir(cwd);
         }
         let spawned = cmd.spawn();
         // The parent's copy of the lifeline goes with the command.
         drop(cmd);
-        let child = spawned
-            .map_err(|e| HandlerError::fatal(format!("cannot start {:?}: {e}", options.bash)))?;
+        let child = spawned.map_err(|e| {
+            HandlerError::fatal(format!("cannot start {:?}: {e}", self.options.bash))
+        })?;
         let Some(pgid) = child.id().and_then(|id| i32::try_from(id).ok()) else {
             return Err(HandlerError::retryable(
                 "script exited before it could be tracked",
