@@ -46,7 +46,7 @@ on_both_backends!(
     runs::released_run_keeps_its_place_in_line,
     runs::results_are_recorded_once_and_repeats_are_ignored,
     runs::results_completed_in_one_batch_follow_the_single_result_rules,
-    runs::progress_and_logs_are_recorded_for_running_runs_only,
+    runs::progress_and_logs_are_recorded_for_runs_sent_to_an_executor_only,
     runs::watchdog_queries_find_overdue_lost_and_active_runs,
     runs::runs_past_their_start_timeout_are_found_until_alarmed,
     runs::runs_of_an_occurrence_are_found_across_shards_and_attempts,

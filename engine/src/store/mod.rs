@@ -611,7 +611,9 @@ pub trait Tx: Send {
         items: &[(RunId, RunCompletion)],
     ) -> Result<Vec<Result<Completion>>>;
     /// Records progress and log lines of a running run and returns its task; `None` when the
-    /// run is unknown (for that app) or no longer running.
+    /// run is unknown (for that app) or no longer running. A claimed run already on its way to
+    /// an executor (its dispatch recorded) counts as running: a handler may report before the
+    /// engine has written that the run started.
     async fn record_progress(
         &mut self,
         app: Option<AppId>,

@@ -536,7 +536,9 @@ pub async fn results_are_recorded_once_and_repeats_are_ignored(store: Arc<dyn St
     tx.commit().await.unwrap();
 }
 
-pub async fn progress_and_logs_are_recorded_for_running_runs_only(store: Arc<dyn Store>) {
+pub async fn progress_and_logs_are_recorded_for_runs_sent_to_an_executor_only(
+    store: Arc<dyn Store>,
+) {
     let store = &*store;
     let (w, _, runs) = with_runs(store, 2).await;
     let e = executor(store, w.app.id, "host-1", T0).await;
@@ -578,7 +580,22 @@ pub async fn progress_and_logs_are_recorded_for_running_runs_only(store: Arc<dyn
             .await
             .unwrap()
             .is_none(),
-        "claimed, not running"
+        "claimed, not yet sent to an executor"
+    );
+    // Sent (its dispatch recorded) but not yet written as started: a handler that reports at
+    // once may be faster than that write.
+    assert_eq!(
+        tx.record_dispatch_intent(&[(claimed[1].fence().unwrap(), e.id)], T0)
+            .await
+            .unwrap(),
+        vec![runs[1].id]
+    );
+    assert_eq!(
+        tx.record_progress(Some(w.app.id), &p(runs[1].id, Some(0.5), &[]), T0)
+            .await
+            .unwrap(),
+        Some(runs[1].task_id),
+        "claimed and on its way to an executor"
     );
     assert!(
         tx.record_progress(

@@ -253,7 +253,8 @@ macro_rules! run_ops {
             ) -> Result<Option<TaskId>> {
                 let id = progress.run_id;
                 let row: Option<Run> = sqlx::query_as(concat!(
-                    "SELECT * FROM runs WHERE id = $1 AND state = 'running'
+                    "SELECT * FROM runs WHERE id = $1
+                       AND (state = 'running' OR (state = 'claimed' AND executor_id IS NOT NULL))
                        AND ($2 IS NULL OR EXISTS (SELECT 1 FROM tasks t WHERE t.id = runs.task_id AND t.app_id = $2))",
                     $for_update
                 ))
