@@ -50,6 +50,18 @@ impl AmqpConfig {
 /// How long to wait between attempts to rebuild a subscription or a connection.
 const RETRY: Duration = Duration::from_secs(1);
 
+/// lapin's recovery tries to reconnect after 250 ms, then at most a second apart (with
+/// jitter), so alarms flow again within about a second of the broker being back, however long
+/// it was down (lapin's own default doubles the wait up to a minute). After 60 failed attempts
+/// it gives up; the next use of the bus then connects afresh.
+const RECONNECT_MIN: Duration = Duration::from_millis(250);
+const RECONNECT_MAX: Duration = Duration::from_secs(1);
+const RECONNECT_ATTEMPTS: usize = 60;
+
+/// How long a batch may wait for the broker's confirms before the publishing channel is taken
+/// for broken (below the callers' own limit, [`crate::relay::PUBLISH_TIMEOUT`]).
+const CONFIRM_WITHIN: Duration = Duration::from_millis(800);
+
 /// The [`Bus`] on RabbitMQ; see the module docs.
 #[derive(Clone)]
 pub struct AmqpBus {
@@ -146,6 +158,12 @@ impl Inner {
             &self.config.url,
             ConnectionProperties::default()
                 .enable_auto_recover()
+                .configure_backoff(|b| {
+                    b.with_min_delay(RECONNECT_MIN)
+                        .with_max_delay(RECONNECT_MAX)
+                        .with_max_times(RECONNECT_ATTEMPTS)
+                        .with_jitter()
+                })
                 .with_connection_name(self.config.connection_name.as_str().into()),
         )
         .await
@@ -202,7 +220,32 @@ impl Inner {
             Ok(ch) => ch,
             Err(e) => return messages.iter().map(|_| Err(e.clone())).collect(),
         };
-        // Send every message first, then collect the confirms: one round trip per batch.
+        match tokio::time::timeout(CONFIRM_WITHIN, self.send_and_confirm(&channel, messages)).await
+        {
+            Ok(results) => results,
+            Err(_) => {
+                // A channel whose confirms do not come (a recovery that left it half working)
+                // would hold every later batch too: the next batch opens a new one.
+                tracing::warn!(
+                    messages = messages.len(),
+                    "the message broker did not confirm in time; opening a new publishing channel"
+                );
+                self.discard_publisher(&channel).await;
+                let e = BusError::NotConfirmed(format!(
+                    "no confirm from the broker within {} ms",
+                    CONFIRM_WITHIN.as_millis()
+                ));
+                messages.iter().map(|_| Err(e.clone())).collect()
+            }
+        }
+    }
+
+    /// Sends every message first, then collects the confirms: one round trip per batch.
+    async fn send_and_confirm(
+        &self,
+        channel: &Channel,
+        messages: &[BusMessage],
+    ) -> Vec<Result<(), BusError>> {
         let mut pending = Vec::with_capacity(messages.len());
         for m in messages {
             let properties = BasicProperties::default()
@@ -242,10 +285,24 @@ impl Inner {
         if let Some(e) = broken {
             // The next batch waits for the recovery (or builds a new channel).
             if channel.wait_for_recovery(e).await.is_err() {
-                *self.publisher.lock().await = None;
+                self.discard_publisher(channel).await;
             }
         }
         results
+    }
+
+    /// Forgets the publishing channel `channel` (unless another one replaced it meanwhile) and
+    /// closes it in the background.
+    async fn discard_publisher(&self, channel: &Channel) {
+        let mut slot = self.publisher.lock().await;
+        if slot.as_ref().is_some_and(|ch| ch.id() == channel.id()) {
+            *slot = None;
+        }
+        drop(slot);
+        let channel = channel.clone();
+        tokio::spawn(async move {
+            let _ = tokio::time::timeout(RETRY, channel.close(200, "replaced".into())).await;
+        });
     }
 
     /// Declares the subscriber's queue and bindings and starts consuming; with the connection,
