@@ -464,7 +464,7 @@ async fn a_burst_of_ten_thousand_alarms_reaches_three_clients_once_each() {
             // (rows a relay holds right now are skipped: close enough for a timing)
             let mut tx = store.begin().await.unwrap();
             let left = tx.list_unpublished_alarm_events(1).await.unwrap().len();
-            drop(tx);
+            tx.commit().await.unwrap();
             if left == 0 {
                 return committed.elapsed();
             }

@@ -53,10 +53,15 @@ async fn take(rx: &mut mpsc::Receiver<Delivery>, n: usize) -> Vec<mthpt_engine::
 
 async fn unpublished(store: &dyn Store) -> usize {
     let mut tx = read(store).await;
-    tx.list_unpublished_alarm_events(100_000)
+    let n = tx
+        .list_unpublished_alarm_events(100_000)
         .await
         .unwrap()
-        .len()
+        .len();
+    // Ended here: a dropped transaction keeps the listing's row locks until its connection is
+    // next used, hiding the events from the relay.
+    tx.commit().await.unwrap();
+    n
 }
 
 async fn relay_publishes_each_event_once_with_its_id_and_key(

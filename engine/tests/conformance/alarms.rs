@@ -174,12 +174,17 @@ fn failed(w: &World, task: &mthpt_engine::task::Task, key: &str) -> NewAlarm {
 
 async fn events(store: &dyn Store) -> Vec<(AlarmEventKind, i64, i64)> {
     let mut tx = read(store).await;
-    tx.list_unpublished_alarm_events(1000)
+    let events = tx
+        .list_unpublished_alarm_events(1000)
         .await
         .unwrap()
         .iter()
         .map(|e| (e.event, e.alarm_id.0, e.alarm.0.count))
-        .collect()
+        .collect();
+    // Ended here: the listing locks the events (`SKIP LOCKED`), and a dropped transaction
+    // keeps its locks until its connection is next used, hiding them from the next listing.
+    tx.commit().await.unwrap();
+    events
 }
 
 pub async fn repeats_count_on_the_open_alarm_and_every_transition_is_an_event(
@@ -532,7 +537,7 @@ pub async fn wrapper_alarms_repeat_per_own_kind_and_are_resolved_by_their_key(
     );
     let mut tx = store.begin().await.unwrap();
     let events = tx.list_unpublished_alarm_events(100).await.unwrap();
-    drop(tx);
+    tx.commit().await.unwrap();
     let of_unreachable: Vec<_> = events
         .iter()
         .filter(|e| e.alarm_id == unreachable.id)
