@@ -615,11 +615,12 @@ async fn run_past_its_deadline_is_cancelled_and_its_shell_group_is_gone() {
         .trim()
         .parse()
         .unwrap();
-    assert!(
-        group_members(pgid).len() >= 3,
-        "bash and its two children run: {:?}",
-        group_members(pgid)
-    );
+    // The script wrote its pid before starting its children.
+    wait_until(WAIT, "bash and its two children run", || async {
+        Ok(group_members(pgid).len() >= 3)
+    })
+    .await
+    .unwrap();
     wait_until(WAIT, "timed out", || async {
         Ok(runs(&*store, &t, &task)
             .await?
