@@ -425,11 +425,12 @@ async fn killed_nodes_claimed_runs_fire_on_another_node_within_the_lease() {
     let lease_end = held.lease_until.unwrap();
     a.kill9();
     let killed_at = now();
+    // Its result may come before node B writes that it sent it (the dispatch time).
     wait_until(WAIT, "the run succeeded on node B", || async {
         Ok(runs(&*store, &t, &task)
             .await?
             .first()
-            .is_some_and(|r| r.state == RunState::Succeeded))
+            .is_some_and(|r| r.state == RunState::Succeeded && r.dispatched_at.is_some()))
     })
     .await
     .unwrap();

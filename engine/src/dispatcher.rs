@@ -5,7 +5,8 @@
 //! signed batch request per instance (the wrapper answers at once, it never waits for the work);
 //! a run an instance refuses (at capacity, draining, no such handler, unreachable) moves on to
 //! its next instance; a run no instance accepts goes back to `pending` keeping its place in line.
-//! The accepted runs become `running` in one write at the end. Dispatch is async and bounded by
+//! The accepted runs become `running` in one write at the end, made
+//! [`DispatchConfig::start_write_delay_ms`] later, so a quick run's result usually comes first. Dispatch is async and bounded by
 //! a semaphore, never by threads waiting on business code.
 //!
 //! A run whose lease is about to expire is not sent: another node may be about to take it over.
@@ -46,6 +47,12 @@ pub struct DispatchConfig {
     /// requests and writes. A run falling due after a quiet spell fires at once. 0: every due
     /// instant is a round of its own.
     pub coalesce_ms: i64,
+    /// Runs an executor accepted are written as started this many milliseconds later, together
+    /// with every other round's of that span. A quick run's result usually arrives first: its
+    /// start then only records the dispatch time on the finished row (a heap-only update), and
+    /// the run skips the `running` write with its index entries. The dispatch intent, written
+    /// before the send, keeps every guarantee meanwhile. 0: written as soon as the round ends.
+    pub start_write_delay_ms: i64,
 }
 
 impl Default for DispatchConfig {
@@ -54,6 +61,7 @@ impl Default for DispatchConfig {
             min_lease_left_ms: 1_000,
             max_in_flight: 256,
             coalesce_ms: 0,
+            start_write_delay_ms: 50,
         }
     }
 }
@@ -129,6 +137,8 @@ struct Recorded {
     /// Accepted by an executor, but no longer held by this node.
     fenced: Vec<Fence>,
     released: Vec<RunId>,
+    /// Of `started`, those whose result came first: recorded as sent, but final already.
+    finished_first: HashSet<RunId>,
 }
 
 /// Sends runs to wrappers.
@@ -498,10 +508,18 @@ impl Dispatcher {
         }
 
         released.extend(unsure);
-        self.record(started, released, malformed, &mut report)
+        let finished_first = self
+            .record(started, released, malformed, &mut report)
             .await?;
         if !starting.is_empty() {
-            let recorded: HashSet<RunId> = report.started.iter().copied().collect();
+            // Announced as running: the runs recorded as started that are running, not those
+            // whose result came first (their final state was announced already).
+            let recorded: HashSet<RunId> = report
+                .started
+                .iter()
+                .copied()
+                .filter(|id| !finished_first.contains(id))
+                .collect();
             for event in starting {
                 if recorded.contains(&event.run_id) {
                     self.run_events.emit(event);
@@ -662,16 +680,23 @@ impl Dispatcher {
         }
     }
 
-    /// Writes the round's outcome: starts and releases go through the group commit
-    /// ([`Recorder`]); runs an executor refused as malformed fail in a transaction of their own.
+    /// Writes the round's outcome: starts (after [`DispatchConfig::start_write_delay_ms`]) and
+    /// releases go through the group commit ([`Recorder`]); runs an executor refused as
+    /// malformed fail in a transaction of their own. Returns the started runs whose result came
+    /// before their start was written.
     async fn record(
         &self,
         started: Vec<StartClaimed>,
         released: Vec<Fence>,
         malformed: Vec<(Fire, String)>,
         report: &mut DispatchReport,
-    ) -> Result<()> {
+    ) -> Result<HashSet<RunId>> {
+        let mut finished_first = HashSet::new();
         if !started.is_empty() || !released.is_empty() {
+            if !started.is_empty() && self.config.start_write_delay_ms > 0 {
+                let delay = u64::try_from(self.config.start_write_delay_ms).unwrap_or(0);
+                tokio::time::sleep(Duration::from_millis(delay)).await;
+            }
             let recorded = self
                 .commit(&self.outcomes, Vec::new(), started, released)
                 .await?;
@@ -683,13 +708,14 @@ impl Dispatcher {
                 );
             }
             report.started.extend(recorded.started);
+            finished_first = recorded.finished_first;
             report
                 .fenced
                 .extend(recorded.fenced.into_iter().map(|f| f.run_id));
             report.released.extend(recorded.released);
         }
         if malformed.is_empty() {
-            return Ok(());
+            return Ok(finished_first);
         }
         let now = self.clock.now_ms();
         let mut items: Vec<(RunId, Finish)> = malformed
@@ -712,7 +738,7 @@ impl Dispatcher {
         tx.commit().await?;
         log_finished(&finished, Some(&self.directory));
         self.run_events.finished(&finished);
-        Ok(())
+        Ok(finished_first)
     }
 
     /// Writes what every queued round asked for (a recorder's tickets carry intents only, or
@@ -747,14 +773,22 @@ impl Dispatcher {
         .await;
         match outcome {
             Ok((intended, moved, back)) => {
-                let moved: HashSet<RunId> = moved.into_iter().collect();
+                let finished_first: HashSet<RunId> =
+                    moved.iter().filter(|s| !s.running).map(|s| s.id).collect();
+                let moved: HashSet<RunId> = moved.into_iter().map(|s| s.id).collect();
                 let back: HashSet<RunId> = back.into_iter().collect();
                 for t in tickets {
                     let (started, fenced): (Vec<_>, Vec<_>) = t
                         .started
                         .into_iter()
                         .partition(|s| moved.contains(&s.fence.run_id));
+                    let finished_first = started
+                        .iter()
+                        .map(|s| s.fence.run_id)
+                        .filter(|id| finished_first.contains(id))
+                        .collect();
                     let _ = t.reply.send(Ok(Recorded {
+                        finished_first,
                         intended: t
                             .intents
                             .iter()

@@ -168,6 +168,14 @@ impl EngineConfig {
                 self.horizon_ms
             ));
         }
+        if !(0..=1_000).contains(&self.dispatch.start_write_delay_ms)
+            || self.dispatch.start_write_delay_ms >= self.dispatch.min_lease_left_ms
+        {
+            return Err(format!(
+                "start_write_delay_ms must be from 0 to 1000 and below the lease kept for dispatch ({}) (is {})",
+                self.dispatch.min_lease_left_ms, self.dispatch.start_write_delay_ms
+            ));
+        }
         if self.lease_ms < self.horizon_ms + self.dispatch.min_lease_left_ms {
             return Err(format!(
                 "lease_ms ({}) must be at least horizon_ms ({}) plus the lease kept for dispatch ({}): \

@@ -82,6 +82,11 @@ pub struct EngineArgs {
     #[arg(long, env = "MTHPT_DISPATCH_COALESCE_MS")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dispatch_coalesce_ms: Option<i64>,
+    /// Accepted runs are written as started this many ms later, so a quick run's result
+    /// usually comes first and its start costs a small write (0 to 1000) [default: 50]
+    #[arg(long, env = "MTHPT_START_WRITE_DELAY_MS")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub start_write_delay_ms: Option<i64>,
     /// Threads of the callback API's HTTP server (they parse and verify requests; database work
     /// runs on the engine's runtime) [default: 1]
     #[arg(long, env = "MTHPT_CALLBACK_WORKERS")]
@@ -119,6 +124,7 @@ struct Settings {
     node_timeout_ms: i64,
     max_in_flight: usize,
     dispatch_coalesce_ms: i64,
+    start_write_delay_ms: i64,
     callback_workers: usize,
     amqp_url: Option<String>,
     amqp_exchange: String,
@@ -143,6 +149,7 @@ impl Default for Settings {
             node_timeout_ms: d.node_timeout_ms,
             max_in_flight: d.dispatch.max_in_flight,
             dispatch_coalesce_ms: d.dispatch.coalesce_ms,
+            start_write_delay_ms: d.dispatch.start_write_delay_ms,
             callback_workers: d.callback_workers,
             amqp_url: None,
             amqp_exchange: mthpt_engine::alarm::EXCHANGE.to_owned(),
@@ -180,6 +187,7 @@ impl Settings {
             dispatch: DispatchConfig {
                 max_in_flight: self.max_in_flight,
                 coalesce_ms: self.dispatch_coalesce_ms,
+                start_write_delay_ms: self.start_write_delay_ms,
                 ..d.dispatch.clone()
             },
             ..d
@@ -323,10 +331,12 @@ mod tests {
         let args = EngineArgs {
             callback_workers: Some(3),
             dispatch_coalesce_ms: Some(5),
+            start_write_delay_ms: Some(0),
             ..Default::default()
         };
         let c = settings(&args).unwrap().engine_config();
         assert_eq!((c.callback_workers, c.dispatch.coalesce_ms), (3, 5));
+        assert_eq!(c.dispatch.start_write_delay_ms, 0);
         assert_eq!(EngineConfig::default().callback_workers, 1);
 
         let zero = EngineArgs {

@@ -322,6 +322,14 @@ pub struct StartClaimed {
     pub deadline_at: Option<i64>,
 }
 
+/// A run [`Tx::start_claimed_runs`] recorded as sent to its executor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, sqlx::FromRow)]
+pub struct StartedRun {
+    pub id: RunId,
+    /// Whether it is running now; `false` when its result came first and it is final.
+    pub running: bool,
+}
+
 /// One transaction. Every operation runs inside it; [`Tx::commit`] makes them durable together.
 #[async_trait]
 pub trait Tx: Send {
@@ -579,7 +587,11 @@ pub trait Tx: Send {
     /// arrived (a handler faster than this write) stays final, but gets its executor and
     /// dispatch time recorded and is returned too; one cancelled meanwhile (by a person) is
     /// also marked for a cancel request to that executor ([`Tx::take_cancel_requests`]).
-    async fn start_claimed_runs(&mut self, items: &[StartClaimed], now: i64) -> Result<Vec<RunId>>;
+    async fn start_claimed_runs(
+        &mut self,
+        items: &[StartClaimed],
+        now: i64,
+    ) -> Result<Vec<StartedRun>>;
     /// Records, for claimed runs this node still holds (fenced as by
     /// [`Tx::transition_claimed`]), the executor instance they are about to be sent to, before
     /// sending them; returns the runs recorded. The run keeps it when it goes back to pending:

@@ -13,8 +13,8 @@ use sqlx::{Connection, FromRow, Postgres, Row, Transaction};
 use super::shared::{check_or, fk_or, found, is_fk, plan_completions, tx_impl, unique_or};
 use super::{
     Backend, ClaimRequest, Completion, DUE_CHANNEL, DueListener, MigrationReport, Result, Revival,
-    Scope, StartClaimed, Store, StoreError, Tx, UserUpdate, apply_migrations, like_escape,
-    page_limit, redact_url, sum_per_task,
+    Scope, StartClaimed, StartedRun, Store, StoreError, Tx, UserUpdate, apply_migrations,
+    like_escape, page_limit, redact_url, sum_per_task,
 };
 use crate::alarm::{
     Alarm, AlarmEvent, AlarmEventId, AlarmEventKind, AlarmFilter, AlarmId, NewAlarm,
@@ -186,7 +186,7 @@ tx_impl!(
             &mut self,
             items: &[StartClaimed],
             now: i64,
-        ) -> Result<Vec<RunId>> {
+        ) -> Result<Vec<StartedRun>> {
             if items.is_empty() {
                 return Ok(Vec::new());
             }
@@ -196,7 +196,7 @@ tx_impl!(
                 .bind(&ids)
                 .execute(&mut *self.tx)
                 .await?;
-            let rows: Vec<(RunId,)> = sqlx::query_as(
+            Ok(sqlx::query_as(
                 "UPDATE runs r SET state = CASE WHEN r.state = 'claimed' THEN 'running' ELSE r.state END,
                      executor_id = u.executor_id, dispatched_at = u.dispatched_at,
                      started_at = COALESCE(r.started_at, $7),
@@ -208,7 +208,7 @@ tx_impl!(
                  WHERE r.id = ANY($1) AND r.id = u.id AND r.claim_owner = u.owner AND r.fence = u.fence
                    AND ((r.state = 'claimed' AND r.lease_until > $7)
                         OR (r.state IN ('succeeded', 'failed', 'timed_out', 'cancelled') AND r.dispatched_at IS NULL))
-                 RETURNING r.id",
+                 RETURNING r.id, r.state = 'running' AS running",
             )
             .bind(&ids)
             .bind(items.iter().map(|i| i.fence.node.clone()).collect::<Vec<_>>())
@@ -218,8 +218,7 @@ tx_impl!(
             .bind(items.iter().map(|i| i.deadline_at).collect::<Vec<_>>())
             .bind(now)
             .fetch_all(&mut *self.tx)
-            .await?;
-            Ok(rows.into_iter().map(|(id,)| id).collect())
+            .await?)
         }
 
         async fn latest_scheduled_runs_before(

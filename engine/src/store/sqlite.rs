@@ -18,8 +18,8 @@ use tokio::sync::broadcast;
 use super::shared::{check_or, fk_or, found, is_fk, tx_impl, unique_or};
 use super::{
     Backend, ClaimRequest, Completion, DueListener, MigrationReport, Result, Revival, Scope,
-    StartClaimed, Store, StoreError, Tx, UserUpdate, apply_migrations, like_escape, page_limit,
-    sum_per_task,
+    StartClaimed, StartedRun, Store, StoreError, Tx, UserUpdate, apply_migrations, like_escape,
+    page_limit, sum_per_task,
 };
 use crate::alarm::{
     Alarm, AlarmEvent, AlarmEventId, AlarmEventKind, AlarmFilter, AlarmId, NewAlarm,
@@ -177,10 +177,14 @@ tx_impl!(SqliteTx, for_update = "", skip_locked = "", {
         Ok(())
     }
 
-    async fn start_claimed_runs(&mut self, items: &[StartClaimed], now: i64) -> Result<Vec<RunId>> {
+    async fn start_claimed_runs(
+        &mut self,
+        items: &[StartClaimed],
+        now: i64,
+    ) -> Result<Vec<StartedRun>> {
         let mut started = Vec::with_capacity(items.len());
         for item in items {
-            let moved: Option<(RunId,)> = sqlx::query_as(
+            let moved: Option<StartedRun> = sqlx::query_as(
                 "UPDATE runs SET state = CASE WHEN state = 'claimed' THEN 'running' ELSE state END,
                      executor_id = $4, dispatched_at = $5, started_at = COALESCE(started_at, $7),
                      deadline_at = CASE WHEN state = 'claimed' THEN $6 ELSE deadline_at END,
@@ -189,7 +193,7 @@ tx_impl!(SqliteTx, for_update = "", skip_locked = "", {
                  WHERE id = $1 AND claim_owner = $2 AND fence = $3
                    AND ((state = 'claimed' AND lease_until > $7)
                         OR (state IN ('succeeded', 'failed', 'timed_out', 'cancelled') AND dispatched_at IS NULL))
-                 RETURNING id",
+                 RETURNING id, state = 'running' AS running",
             )
             .bind(item.fence.run_id)
             .bind(&item.fence.node)
@@ -200,7 +204,7 @@ tx_impl!(SqliteTx, for_update = "", skip_locked = "", {
             .bind(now)
             .fetch_optional(&mut *self.tx)
             .await?;
-            started.extend(moved.map(|(id,)| id));
+            started.extend(moved);
         }
         Ok(started)
     }

@@ -6,7 +6,7 @@ use mthpt_engine::run::{
     ClaimedTransition, Fence, NewRun, Run, RunCompletion, RunFilter, RunId, RunProgress, RunState,
     TriggerKind,
 };
-use mthpt_engine::store::{ClaimRequest, Completion, StartClaimed, Store, StoreError};
+use mthpt_engine::store::{ClaimRequest, Completion, StartClaimed, StartedRun, Store, StoreError};
 
 use crate::in_tx;
 use crate::support::fixtures::*;
@@ -322,7 +322,14 @@ pub async fn batch_start_and_release_move_only_runs_still_held(store: Arc<dyn St
             .await
             .unwrap()
     ));
-    assert_eq!(started, vec![runs[0].id], "the stale fence moved nothing");
+    assert_eq!(
+        started,
+        vec![StartedRun {
+            id: runs[0].id,
+            running: true
+        }],
+        "the stale fence moved nothing"
+    );
     assert_eq!(
         released,
         vec![runs[2].id],
@@ -365,7 +372,14 @@ pub async fn batch_start_and_release_move_only_runs_still_held(store: Arc<dyn St
             .await
             .unwrap()
     });
-    assert_eq!(recorded, vec![runs[3].id]);
+    assert_eq!(
+        recorded,
+        vec![StartedRun {
+            id: runs[3].id,
+            running: false
+        }],
+        "recorded as sent, and final: its result came first"
+    );
     let r3 = read(store)
         .await
         .find_run(runs[3].id)
@@ -1020,7 +1034,13 @@ pub async fn cancel_requests_reach_runs_an_executor_may_hold_once(store: Arc<dyn
         .start_claimed_runs(&[start(1)], T0 + 4)
         .await
         .unwrap());
-    assert_eq!(recorded, [runs[1].id]);
+    assert_eq!(
+        recorded,
+        [StartedRun {
+            id: runs[1].id,
+            running: false
+        }]
+    );
     let again = in_tx!(store, |tx| tx
         .take_cancel_requests(T0 + 4, 10)
         .await

@@ -20,6 +20,8 @@ pub struct EngineTuning {
     pub claim_batch: i64,
     pub max_in_flight: usize,
     pub dispatch_coalesce_ms: i64,
+    /// `--start-write-delay-ms`; `None`: the engine's default.
+    pub start_write_delay_ms: Option<i64>,
     pub executor_heartbeat_ms: u64,
     pub executor_timeout_ms: i64,
     pub node_timeout_ms: i64,
@@ -34,6 +36,7 @@ impl Default for EngineTuning {
             claim_batch: 1_000,
             max_in_flight: 256,
             dispatch_coalesce_ms: 0,
+            start_write_delay_ms: None,
             executor_heartbeat_ms: 1_000,
             executor_timeout_ms: 4_000,
             node_timeout_ms: 5_000,
@@ -100,8 +103,12 @@ impl NodeProcess {
         let log = log_dir.join(format!("{id}.log"));
         let out = File::create(&log).with_context(|| format!("create {}", log.display()))?;
         let err = out.try_clone()?;
-        let child = Command::new(mthpt)
-            .arg("engine")
+        let mut command = Command::new(mthpt);
+        command.arg("engine");
+        if let Some(delay) = tuning.start_write_delay_ms {
+            command.args(["--start-write-delay-ms", &delay.to_string()]);
+        }
+        let child = command
             .args(["--database-url", database_url])
             .args(["--groups", "default"])
             .args(["--listen", &format!("127.0.0.1:{port}")])

@@ -72,6 +72,9 @@ struct Args {
     /// `mthpt engine --dispatch-coalesce-ms`.
     #[arg(long)]
     dispatch_coalesce_ms: Option<i64>,
+    /// `mthpt engine --start-write-delay-ms` (default: the engine's own, 50).
+    #[arg(long)]
+    start_write_delay_ms: Option<i64>,
     /// How long each wrapper gathers results before delivering them together, ms (default: the
     /// wrapper's own default, 5).
     #[arg(long)]
@@ -117,6 +120,7 @@ fn config(args: Args) -> anyhow::Result<BenchConfig> {
             $(if let Some(v) = args.$field { $target = v; })*
         };
     }
+    c.engine.start_write_delay_ms = args.start_write_delay_ms.or(c.engine.start_write_delay_ms);
     set!(
         nodes => c.nodes,
         wrappers => c.wrappers,
