@@ -52,6 +52,7 @@ on_both_backends!(
     runs::runs_of_an_occurrence_are_found_across_shards_and_attempts,
     runs::chain_runs_are_found_by_root,
     runs::runs_are_listed_with_filters_and_pages,
+    runs::every_transition_keeps_a_runs_times_in_step_with_its_state,
     claims::concurrent_claimers_claim_every_run_exactly_once,
     alarms::alarms_are_raised_once_published_once_and_acknowledged,
     channels::channels_are_kept_per_tenant_and_deleted_with_their_log,

@@ -515,6 +515,7 @@ tx_impl!(
                  WHERE id IN (
                      SELECT id FROM runs
                      WHERE node_group = ANY($4) AND due_at <= $5 AND state IN ('pending', 'claimed')
+                       AND started_at IS NULL AND finished_at IS NULL
                        AND (state = 'pending' OR lease_until <= $3)
                      ORDER BY due_at, priority DESC, id
                      LIMIT $6
@@ -580,7 +581,9 @@ tx_impl!(
             executors: &[ExecutorId],
         ) -> Result<Vec<Run>> {
             Ok(sqlx::query_as(
-                "SELECT * FROM runs WHERE state = 'running' AND executor_id = ANY($1) ORDER BY id FOR UPDATE",
+                "SELECT * FROM runs WHERE state = 'running' AND executor_id = ANY($1)
+                   AND started_at IS NOT NULL AND finished_at IS NULL
+                 ORDER BY id FOR UPDATE",
             )
             .bind(raw_ids(executors, |i| i.0))
             .fetch_all(&mut *self.tx)
@@ -595,6 +598,7 @@ tx_impl!(
         ) -> Result<Vec<RunId>> {
             let rows: Vec<(RunId,)> = sqlx::query_as(
                 "SELECT id FROM runs WHERE state = 'running' AND executor_id = $1
+                   AND started_at IS NOT NULL AND finished_at IS NULL
                    AND NOT (id = ANY($2)) AND COALESCE(dispatched_at, started_at) <= $3
                  ORDER BY id",
             )

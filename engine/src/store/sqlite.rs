@@ -360,6 +360,7 @@ tx_impl!(SqliteTx, for_update = "", skip_locked = "", {
                      SELECT id FROM runs
                      WHERE node_group IN (SELECT value FROM json_each($4)) AND due_at <= $5
                        AND state IN ('pending', 'claimed') AND (state = 'pending' OR lease_until <= $3)
+                       AND started_at IS NULL AND finished_at IS NULL
                      ORDER BY due_at, priority DESC, id
                      LIMIT $6)
                  RETURNING *",
@@ -433,6 +434,7 @@ tx_impl!(SqliteTx, for_update = "", skip_locked = "", {
     async fn running_runs_on_executors(&mut self, executors: &[ExecutorId]) -> Result<Vec<Run>> {
         Ok(sqlx::query_as(
             "SELECT * FROM runs WHERE state = 'running'
+                   AND started_at IS NOT NULL AND finished_at IS NULL
                    AND executor_id IN (SELECT value FROM json_each($1)) ORDER BY id",
         )
         .bind(json_ids(executors, |i| i.0))
@@ -448,6 +450,7 @@ tx_impl!(SqliteTx, for_update = "", skip_locked = "", {
     ) -> Result<Vec<RunId>> {
         let rows: Vec<(RunId,)> = sqlx::query_as(
             "SELECT id FROM runs WHERE state = 'running' AND executor_id = $1
+               AND started_at IS NOT NULL AND finished_at IS NULL
                AND id NOT IN (SELECT value FROM json_each($2))
                AND COALESCE(dispatched_at, started_at) <= $3
              ORDER BY id",

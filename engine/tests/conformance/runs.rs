@@ -1071,3 +1071,125 @@ pub async fn cancel_requests_reach_runs_an_executor_may_hold_once(store: Arc<dyn
         1
     );
 }
+
+/// The claim reads the runs that have neither started nor finished, and the watchdog the runs
+/// that have started and not finished (the partial indexes are defined by those times, not by
+/// the state, so a claim or a release is a heap-only update on PostgreSQL). Every way a run
+/// moves keeps its times in step with its state.
+pub async fn every_transition_keeps_a_runs_times_in_step_with_its_state(store: Arc<dyn Store>) {
+    let store = &*store;
+    let (w, _, runs) = with_runs(store, 9).await;
+    let e = executor(store, w.app.id, "host-1", T0).await;
+    let claimed = claim(store, &claim_req("node-a", T0)).await;
+    assert_eq!(claimed.len(), 9);
+    let fence = |i: usize| claimed[i].fence().unwrap();
+    let reason = || "test".to_owned();
+    let start = |i: usize| StartClaimed {
+        fence: fence(i),
+        executor_id: e.id,
+        dispatched_at: T0,
+        deadline_at: Some(T0 + MINUTE),
+    };
+    let failed = |at: i64| RunCompletion {
+        state: RunState::Failed,
+        output: None,
+        error: Some("boom".into()),
+        log: None,
+        started_at: None,
+        finished_at: at,
+        reported_by: None,
+    };
+    in_tx!(store, |tx| {
+        let started = ClaimedTransition::Started {
+            executor_id: e.id,
+            dispatched_at: T0,
+            deadline_at: Some(T0 + MINUTE),
+        };
+        tx.transition_claimed(&fence(0), &started, T0)
+            .await
+            .unwrap();
+        tx.start_claimed_runs(&[start(1)], T0).await.unwrap();
+        tx.transition_claimed(&fence(2), &ClaimedTransition::Released, T0)
+            .await
+            .unwrap();
+        let deferred = ClaimedTransition::Deferred { due_at: T0 + 1 };
+        tx.transition_claimed(&fence(3), &deferred, T0)
+            .await
+            .unwrap();
+        let skipped = ClaimedTransition::Skipped { reason: reason() };
+        tx.transition_claimed(&fence(4), &skipped, T0)
+            .await
+            .unwrap();
+        let cancelled = ClaimedTransition::Cancelled { reason: reason() };
+        tx.transition_claimed(&fence(5), &cancelled, T0)
+            .await
+            .unwrap();
+        // Sent, and its result came before its start was written.
+        tx.record_dispatch_intent(&[(fence(6), e.id)], T0)
+            .await
+            .unwrap();
+        tx.complete_run(runs[6].id, Some(w.app.id), &success(T0 + 2))
+            .await
+            .unwrap();
+        tx.start_claimed_runs(&[start(6)], T0 + 3).await.unwrap();
+        // Ended by the engine while claimed, with no start time.
+        tx.complete_runs(None, &[(runs[7].id, failed(T0 + 2))])
+            .await
+            .unwrap();
+        // Started, then finished.
+        tx.complete_run(runs[0].id, Some(w.app.id), &success(T0 + 4))
+            .await
+            .unwrap();
+    });
+
+    let mut states = Vec::new();
+    let mut tx = read(store).await;
+    for run in &runs {
+        let r = tx.find_run(run.id).await.unwrap().unwrap();
+        let waiting = r.started_at.is_none() && r.finished_at.is_none();
+        let running = r.started_at.is_some() && r.finished_at.is_none();
+        assert_eq!(
+            (waiting, running, r.finished_at.is_some()),
+            (
+                matches!(r.state, RunState::Pending | RunState::Claimed),
+                r.state == RunState::Running,
+                r.state.is_final()
+            ),
+            "run {} is {:?} with started_at {:?} and finished_at {:?}",
+            r.id,
+            r.state,
+            r.started_at,
+            r.finished_at
+        );
+        states.push(r.state);
+    }
+    drop(tx);
+    assert_eq!(
+        states,
+        [
+            RunState::Succeeded,
+            RunState::Running,
+            RunState::Pending,
+            RunState::Pending,
+            RunState::Skipped,
+            RunState::Cancelled,
+            RunState::Succeeded,
+            RunState::Failed,
+            RunState::Claimed,
+        ]
+    );
+
+    // The claim finds the released and the deferred run; the watchdog the running one.
+    let again = claim(store, &claim_req("node-b", T0 + 1)).await;
+    let mut ids: Vec<RunId> = again.iter().map(|r| r.id).collect();
+    ids.sort();
+    assert_eq!(ids, vec![runs[2].id, runs[3].id]);
+    let overdue = in_tx!(store, |tx| tx
+        .running_runs_past_deadline(T0 + 2 * MINUTE, 10)
+        .await
+        .unwrap());
+    assert_eq!(
+        overdue.iter().map(|r| r.id).collect::<Vec<_>>(),
+        vec![runs[1].id]
+    );
+}

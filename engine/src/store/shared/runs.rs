@@ -286,6 +286,7 @@ macro_rules! run_ops {
             async fn running_runs_past_deadline(&mut self, now: i64, limit: i64) -> Result<Vec<Run>> {
                 Ok(sqlx::query_as(concat!(
                     "SELECT * FROM runs WHERE state = 'running' AND deadline_at < $1
+                       AND started_at IS NOT NULL AND finished_at IS NULL
                      ORDER BY deadline_at, id LIMIT $2",
                     $skip_locked
                 ))
@@ -318,6 +319,7 @@ macro_rules! run_ops {
                 Ok(sqlx::query_as(
                     "SELECT r.* FROM runs r JOIN tasks t ON t.id = r.task_id
                      WHERE r.state IN ('pending', 'claimed') AND r.due_at < $1
+                       AND r.started_at IS NULL AND r.finished_at IS NULL
                        AND t.start_timeout_ms IS NOT NULL AND r.due_at + t.start_timeout_ms < $1
                        AND NOT EXISTS (SELECT 1 FROM alarms a WHERE a.dedupe_key = 'not_started:' || r.id)
                      ORDER BY r.due_at, r.id LIMIT $2",
