@@ -6,8 +6,8 @@
 //! a run an instance refuses (at capacity, draining, no such handler, unreachable) moves on to
 //! its next instance; a run no instance accepts goes back to `pending` keeping its place in line.
 //! The accepted runs become `running` in one write at the end, made
-//! [`DispatchConfig::start_write_delay_ms`] later, so a quick run's result usually comes first. Dispatch is async and bounded by
-//! a semaphore, never by threads waiting on business code.
+//! [`DispatchConfig::start_write_delay_ms`] later, so a quick run's result usually comes first.
+//! Dispatch is async and bounded by a semaphore, never by threads waiting on business code.
 //!
 //! A run whose lease is about to expire is not sent: another node may be about to take it over.
 
