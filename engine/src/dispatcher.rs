@@ -30,7 +30,7 @@ use crate::outcome::{Finish, finish_runs, log_finished};
 use crate::routing::{self, RoutingState};
 use crate::run::{ClaimedTransition, Fence, NewRun, Run, RunId, RunState, TriggerKind};
 use crate::run_events::{RunEvent, RunEvents};
-use crate::store::{Result, StartClaimed, Store, StoreError};
+use crate::store::{Result, StartClaimed, StartedRun, Store, StoreError};
 use crate::task::{Routing, Task};
 use crate::tenant::TenantId;
 
@@ -133,12 +133,10 @@ struct Ticket {
 struct Recorded {
     /// Runs whose intent was written: still held by this node, free to be sent.
     intended: HashSet<RunId>,
-    started: Vec<RunId>,
+    started: Vec<StartedRun>,
     /// Accepted by an executor, but no longer held by this node.
     fenced: Vec<Fence>,
     released: Vec<RunId>,
-    /// Of `started`, those whose result came first: recorded as sent, but final already.
-    finished_first: HashSet<RunId>,
 }
 
 /// Sends runs to wrappers.
@@ -508,20 +506,12 @@ impl Dispatcher {
         }
 
         released.extend(unsure);
-        let finished_first = self
+        let running = self
             .record(started, released, malformed, &mut report)
             .await?;
         if !starting.is_empty() {
-            // Announced as running: the runs recorded as started that are running, not those
-            // whose result came first (their final state was announced already).
-            let recorded: HashSet<RunId> = report
-                .started
-                .iter()
-                .copied()
-                .filter(|id| !finished_first.contains(id))
-                .collect();
             for event in starting {
-                if recorded.contains(&event.run_id) {
+                if running.contains(&event.run_id) {
                     self.run_events.emit(event);
                 }
             }
@@ -682,8 +672,9 @@ impl Dispatcher {
 
     /// Writes the round's outcome: starts (after [`DispatchConfig::start_write_delay_ms`]) and
     /// releases go through the group commit ([`Recorder`]); runs an executor refused as
-    /// malformed fail in a transaction of their own. Returns the started runs whose result came
-    /// before their start was written.
+    /// malformed fail in a transaction of their own. Returns the started runs that are running
+    /// (not those whose result came before their start was written: their final state was
+    /// announced already).
     async fn record(
         &self,
         started: Vec<StartClaimed>,
@@ -691,7 +682,7 @@ impl Dispatcher {
         malformed: Vec<(Fire, String)>,
         report: &mut DispatchReport,
     ) -> Result<HashSet<RunId>> {
-        let mut finished_first = HashSet::new();
+        let mut running = HashSet::new();
         if !started.is_empty() || !released.is_empty() {
             if !started.is_empty() && self.config.start_write_delay_ms > 0 {
                 let delay = u64::try_from(self.config.start_write_delay_ms).unwrap_or(0);
@@ -707,15 +698,20 @@ impl Dispatcher {
                     "an executor accepted a run this node no longer held (lease lost)"
                 );
             }
-            report.started.extend(recorded.started);
-            finished_first = recorded.finished_first;
+            report.started.extend(recorded.started.iter().map(|s| s.id));
+            running = recorded
+                .started
+                .iter()
+                .filter(|s| s.running)
+                .map(|s| s.id)
+                .collect();
             report
                 .fenced
                 .extend(recorded.fenced.into_iter().map(|f| f.run_id));
             report.released.extend(recorded.released);
         }
         if malformed.is_empty() {
-            return Ok(finished_first);
+            return Ok(running);
         }
         let now = self.clock.now_ms();
         let mut items: Vec<(RunId, Finish)> = malformed
@@ -738,7 +734,7 @@ impl Dispatcher {
         tx.commit().await?;
         log_finished(&finished, Some(&self.directory));
         self.run_events.finished(&finished);
-        Ok(finished_first)
+        Ok(running)
     }
 
     /// Writes what every queued round asked for (a recorder's tickets carry intents only, or
@@ -773,29 +769,25 @@ impl Dispatcher {
         .await;
         match outcome {
             Ok((intended, moved, back)) => {
-                let finished_first: HashSet<RunId> =
-                    moved.iter().filter(|s| !s.running).map(|s| s.id).collect();
-                let moved: HashSet<RunId> = moved.into_iter().map(|s| s.id).collect();
+                let moved: HashMap<RunId, StartedRun> =
+                    moved.into_iter().map(|s| (s.id, s)).collect();
                 let back: HashSet<RunId> = back.into_iter().collect();
                 for t in tickets {
                     let (started, fenced): (Vec<_>, Vec<_>) = t
                         .started
                         .into_iter()
-                        .partition(|s| moved.contains(&s.fence.run_id));
-                    let finished_first = started
-                        .iter()
-                        .map(|s| s.fence.run_id)
-                        .filter(|id| finished_first.contains(id))
-                        .collect();
+                        .partition(|s| moved.contains_key(&s.fence.run_id));
                     let _ = t.reply.send(Ok(Recorded {
-                        finished_first,
                         intended: t
                             .intents
                             .iter()
                             .map(|(f, _)| f.run_id)
                             .filter(|id| intended.contains(id))
                             .collect(),
-                        started: started.into_iter().map(|s| s.fence.run_id).collect(),
+                        started: started
+                            .iter()
+                            .filter_map(|s| moved.get(&s.fence.run_id).copied())
+                            .collect(),
                         fenced: fenced.into_iter().map(|s| s.fence).collect(),
                         released: t
                             .released

@@ -20,8 +20,7 @@ pub struct EngineTuning {
     pub claim_batch: i64,
     pub max_in_flight: usize,
     pub dispatch_coalesce_ms: i64,
-    /// `--start-write-delay-ms`; `None`: the engine's default.
-    pub start_write_delay_ms: Option<i64>,
+    pub start_write_delay_ms: i64,
     pub executor_heartbeat_ms: u64,
     pub executor_timeout_ms: i64,
     pub node_timeout_ms: i64,
@@ -36,7 +35,8 @@ impl Default for EngineTuning {
             claim_batch: 1_000,
             max_in_flight: 256,
             dispatch_coalesce_ms: 0,
-            start_write_delay_ms: None,
+            start_write_delay_ms: mthpt_engine::dispatcher::DispatchConfig::default()
+                .start_write_delay_ms,
             executor_heartbeat_ms: 1_000,
             executor_timeout_ms: 4_000,
             node_timeout_ms: 5_000,
@@ -103,12 +103,8 @@ impl NodeProcess {
         let log = log_dir.join(format!("{id}.log"));
         let out = File::create(&log).with_context(|| format!("create {}", log.display()))?;
         let err = out.try_clone()?;
-        let mut command = Command::new(mthpt);
-        command.arg("engine");
-        if let Some(delay) = tuning.start_write_delay_ms {
-            command.args(["--start-write-delay-ms", &delay.to_string()]);
-        }
-        let child = command
+        let child = Command::new(mthpt)
+            .arg("engine")
             .args(["--database-url", database_url])
             .args(["--groups", "default"])
             .args(["--listen", &format!("127.0.0.1:{port}")])
@@ -121,6 +117,10 @@ impl NodeProcess {
             .args([
                 "--dispatch-coalesce-ms",
                 &tuning.dispatch_coalesce_ms.to_string(),
+            ])
+            .args([
+                "--start-write-delay-ms",
+                &tuning.start_write_delay_ms.to_string(),
             ])
             .args([
                 "--executor-heartbeat-ms",

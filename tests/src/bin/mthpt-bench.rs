@@ -120,7 +120,6 @@ fn config(args: Args) -> anyhow::Result<BenchConfig> {
             $(if let Some(v) = args.$field { $target = v; })*
         };
     }
-    c.engine.start_write_delay_ms = args.start_write_delay_ms.or(c.engine.start_write_delay_ms);
     set!(
         nodes => c.nodes,
         wrappers => c.wrappers,
@@ -135,6 +134,7 @@ fn config(args: Args) -> anyhow::Result<BenchConfig> {
         claim_batch => c.engine.claim_batch,
         max_in_flight => c.engine.max_in_flight,
         dispatch_coalesce_ms => c.engine.dispatch_coalesce_ms,
+        start_write_delay_ms => c.engine.start_write_delay_ms,
         long_tasks => c.long_tasks,
         long_every_ms => c.long_every_ms,
         long_run_ms => c.long_run_ms,
