@@ -100,6 +100,14 @@ async fn admin() -> PgConnection {
 
 /// A PostgreSQL store in a schema of its own.
 pub async fn postgres() -> TestDb {
+    let db = postgres_unmigrated().await;
+    db.store.migrate().await.expect("migrate");
+    db
+}
+
+/// A PostgreSQL store in an empty schema of its own, for tests that build an earlier schema
+/// themselves (see `engine/tests/migrations.rs`).
+pub async fn postgres_unmigrated() -> TestDb {
     let schema = format!("mthpt_test_{}", uuid::Uuid::new_v4().simple());
     let mut conn = admin().await;
     sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
@@ -110,7 +118,6 @@ pub async fn postgres() -> TestDb {
         .expect("test database URL")
         .options([("search_path", schema.as_str())]);
     let store = PgStore::connect_with(options, 8).await.expect("connect");
-    store.migrate().await.expect("migrate");
     TestDb {
         store: Arc::new(store),
         cleanup: Cleanup::PgSchema(schema),
@@ -119,10 +126,16 @@ pub async fn postgres() -> TestDb {
 
 /// A SQLite store in a file of its own.
 pub async fn sqlite() -> TestDb {
+    let db = sqlite_unmigrated().await;
+    db.store.migrate().await.expect("migrate");
+    db
+}
+
+/// A SQLite store in a new, empty file of its own.
+pub async fn sqlite_unmigrated() -> TestDb {
     let dir = tempfile::tempdir().expect("temp dir");
     let url = format!("sqlite://{}", dir.path().join("mthpt.db").display());
     let store = SqliteStore::connect(&url).await.expect("open");
-    store.migrate().await.expect("migrate");
     TestDb {
         store: Arc::new(store),
         cleanup: Cleanup::SqliteDir(dir),
