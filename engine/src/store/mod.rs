@@ -655,7 +655,9 @@ pub trait Tx: Send {
     /// Running runs whose deadline is before `now`; concurrent callers get disjoint sets.
     async fn running_runs_past_deadline(&mut self, now: i64, limit: i64) -> Result<Vec<Run>>;
     /// Runs still pending or claimed whose task's start timeout has passed since they were
-    /// due, and for which no "not started" alarm exists yet.
+    /// due, and for which no "not started" alarm exists yet. A claimed run with its dispatch
+    /// intent recorded is left out while its lease holds: it may have been accepted, and its
+    /// start is written a little later (`start_write_delay_ms`).
     async fn runs_not_started(&mut self, now: i64, limit: i64) -> Result<Vec<Run>>;
     /// Running runs on the given executor instances.
     async fn running_runs_on_executors(&mut self, executors: &[ExecutorId]) -> Result<Vec<Run>>;

@@ -736,6 +736,36 @@ pub async fn runs_past_their_start_timeout_are_found_until_alarmed(store: Arc<dy
         1,
         "the fresh one now"
     );
+    tx.commit().await.unwrap();
+
+    // A run on its way to an executor (dispatch intent recorded, under its node's live lease)
+    // may be accepted before its start is written: it is judged once the lease has ended.
+    let sent = insert(store, &occurrence(&w, &strict, T0 + 20 * SECOND)).await;
+    let e = executor(store, w.app.id, "host-1", T0).await;
+    let claimed = claim(store, &claim_req("node-a", T0 + 20 * SECOND)).await;
+    let fence = claimed
+        .iter()
+        .find(|r| r.id == sent.id)
+        .and_then(|r| r.fence())
+        .unwrap();
+    in_tx!(store, |tx| tx
+        .record_dispatch_intent(&[(fence, e.id)], T0 + 20 * SECOND)
+        .await
+        .unwrap());
+    let not_started = |at: i64| async move {
+        in_tx!(store, |tx| tx.runs_not_started(at, 10).await.unwrap())
+            .iter()
+            .map(|r| r.id)
+            .collect::<Vec<_>>()
+    };
+    assert!(
+        !not_started(T0 + 49 * SECOND).await.contains(&sent.id),
+        "sent under a live lease"
+    );
+    assert!(
+        not_started(T0 + 50 * SECOND).await.contains(&sent.id),
+        "its lease has ended"
+    );
 }
 
 pub async fn runs_of_an_occurrence_are_found_across_shards_and_attempts(store: Arc<dyn Store>) {

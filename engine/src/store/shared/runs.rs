@@ -321,6 +321,7 @@ macro_rules! run_ops {
                      WHERE r.state IN ('pending', 'claimed') AND r.due_at < $1
                        AND r.started_at IS NULL AND r.finished_at IS NULL
                        AND t.start_timeout_ms IS NOT NULL AND r.due_at + t.start_timeout_ms < $1
+                       AND NOT (r.state = 'claimed' AND r.executor_id IS NOT NULL AND r.lease_until > $1)
                        AND NOT EXISTS (SELECT 1 FROM alarms a WHERE a.dedupe_key = 'not_started:' || r.id)
                      ORDER BY r.due_at, r.id LIMIT $2",
                 )
