@@ -102,15 +102,32 @@ impl ResultWriter {
     }
 
     /// The queued tickets of the app queued first (one app per transaction: its runs are then
-    /// locked in one pass, in id order).
+    /// locked in one pass, in id order), taken in queue order while they fit in
+    /// [`RESULT_GROUP_MAX`] results (the first always does): a group's statements stay far below
+    /// the database's statement timeout when a saturated database has let many requests queue.
     fn next_group(&self) -> Vec<ResultTicket> {
         let mut queue = crate::directory::lock(&self.queue);
         let first = queue.first().map(|t| t.app);
-        let (mine, rest): (Vec<_>, Vec<_>) = queue.drain(..).partition(|t| Some(t.app) == first);
+        let mut results = 0;
+        let mut mine = Vec::new();
+        let mut rest = Vec::with_capacity(queue.len());
+        for t in queue.drain(..) {
+            let fits = mine.is_empty() || results + t.finishes.len() <= RESULT_GROUP_MAX;
+            if Some(t.app) == first && fits {
+                results += t.finishes.len();
+                mine.push(t);
+            } else {
+                rest.push(t);
+            }
+        }
         *queue = rest;
         mine
     }
 }
+
+/// The most results one group write takes (a single request may carry more; it is written
+/// alone).
+const RESULT_GROUP_MAX: usize = 1_000;
 
 fn answered_outcomes(answered: Result<Outcomes, String>) -> Result<Outcomes, ApiError> {
     answered.map_err(|why| ApiError::Unavailable(StoreError::Unavailable(why)))
@@ -951,5 +968,45 @@ fn empty_progress(run_id: i64) -> RunProgress {
         fraction: None,
         message: None,
         log_lines: Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ticket(app: i64, results: i64) -> ResultTicket {
+        let finishes = (0..results)
+            .map(|i| {
+                let finish = Finish::decided(RunState::Failed, "x".to_owned(), false, 0);
+                (RunId(app * 100_000 + i), finish)
+            })
+            .collect();
+        ResultTicket {
+            app: AppId(app),
+            finishes,
+            reply: oneshot::channel().0,
+        }
+    }
+
+    fn sizes(group: &[ResultTicket]) -> Vec<(i64, usize)> {
+        group.iter().map(|t| (t.app.0, t.finishes.len())).collect()
+    }
+
+    #[test]
+    fn result_groups_are_one_app_and_at_most_a_thousand_results() {
+        let writer = ResultWriter::default();
+        for (app, n) in [(1, 600), (2, 10), (1, 600), (1, 300), (1, 1_500)] {
+            crate::directory::lock(&writer.queue).push(ticket(app, n));
+        }
+        assert_eq!(sizes(&writer.next_group()), vec![(1, 600), (1, 300)]);
+        assert_eq!(sizes(&writer.next_group()), vec![(2, 10)]);
+        assert_eq!(sizes(&writer.next_group()), vec![(1, 600)]);
+        assert_eq!(
+            sizes(&writer.next_group()),
+            vec![(1, 1_500)],
+            "a request larger than a group is written alone"
+        );
+        assert!(writer.next_group().is_empty());
     }
 }

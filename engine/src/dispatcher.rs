@@ -739,30 +739,40 @@ impl Dispatcher {
 
     /// Writes what every queued round asked for (a recorder's tickets carry intents only, or
     /// starts and releases only) in one transaction and answers each round with its share. The
-    /// intents go in slices: each statement stays far below the database's statement timeout
-    /// when the database is saturated, so a big round is slowed, never thrown away.
+    /// runs go in slices of [`WRITE_SLICE`]: each statement stays far below the database's
+    /// statement timeout when the database is saturated, so a big group is slowed, never
+    /// thrown away.
     async fn write(&self, tickets: Vec<Ticket>) {
         let now = self.clock.now_ms();
         let intents: Vec<(Fence, ExecutorId)> = tickets
             .iter()
             .flat_map(|t| t.intents.iter().cloned())
             .collect();
-        let started: Vec<StartClaimed> = tickets
+        // In id order, so the slices take their row locks in the order result batches do.
+        let mut started: Vec<StartClaimed> = tickets
             .iter()
             .flat_map(|t| t.started.iter().cloned())
             .collect();
-        let released: Vec<Fence> = tickets
+        started.sort_by_key(|s| s.fence.run_id);
+        let mut released: Vec<Fence> = tickets
             .iter()
             .flat_map(|t| t.released.iter().cloned())
             .collect();
+        released.sort_by_key(|f| f.run_id);
         let outcome = async {
             let mut tx = self.store.begin().await?;
             let mut intended = HashSet::with_capacity(intents.len());
-            for slice in intents.chunks(INTENT_SLICE) {
+            for slice in intents.chunks(WRITE_SLICE) {
                 intended.extend(tx.record_dispatch_intent(slice, now).await?);
             }
-            let moved = tx.start_claimed_runs(&started, now).await?;
-            let back = tx.release_claimed_runs(&released, now).await?;
+            let mut moved = Vec::with_capacity(started.len());
+            for slice in started.chunks(WRITE_SLICE) {
+                moved.extend(tx.start_claimed_runs(slice, now).await?);
+            }
+            let mut back = Vec::with_capacity(released.len());
+            for slice in released.chunks(WRITE_SLICE) {
+                back.extend(tx.release_claimed_runs(slice, now).await?);
+            }
             tx.commit().await?;
             Ok::<_, StoreError>((intended, moved, back))
         }
@@ -1029,8 +1039,10 @@ pub fn run_request(fire: &Fire, sent_at: i64) -> RunRequest {
     }
 }
 
-/// Runs per statement when recording dispatch intents.
-const INTENT_SLICE: usize = 500;
+/// Runs per statement when recording dispatch intents, starts and releases: a group commit of
+/// many rounds on a saturated database stays far below the statement timeout, so it is slowed,
+/// never thrown away.
+const WRITE_SLICE: usize = 500;
 
 /// A readied run is still sent when at least this much of its lease is left.
 const SEND_LEASE_MARGIN_MS: i64 = 100;
