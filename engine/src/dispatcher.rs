@@ -695,7 +695,7 @@ impl Dispatcher {
                 tracing::warn!(
                     run = %fence.run_id,
                     node = %fence.node,
-                    "an executor accepted a run this node no longer held (lease lost)"
+                    "an executor accepted a run this node no longer holds (claimed again since)"
                 );
             }
             report.started.extend(recorded.started.iter().map(|s| s.id));

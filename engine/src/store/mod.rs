@@ -583,7 +583,9 @@ pub trait Tx: Send {
         now: i64,
     ) -> Result<Run>;
     /// Many [`ClaimedTransition::Started`] at once; returns the runs that moved (the others
-    /// were fenced: lease expired or claimed by another node since). A run whose result already
+    /// were fenced: claimed by another node since, or no longer claimed). An executor has
+    /// accepted these runs, so the fencing token alone decides: a start is recorded after the
+    /// lease has ended as long as nobody has claimed the run since. A run whose result already
     /// arrived (a handler faster than this write) stays final, but gets its executor and
     /// dispatch time recorded and is returned too; one cancelled meanwhile (by a person) is
     /// also marked for a cancel request to that executor ([`Tx::take_cancel_requests`]).

@@ -206,7 +206,7 @@ tx_impl!(
                  FROM UNNEST($1::bigint[], $2::text[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[])
                    AS u(id, owner, fence, executor_id, dispatched_at, deadline_at)
                  WHERE r.id = ANY($1) AND r.id = u.id AND r.claim_owner = u.owner AND r.fence = u.fence
-                   AND ((r.state = 'claimed' AND r.lease_until > $7)
+                   AND (r.state = 'claimed'
                         OR (r.state IN ('succeeded', 'failed', 'timed_out', 'cancelled') AND r.dispatched_at IS NULL))
                  RETURNING r.id, r.state = 'running' AS running",
             )

@@ -191,7 +191,7 @@ tx_impl!(SqliteTx, for_update = "", skip_locked = "", {
                      cancel_pending_at = CASE WHEN state = 'cancelled' THEN $7 ELSE cancel_pending_at END,
                      dispatch_attempts = dispatch_attempts + 1
                  WHERE id = $1 AND claim_owner = $2 AND fence = $3
-                   AND ((state = 'claimed' AND lease_until > $7)
+                   AND (state = 'claimed'
                         OR (state IN ('succeeded', 'failed', 'timed_out', 'cancelled') AND dispatched_at IS NULL))
                  RETURNING id, state = 'running' AS running",
             )

@@ -405,6 +405,39 @@ pub async fn batch_start_and_release_move_only_runs_still_held(store: Arc<dyn St
         .await
         .unwrap());
     assert!(late.is_empty());
+    // An accepted run's start is recorded after the lease has ended while nobody has claimed
+    // the run since; once another node has, the old token records nothing.
+    let start = |fence: &Fence| StartClaimed {
+        fence: fence.clone(),
+        executor_id: e.id,
+        dispatched_at: T0 + 3,
+        deadline_at: None,
+    };
+    assert_eq!(
+        in_tx!(store, |tx| tx
+            .start_claimed_runs(&[start(&fences[1])], T0 + MINUTE)
+            .await
+            .unwrap()),
+        vec![StartedRun {
+            id: runs[1].id,
+            running: true
+        }],
+        "lease over, token unchanged"
+    );
+    let reclaimed = claim(store, &claim_req("node-b", T0 + MINUTE)).await;
+    assert_eq!(
+        reclaimed.iter().map(|r| r.id).collect::<Vec<_>>(),
+        vec![runs[2].id, runs[4].id],
+        "the started run is not claimed again; the released one and the one left claimed are"
+    );
+    assert!(
+        in_tx!(store, |tx| tx
+            .start_claimed_runs(&[start(&fences[4])], T0 + MINUTE + 1)
+            .await
+            .unwrap())
+        .is_empty(),
+        "claimed by another node since"
+    );
 }
 
 pub async fn due_signals_arrive_only_after_commit(store: Arc<dyn Store>) {
