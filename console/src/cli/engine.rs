@@ -226,7 +226,17 @@ pub async fn run(args: EngineArgs) -> ExitCode {
     let store: Arc<dyn mthpt_engine::store::Store> = store;
     match store.migrate().await {
         Ok(report) => {
-            tracing::info!(database = %redact_url(&url), version = report.version, applied = report.applied.len(), "schema ready")
+            tracing::info!(database = %redact_url(&url), version = report.version, applied = report.applied.len(), "schema ready");
+            match store.server_warnings().await {
+                Ok(warnings) => {
+                    for warning in warnings {
+                        tracing::warn!("{warning}");
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not read the database server's settings")
+                }
+            }
         }
         Err(e) => {
             eprintln!("mthpt engine: {}: {e}", redact_url(&url));

@@ -294,6 +294,12 @@ pub trait Store: Send + Sync + fmt::Debug {
     /// PostgreSQL; from this process on SQLite).
     async fn listen_due(&self) -> Result<Box<dyn DueListener>>;
 
+    /// What about the database server works against the engine, one sentence each (logged at
+    /// start-up); empty when nothing does.
+    async fn server_warnings(&self) -> Result<Vec<String>> {
+        Ok(Vec::new())
+    }
+
     /// Closes the connection pool.
     async fn close(&self);
 }

@@ -136,6 +136,23 @@ impl Store for PgStore {
         Ok(Box::new(PgDueListener { listener }))
     }
 
+    async fn server_warnings(&self) -> Result<Vec<String>> {
+        let (autovacuum, track_counts): (String, String) =
+            sqlx::query_as("SELECT current_setting('autovacuum'), current_setting('track_counts')")
+                .fetch_one(&self.pool)
+                .await?;
+        let mut warnings = Vec::new();
+        if autovacuum != "on" || track_counts != "on" {
+            warnings.push(format!(
+                "PostgreSQL's autovacuum does not run (autovacuum = {autovacuum}, track_counts = \
+                 {track_counts}): every finished run leaves a dead row and a dead entry in the \
+                 claim index that only VACUUM removes, so claims slow down and `runs` grows \
+                 until it runs (see docs/engine.md, \"Retention and rollups\")"
+            ));
+        }
+        Ok(warnings)
+    }
+
     async fn close(&self) {
         self.pool.close().await;
     }
