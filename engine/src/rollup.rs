@@ -16,7 +16,7 @@
 //!    PostgreSQL): one node works on a tenant at a time, the others skip it.
 //! 2. **Retention.** Final runs that finished more than the tenant's `retention_ms` ago and
 //!    whose minute is rolled up are deleted, [`RollupConfig::delete_batch`] per statement,
-//!    each in its own transaction ([`Tx::delete_expired_runs`](crate::store::Tx::delete_expired_runs)).
+//!    each in its own transaction ([`Rollups::delete_expired_runs`](crate::store::Rollups::delete_expired_runs)).
 //!    Runs that are not final are never deleted, nor final runs whose occurrence or chain
 //!    still has a run that is not final.
 //!

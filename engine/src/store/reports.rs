@@ -11,7 +11,7 @@ use crate::tenant::TenantId;
 /// than read partially without saying so.
 pub const MAX_RUN_SAMPLES: i64 = 200_000;
 
-/// Which finished runs [`Tx::run_samples`](super::Tx::run_samples) reads.
+/// Which finished runs [`Views::run_samples`](super::Views::run_samples) reads.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunSampleQuery {
     /// Only this task's runs.
@@ -62,7 +62,7 @@ pub struct AlarmMute {
     pub updated_at: i64,
 }
 
-/// Where a page of [`Tx::rollup_samples`](super::Tx::rollup_samples) starts: after this run
+/// Where a page of [`Rollups::rollup_samples`](super::Rollups::rollup_samples) starts: after this run
 /// (by scheduled time, then id).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SampleCursor {

@@ -1,0 +1,46 @@
+use sqlx::postgres::PgConnection;
+
+use super::raw_ids;
+use crate::app::{App, AppId, Executor, ExecutorId};
+use crate::store::Result;
+
+pub(crate) async fn mark_silent_executors_lost(
+    c: &mut PgConnection,
+    ids: &[ExecutorId],
+    heartbeat_before: i64,
+) -> Result<Vec<Executor>> {
+    Ok(sqlx::query_as(
+        "UPDATE executors SET state = 'lost'
+         WHERE id = ANY($1) AND state IN ('up', 'draining') AND last_heartbeat_at < $2
+         RETURNING *",
+    )
+    .bind(raw_ids(ids, |i| i.0))
+    .bind(heartbeat_before)
+    .fetch_all(&mut *c)
+    .await?)
+}
+
+pub(crate) async fn record_executor_probes(
+    c: &mut PgConnection,
+    ids: &[ExecutorId],
+    now: i64,
+) -> Result<u64> {
+    let done = sqlx::query(
+        "UPDATE executors SET last_heartbeat_at = $2
+         WHERE id = ANY($1) AND state IN ('up', 'draining') AND last_heartbeat_at < $2",
+    )
+    .bind(raw_ids(ids, |i| i.0))
+    .bind(now)
+    .execute(&mut *c)
+    .await?;
+    Ok(done.rows_affected())
+}
+
+pub(crate) async fn get_apps_by_ids(c: &mut PgConnection, ids: &[AppId]) -> Result<Vec<App>> {
+    Ok(
+        sqlx::query_as("SELECT * FROM apps WHERE id = ANY($1) ORDER BY id")
+            .bind(raw_ids(ids, |i| i.0))
+            .fetch_all(&mut *c)
+            .await?,
+    )
+}

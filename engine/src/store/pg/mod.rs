@@ -1,0 +1,157 @@
+//! The PostgreSQL backend: the cluster store. Concurrent engine nodes claim with
+//! `FOR UPDATE SKIP LOCKED`, so they never wait on each other's rows and never take the same run.
+
+pub(super) mod alarms;
+pub(super) mod apps;
+pub(super) mod runs;
+pub(super) mod tasks;
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use sqlx::Connection;
+use sqlx::migrate::Migrator;
+use sqlx::postgres::{PgConnectOptions, PgConnection, PgListener, PgPool, PgPoolOptions};
+
+use super::tx::StoreTx;
+use super::{
+    Backend, DUE_CHANNEL, DueListener, MigrationReport, Result, Store, StoreError, Tx,
+    apply_migrations, redact_url,
+};
+
+static MIGRATOR: Migrator = sqlx::migrate!("../migrations/postgres");
+
+/// The PostgreSQL store.
+#[derive(Debug, Clone)]
+pub struct PgStore {
+    pool: PgPool,
+    /// Without the session timeouts: migrations may legitimately run long.
+    migrate_options: PgConnectOptions,
+}
+
+/// Server-side limits on every pooled session, all below the default lease (2 s), so that a
+/// node frozen mid-transaction (a paused process, a partition) holds its row locks for at most
+/// about one lease, and nobody waits on a lock longer than that: the waiting transaction fails
+/// instead and is tried again (a result batch is answered 503 and re-sent by its wrapper; a
+/// claim or dispatch moves on at the next poll).
+/// - `idle_in_transaction_session_timeout`: the server ends a session whose transaction has
+///   been idle this long, releasing its locks;
+/// - `lock_timeout`: a statement waits at most this long for a row lock;
+/// - `statement_timeout`: no statement runs longer than this.
+pub const SESSION_TIMEOUTS: [(&str, &str); 3] = [
+    ("idle_in_transaction_session_timeout", "1500"),
+    ("lock_timeout", "1700"),
+    ("statement_timeout", "1900"),
+];
+
+impl PgStore {
+    /// Connects to `url` (`postgres://user[:password]@host[:port]/database[?options]`) with a
+    /// pool of up to 16 connections.
+    pub async fn connect(url: &str) -> Result<Self> {
+        let options = PgConnectOptions::from_str(url).map_err(|e| {
+            StoreError::Unavailable(format!("invalid PostgreSQL URL {}: {e}", redact_url(url)))
+        })?;
+        Self::connect_with(options, 16).await.map_err(|e| match e {
+            StoreError::Database(e) => StoreError::Unavailable(format!(
+                "cannot connect to PostgreSQL at {}: {e}",
+                redact_url(url)
+            )),
+            other => other,
+        })
+    }
+
+    /// Connects with explicit options and pool size. Every session gets the timeouts of
+    /// [`SESSION_TIMEOUTS`].
+    pub async fn connect_with(options: PgConnectOptions, max_connections: u32) -> Result<Self> {
+        // One direct connection first: a pool would only report "timed out" for a server that
+        // refuses connections, hiding the reason.
+        PgConnection::connect_with(&options).await?.close().await?;
+        let migrate_options = options.clone();
+        let pool = PgPoolOptions::new()
+            .max_connections(max_connections)
+            .acquire_timeout(Duration::from_secs(10))
+            .connect_with(options.options(SESSION_TIMEOUTS))
+            .await?;
+        Ok(Self {
+            pool,
+            migrate_options,
+        })
+    }
+
+    /// The connection pool (for LISTEN/NOTIFY and tests).
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+}
+
+#[async_trait]
+impl Store for PgStore {
+    fn backend(&self) -> Backend {
+        Backend::Postgres
+    }
+
+    async fn migrate(&self) -> Result<MigrationReport> {
+        let pool = PgPoolOptions::new()
+            .max_connections(1)
+            .connect_with(self.migrate_options.clone())
+            .await?;
+        let report = apply_migrations(&MIGRATOR, &pool).await;
+        pool.close().await;
+        report
+    }
+
+    async fn begin(&self) -> Result<Box<dyn Tx>> {
+        Ok(Box::new(StoreTx::postgres(self.pool.begin().await?)))
+    }
+
+    async fn begin_read(&self) -> Result<Box<dyn Tx>> {
+        Ok(Box::new(StoreTx::postgres(
+            self.pool.begin_with("BEGIN READ ONLY").await?,
+        )))
+    }
+
+    async fn listen_due(&self) -> Result<Box<dyn DueListener>> {
+        let mut listener = PgListener::connect_with(&self.pool).await?;
+        listener.listen(DUE_CHANNEL).await?;
+        Ok(Box::new(PgDueListener { listener }))
+    }
+
+    async fn server_warnings(&self) -> Result<Vec<String>> {
+        let (autovacuum, track_counts): (String, String) =
+            sqlx::query_as("SELECT current_setting('autovacuum'), current_setting('track_counts')")
+                .fetch_one(&self.pool)
+                .await?;
+        let mut warnings = Vec::new();
+        if autovacuum != "on" || track_counts != "on" {
+            warnings.push(format!(
+                "PostgreSQL's autovacuum does not run (autovacuum = {autovacuum}, track_counts = \
+                 {track_counts}): every finished run leaves a dead row and a dead entry in the \
+                 claim index that only VACUUM removes, so claims slow down and `runs` grows \
+                 until it runs (see docs/engine.md, \"Retention and rollups\")"
+            ));
+        }
+        Ok(warnings)
+    }
+
+    async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+#[derive(Debug)]
+struct PgDueListener {
+    listener: PgListener,
+}
+
+#[async_trait]
+impl DueListener for PgDueListener {
+    async fn recv(&mut self) -> Result<String> {
+        Ok(self.listener.recv().await?.payload().to_owned())
+    }
+}
+
+/// Ids as a PostgreSQL `bigint[]` parameter.
+fn raw_ids<T: Copy>(ids: &[T], f: impl Fn(T) -> i64) -> Vec<i64> {
+    ids.iter().map(|&id| f(id)).collect()
+}

@@ -1,0 +1,356 @@
+use sqlx::postgres::PgConnection;
+use sqlx::types::Json;
+
+use super::raw_ids;
+use crate::app::{AppId, ExecutorId};
+use crate::run::{Fence, NewRun, Run, RunCompletion, RunId, TriggerKind};
+use crate::store::completion::plan_completions;
+use crate::store::tx::{fk_or, found};
+use crate::store::{ClaimRequest, Completion, Result, StartClaimed, StartedRun};
+use crate::task::TaskId;
+
+pub(crate) async fn start_claimed_runs(
+    c: &mut PgConnection,
+    items: &[StartClaimed],
+    now: i64,
+) -> Result<Vec<StartedRun>> {
+    if items.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ids: Vec<i64> = items.iter().map(|i| i.fence.run_id.0).collect();
+    // Locked in id order first, as result batches lock them: the two never deadlock.
+    sqlx::query("SELECT id FROM runs WHERE id = ANY($1) ORDER BY id FOR UPDATE")
+        .bind(&ids)
+        .execute(&mut *c)
+        .await?;
+    Ok(sqlx::query_as(
+        "UPDATE runs r SET state = CASE WHEN r.state = 'claimed' THEN 'running' ELSE r.state END,
+             executor_id = u.executor_id, dispatched_at = u.dispatched_at,
+             started_at = COALESCE(r.started_at, $7),
+             deadline_at = CASE WHEN r.state = 'claimed' THEN u.deadline_at ELSE r.deadline_at END,
+             cancel_pending_at = CASE WHEN r.state = 'cancelled' THEN $7 ELSE r.cancel_pending_at END,
+             dispatch_attempts = r.dispatch_attempts + 1
+         FROM UNNEST($1::bigint[], $2::text[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[])
+           AS u(id, owner, fence, executor_id, dispatched_at, deadline_at)
+         WHERE r.id = ANY($1) AND r.id = u.id AND r.claim_owner = u.owner AND r.fence = u.fence
+           AND (r.state = 'claimed'
+                OR (r.state IN ('succeeded', 'failed', 'timed_out', 'cancelled') AND r.dispatched_at IS NULL))
+         RETURNING r.id, r.state = 'running' AS running",
+    )
+    .bind(&ids)
+    .bind(items.iter().map(|i| i.fence.node.clone()).collect::<Vec<_>>())
+    .bind(items.iter().map(|i| i.fence.token).collect::<Vec<_>>())
+    .bind(items.iter().map(|i| i.executor_id.0).collect::<Vec<_>>())
+    .bind(items.iter().map(|i| i.dispatched_at).collect::<Vec<_>>())
+    .bind(items.iter().map(|i| i.deadline_at).collect::<Vec<_>>())
+    .bind(now)
+    .fetch_all(&mut *c)
+    .await?)
+}
+
+pub(crate) async fn latest_scheduled_runs_before(
+    c: &mut PgConnection,
+    items: &[(TaskId, i64)],
+) -> Result<Vec<Run>> {
+    if items.is_empty() {
+        return Ok(Vec::new());
+    }
+    // One index probe (the occurrence key, backwards) per item.
+    Ok(sqlx::query_as(
+        "SELECT p.* FROM UNNEST($1::bigint[], $2::bigint[]) AS u(task_id, before)
+         CROSS JOIN LATERAL (
+             SELECT * FROM runs r
+             WHERE r.task_id = u.task_id AND r.scheduled_at < u.before
+               AND r.trigger_kind = 'schedule' AND r.attempt = 1
+             ORDER BY r.scheduled_at DESC LIMIT 1) p",
+    )
+    .bind(items.iter().map(|(t, _)| t.0).collect::<Vec<_>>())
+    .bind(items.iter().map(|(_, at)| *at).collect::<Vec<_>>())
+    .fetch_all(&mut *c)
+    .await?)
+}
+
+pub(crate) async fn record_dispatch_intent(
+    c: &mut PgConnection,
+    items: &[(Fence, ExecutorId)],
+    now: i64,
+) -> Result<Vec<RunId>> {
+    if items.is_empty() {
+        return Ok(Vec::new());
+    }
+    let rows: Vec<(RunId,)> = sqlx::query_as(
+        "UPDATE runs r SET executor_id = u.executor_id
+         FROM UNNEST($1::bigint[], $2::text[], $3::bigint[], $4::bigint[])
+           AS u(id, owner, fence, executor_id)
+         WHERE r.id = ANY($1) AND r.id = u.id AND r.state = 'claimed' AND r.claim_owner = u.owner
+           AND r.fence = u.fence AND r.lease_until > $5
+         RETURNING r.id",
+    )
+    .bind(items.iter().map(|(f, _)| f.run_id.0).collect::<Vec<_>>())
+    .bind(
+        items
+            .iter()
+            .map(|(f, _)| f.node.clone())
+            .collect::<Vec<_>>(),
+    )
+    .bind(items.iter().map(|(f, _)| f.token).collect::<Vec<_>>())
+    .bind(items.iter().map(|(_, e)| e.0).collect::<Vec<_>>())
+    .bind(now)
+    .fetch_all(&mut *c)
+    .await?;
+    Ok(rows.into_iter().map(|(id,)| id).collect())
+}
+
+pub(crate) async fn release_claimed_runs(
+    c: &mut PgConnection,
+    fences: &[Fence],
+    now: i64,
+) -> Result<Vec<RunId>> {
+    if fences.is_empty() {
+        return Ok(Vec::new());
+    }
+    let rows: Vec<(RunId,)> = sqlx::query_as(
+        "UPDATE runs r SET state = 'pending', claim_owner = NULL, lease_until = NULL,
+             dispatch_attempts = r.dispatch_attempts + 1
+         FROM UNNEST($1::bigint[], $2::text[], $3::bigint[]) AS u(id, owner, fence)
+         WHERE r.id = ANY($1) AND r.id = u.id AND r.state = 'claimed' AND r.claim_owner = u.owner
+           AND r.fence = u.fence AND r.lease_until > $4
+         RETURNING r.id",
+    )
+    .bind(fences.iter().map(|f| f.run_id.0).collect::<Vec<_>>())
+    .bind(fences.iter().map(|f| f.node.clone()).collect::<Vec<_>>())
+    .bind(fences.iter().map(|f| f.token).collect::<Vec<_>>())
+    .bind(now)
+    .fetch_all(&mut *c)
+    .await?;
+    Ok(rows.into_iter().map(|(id,)| id).collect())
+}
+
+pub(crate) async fn complete_runs(
+    c: &mut PgConnection,
+    app: Option<AppId>,
+    items: &[(RunId, RunCompletion)],
+) -> Result<Vec<Result<Completion>>> {
+    let mut ids: Vec<i64> = items
+        .iter()
+        .filter(|(_, c)| c.state.is_final())
+        .map(|(id, _)| id.0)
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    let locked: Vec<Run> = if ids.is_empty() {
+        Vec::new()
+    } else {
+        sqlx::query_as(
+            "SELECT * FROM runs WHERE id = ANY($1)
+               AND ($2 IS NULL OR EXISTS (SELECT 1 FROM tasks t WHERE t.id = runs.task_id AND t.app_id = $2))
+             ORDER BY id FOR UPDATE",
+        )
+        .bind(&ids)
+        .bind(app)
+        .fetch_all(&mut *c)
+        .await?
+    };
+    let plan = plan_completions(locked, items);
+    let changed: Vec<Run> = if plan.writes.is_empty() {
+        Vec::new()
+    } else {
+        let w = &plan.writes;
+        sqlx::query_as(
+            "UPDATE runs r SET state = u.state, output = u.output, error = u.error,
+                 log_tail = u.log_tail, started_at = COALESCE(r.started_at, u.started_at),
+                 finished_at = u.finished_at, lease_until = NULL
+             FROM UNNEST($1::bigint[], $2::text[], $3::jsonb[], $4::text[], $5::text[],
+                         $6::bigint[], $7::bigint[])
+               AS u(id, state, output, error, log_tail, started_at, finished_at)
+             WHERE r.id = ANY($1) AND r.id = u.id AND r.state IN ('pending', 'claimed', 'running')
+             RETURNING r.*",
+        )
+        .bind(w.iter().map(|(id, _, _)| id.0).collect::<Vec<_>>())
+        .bind(
+            w.iter()
+                .map(|(_, c, _)| c.state.as_str())
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            w.iter()
+                .map(|(_, c, _)| c.output.as_ref().map(Json))
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            w.iter()
+                .map(|(_, c, _)| c.error.clone())
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            w.iter()
+                .map(|(_, _, tail)| tail.clone())
+                .collect::<Vec<_>>(),
+        )
+        .bind(w.iter().map(|(_, c, _)| c.started_at).collect::<Vec<_>>())
+        .bind(w.iter().map(|(_, c, _)| c.finished_at).collect::<Vec<_>>())
+        .fetch_all(&mut *c)
+        .await?
+    };
+    Ok(plan.outcomes(changed))
+}
+
+pub(crate) async fn insert_runs(
+    c: &mut PgConnection,
+    runs: &[NewRun],
+    now: i64,
+) -> Result<Vec<Run>> {
+    if runs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let col = |f: fn(&NewRun) -> i64| runs.iter().map(f).collect::<Vec<i64>>();
+    let col32 = |f: fn(&NewRun) -> i32| runs.iter().map(f).collect::<Vec<i32>>();
+    let opt = |f: fn(&NewRun) -> Option<i64>| runs.iter().map(f).collect::<Vec<Option<i64>>>();
+    sqlx::query_as(
+        "INSERT INTO runs (tenant_id, task_id, node_group, scheduled_at, due_at, attempt, shard_index,
+             shard_total, trigger_kind, state, priority, parent_run_id, chain_root_id, params,
+             triggered_by, created_at)
+         SELECT tenant_id, task_id, node_group, scheduled_at, due_at, attempt, shard_index, shard_total,
+             trigger_kind, 'pending', priority, parent_run_id, chain_root_id, params, triggered_by, $15
+         FROM UNNEST($1::bigint[], $2::bigint[], $3::text[], $4::bigint[], $5::bigint[], $6::int[],
+             $7::int[], $8::int[], $9::text[], $10::int[], $11::bigint[], $12::bigint[], $13::jsonb[],
+             $14::text[])
+           AS t(tenant_id, task_id, node_group, scheduled_at, due_at, attempt, shard_index, shard_total,
+                trigger_kind, priority, parent_run_id, chain_root_id, params, triggered_by)
+         -- An occurrence that exists is skipped without touching the unique index: a row
+         -- another transaction is changing (claiming) would make this insert wait for it,
+         -- and that transaction may be waiting for a task this one holds.
+         WHERE NOT EXISTS (SELECT 1 FROM runs r WHERE r.task_id = t.task_id
+             AND r.scheduled_at = t.scheduled_at AND r.attempt = t.attempt
+             AND r.shard_index = t.shard_index)
+         ON CONFLICT (task_id, scheduled_at, attempt, shard_index) DO NOTHING
+         RETURNING *",
+    )
+    .bind(col(|r| r.tenant_id.0))
+    .bind(col(|r| r.task_id.0))
+    .bind(runs.iter().map(|r| r.node_group.clone()).collect::<Vec<_>>())
+    .bind(col(|r| r.scheduled_at))
+    .bind(col(|r| r.due_at))
+    .bind(col32(|r| r.attempt))
+    .bind(col32(|r| r.shard_index))
+    .bind(col32(|r| r.shard_total))
+    .bind(runs.iter().map(|r| r.trigger_kind.as_str()).collect::<Vec<_>>())
+    .bind(col32(|r| r.priority))
+    .bind(opt(|r| r.parent_run_id.map(|i| i.0)))
+    .bind(opt(|r| r.chain_root_id.map(|i| i.0)))
+    .bind(runs.iter().map(|r| r.params.as_ref().map(Json)).collect::<Vec<_>>())
+    .bind(runs.iter().map(|r| r.triggered_by.clone()).collect::<Vec<_>>())
+    .bind(now)
+    .fetch_all(&mut *c)
+    .await
+    .map_err(|e| fk_or(e, || "a task or tenant of these runs".to_owned()))
+}
+
+pub(crate) async fn claim_due_runs(c: &mut PgConnection, req: &ClaimRequest) -> Result<Vec<Run>> {
+    let mut runs: Vec<Run> = sqlx::query_as(
+        "UPDATE runs SET state = 'claimed', claim_owner = $1, lease_until = $2, fence = fence + 1,
+             claimed_at = $3
+         WHERE id IN (
+             SELECT id FROM runs
+             WHERE node_group = ANY($4) AND due_at <= $5 AND state IN ('pending', 'claimed')
+               AND started_at IS NULL AND finished_at IS NULL
+               AND (state = 'pending' OR lease_until <= $3)
+             ORDER BY due_at, priority DESC, id
+             LIMIT $6
+             FOR UPDATE SKIP LOCKED)
+         RETURNING *",
+    )
+    .bind(&req.node)
+    .bind(req.now.saturating_add(req.lease_ms))
+    .bind(req.now)
+    .bind(&req.groups)
+    .bind(req.now.saturating_add(req.horizon_ms))
+    .bind(req.limit)
+    .fetch_all(&mut *c)
+    .await?;
+    runs.sort_by_key(|r| (r.due_at, -r.priority, r.id));
+    Ok(runs)
+}
+
+pub(crate) async fn try_lock_runs(c: &mut PgConnection, ids: &[RunId]) -> Result<Vec<RunId>> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let rows: Vec<(RunId,)> =
+        sqlx::query_as("SELECT id FROM runs WHERE id = ANY($1) ORDER BY id FOR UPDATE SKIP LOCKED")
+            .bind(raw_ids(ids, |i| i.0))
+            .fetch_all(&mut *c)
+            .await?;
+    Ok(rows.into_iter().map(|(id,)| id).collect())
+}
+
+pub(crate) async fn delete_pending_runs(
+    c: &mut PgConnection,
+    task: TaskId,
+    triggers: &[TriggerKind],
+) -> Result<u64> {
+    let kinds: Vec<&str> = triggers.iter().map(|t| t.as_str()).collect();
+    let done = sqlx::query(
+        "DELETE FROM runs WHERE id IN (
+             SELECT id FROM runs WHERE task_id = $1 AND state = 'pending' AND trigger_kind = ANY($2)
+             FOR UPDATE SKIP LOCKED)",
+    )
+    .bind(task)
+    .bind(kinds)
+    .execute(&mut *c)
+    .await?;
+    Ok(done.rows_affected())
+}
+
+pub(crate) async fn running_runs_on_executors(
+    c: &mut PgConnection,
+    executors: &[ExecutorId],
+) -> Result<Vec<Run>> {
+    Ok(sqlx::query_as(
+        "SELECT * FROM runs WHERE state = 'running' AND executor_id = ANY($1)
+           AND started_at IS NOT NULL AND finished_at IS NULL
+         ORDER BY id FOR UPDATE",
+    )
+    .bind(raw_ids(executors, |i| i.0))
+    .fetch_all(&mut *c)
+    .await?)
+}
+
+pub(crate) async fn running_runs_missing_from(
+    c: &mut PgConnection,
+    executor: ExecutorId,
+    held: &[i64],
+    sent_before: i64,
+) -> Result<Vec<RunId>> {
+    let rows: Vec<(RunId,)> = sqlx::query_as(
+        "SELECT id FROM runs WHERE state = 'running' AND executor_id = $1
+           AND started_at IS NOT NULL AND finished_at IS NULL
+           AND NOT (id = ANY($2)) AND COALESCE(dispatched_at, started_at) <= $3
+         ORDER BY id",
+    )
+    .bind(executor)
+    .bind(held)
+    .bind(sent_before)
+    .fetch_all(&mut *c)
+    .await?;
+    Ok(rows.into_iter().map(|(id,)| id).collect())
+}
+
+pub(crate) async fn lock_chain_runs(
+    c: &mut PgConnection,
+    chain_root: RunId,
+    tasks: &[TaskId],
+) -> Result<Vec<Run>> {
+    let root: Option<(i64,)> = sqlx::query_as("SELECT id FROM runs WHERE id = $1 FOR UPDATE")
+        .bind(chain_root)
+        .fetch_optional(&mut *c)
+        .await?;
+    found(root, || format!("run {chain_root}"))?;
+    Ok(sqlx::query_as(
+        "SELECT * FROM runs WHERE (id = $1 OR chain_root_id = $1) AND task_id = ANY($2) ORDER BY id",
+    )
+    .bind(chain_root)
+    .bind(raw_ids(tasks, |i| i.0))
+    .fetch_all(&mut *c)
+    .await?)
+}

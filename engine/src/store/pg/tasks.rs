@@ -1,0 +1,85 @@
+use sqlx::postgres::PgConnection;
+use sqlx::{FromRow, Row};
+
+use super::raw_ids;
+use crate::store::{Result, sum_per_task};
+use crate::task::{Task, TaskId};
+
+pub(crate) async fn lock_tasks(c: &mut PgConnection, ids: &[TaskId]) -> Result<Vec<Task>> {
+    Ok(
+        sqlx::query_as("SELECT * FROM tasks WHERE id = ANY($1) ORDER BY id FOR SHARE")
+            .bind(raw_ids(ids, |i| i.0))
+            .fetch_all(&mut *c)
+            .await?,
+    )
+}
+
+pub(crate) async fn add_fires_scheduled_many(
+    c: &mut PgConnection,
+    counts: &[(TaskId, i64)],
+) -> Result<()> {
+    let sums = sum_per_task(counts);
+    if sums.is_empty() {
+        return Ok(());
+    }
+    sqlx::query(
+        "UPDATE tasks t SET fires_scheduled = t.fires_scheduled + u.n
+         FROM UNNEST($1::bigint[], $2::bigint[]) AS u(id, n)
+         WHERE t.id = ANY($1) AND t.id = u.id",
+    )
+    .bind(sums.iter().map(|(t, _)| t.0).collect::<Vec<_>>())
+    .bind(sums.iter().map(|(_, n)| *n).collect::<Vec<_>>())
+    .execute(&mut *c)
+    .await?;
+    Ok(())
+}
+
+pub(crate) async fn lock_tasks_for_update(
+    c: &mut PgConnection,
+    ids: &[TaskId],
+) -> Result<Vec<Task>> {
+    Ok(
+        sqlx::query_as("SELECT * FROM tasks WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE")
+            .bind(raw_ids(ids, |i| i.0))
+            .fetch_all(&mut *c)
+            .await?,
+    )
+}
+
+pub(crate) async fn lock_tasks_with_children(
+    c: &mut PgConnection,
+    ids: &[TaskId],
+) -> Result<(Vec<Task>, Vec<TaskId>)> {
+    let rows = sqlx::query(
+        "SELECT t.*, EXISTS (SELECT 1 FROM task_dependencies d WHERE d.parent_task_id = t.id)
+             AS has_children
+         FROM tasks t WHERE t.id = ANY($1) ORDER BY t.id FOR SHARE OF t",
+    )
+    .bind(raw_ids(ids, |i| i.0))
+    .fetch_all(&mut *c)
+    .await?;
+    let mut tasks = Vec::with_capacity(rows.len());
+    let mut parents = Vec::new();
+    for row in rows {
+        let task = Task::from_row(&row)?;
+        if row.try_get::<bool, _>("has_children")? {
+            parents.push(task.id);
+        }
+        tasks.push(task);
+    }
+    Ok((tasks, parents))
+}
+
+pub(crate) async fn child_task_ids(
+    c: &mut PgConnection,
+    parents: &[TaskId],
+) -> Result<Vec<TaskId>> {
+    let rows: Vec<(TaskId,)> = sqlx::query_as(
+        "SELECT DISTINCT child_task_id FROM task_dependencies
+         WHERE parent_task_id = ANY($1) ORDER BY child_task_id",
+    )
+    .bind(raw_ids(parents, |i| i.0))
+    .fetch_all(&mut *c)
+    .await?;
+    Ok(rows.into_iter().map(|(t,)| t).collect())
+}

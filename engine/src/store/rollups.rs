@@ -1,0 +1,409 @@
+//! Rollups and retention: the per-minute aggregates of finished runs, the watermark saying how
+//! far a tenant is rolled up, and deleting finished runs past their tenant's retention.
+//!
+//! Every operation here is shared; neither backend has its own. None of them is on the claim,
+//! dispatch or result path: the [`Rollup`](crate::rollup::Rollup) loop and the statistics
+//! service call them.
+
+use async_trait::async_trait;
+
+use super::tx::{Dialect, Locking, StoreTx, fk_or, on_conn};
+use super::{Result, RunRollup, RunSample, SampleCursor};
+use crate::task::TaskId;
+use crate::tenant::TenantId;
+
+/// Rollups.
+#[async_trait]
+pub trait Rollups: Send {
+    /// Engine internal: a page of a tenant's runs in a final state scheduled in a time range,
+    /// ordered by scheduled time then id, starting after `after` (keyset paging).
+    async fn rollup_samples(
+        &mut self,
+        tenant: TenantId,
+        scheduled_from: i64,
+        scheduled_before: i64,
+        after: Option<SampleCursor>,
+        limit: i64,
+    ) -> Result<Vec<RunSample>>;
+    /// The earliest scheduled time of a tenant's runs in the range that are not final yet.
+    async fn oldest_unfinished_scheduled(
+        &mut self,
+        tenant: TenantId,
+        scheduled_from: i64,
+        scheduled_before: i64,
+    ) -> Result<Option<i64>>;
+    /// The earliest scheduled time of any of a tenant's runs.
+    async fn oldest_run_scheduled(&mut self, tenant: TenantId) -> Result<Option<i64>>;
+    /// Engine internal: a tenant's rollup watermark (every minute before it is rolled up),
+    /// creating it at `initial` when it has none, locked until the transaction ends; `None`
+    /// when another transaction holds it (PostgreSQL; SQLite has one writer at a time).
+    async fn lock_rollup_watermark(
+        &mut self,
+        tenant: TenantId,
+        initial: i64,
+        now: i64,
+    ) -> Result<Option<i64>>;
+    /// A tenant's rollup watermark, read without locking; `None` before its first rollup.
+    async fn rollup_watermark(&mut self, tenant: TenantId) -> Result<Option<i64>>;
+    /// Every tenant's rollup watermark.
+    async fn rollup_watermarks(&mut self) -> Result<Vec<(TenantId, i64)>>;
+    /// Engine internal: moves a tenant's watermark forward to `rolled_before` (never back).
+    async fn set_rollup_watermark(
+        &mut self,
+        tenant: TenantId,
+        rolled_before: i64,
+        now: i64,
+    ) -> Result<()>;
+    /// Engine internal: writes rollup rows, replacing rows of the same tenant, task and minute.
+    async fn upsert_run_rollups(&mut self, rows: &[RunRollup]) -> Result<()>;
+    /// A tenant's (or one task's) rollup rows of minutes in `minute_from..minute_before`,
+    /// ordered by minute then task.
+    async fn run_rollups(
+        &mut self,
+        tenant: TenantId,
+        task: Option<TaskId>,
+        minute_from: i64,
+        minute_before: i64,
+    ) -> Result<Vec<RunRollup>>;
+    /// Engine internal: writes tenant-wide rollup rows (every task of the tenant merged; the
+    /// rows' `task_id` is ignored), replacing rows of the same tenant and minute.
+    async fn upsert_tenant_rollups(&mut self, rows: &[RunRollup]) -> Result<()>;
+    /// A tenant's tenant-wide rollup rows of minutes in `minute_from..minute_before`, one per
+    /// minute in order, each with `task_id` 0 (every task).
+    async fn tenant_rollups(
+        &mut self,
+        tenant: TenantId,
+        minute_from: i64,
+        minute_before: i64,
+    ) -> Result<Vec<RunRollup>>;
+    /// Engine internal: deletes up to `limit` (at most 10,000) of a tenant's final runs that
+    /// finished before `finished_before` and were scheduled before `scheduled_before` (the
+    /// rollup watermark), oldest first, skipping rows other transactions hold. A run whose
+    /// occurrence or chain still has a run that is not final stays. Rows referring to a
+    /// deleted run keep their row with the reference set to null (alarms, chain children);
+    /// idempotency keys of manual triggers go with their run. Returns how many were deleted.
+    async fn delete_expired_runs(
+        &mut self,
+        tenant: TenantId,
+        finished_before: i64,
+        scheduled_before: i64,
+        limit: i64,
+    ) -> Result<u64>;
+    /// Engine internal: deletes up to `limit` (at most 10,000) alarm events published before
+    /// `published_before`, oldest first (the outbox keeps only what is still to publish and
+    /// recent history); returns how many. Alarms themselves stay.
+    async fn purge_alarm_events(&mut self, published_before: i64, limit: i64) -> Result<u64>;
+}
+
+#[async_trait]
+impl Rollups for StoreTx {
+    async fn rollup_samples(
+        &mut self,
+        tenant: TenantId,
+        scheduled_from: i64,
+        scheduled_before: i64,
+        after: Option<crate::store::SampleCursor>,
+        limit: i64,
+    ) -> Result<Vec<crate::store::RunSample>> {
+        let (after_at, after_id) = match after {
+            Some(c) => (c.scheduled_at, c.id.0),
+            None => (i64::MIN, i64::MIN),
+        };
+        Ok(on_conn!(self, |c| sqlx::query_as(
+            "SELECT id, task_id, state, scheduled_at, due_at, started_at, finished_at FROM runs
+             WHERE tenant_id = $1 AND scheduled_at >= $2 AND scheduled_at < $3
+               AND (scheduled_at > $4 OR (scheduled_at = $4 AND id > $5))
+               AND state IN ('succeeded', 'failed', 'timed_out', 'lost', 'skipped', 'cancelled')
+             ORDER BY scheduled_at, id LIMIT $6"
+        )
+        .bind(tenant)
+        .bind(scheduled_from)
+        .bind(scheduled_before)
+        .bind(after_at)
+        .bind(after_id)
+        .bind(limit.clamp(1, crate::store::MAX_RUN_SAMPLES))
+        .fetch_all(&mut **c)
+        .await)?)
+    }
+
+    async fn oldest_unfinished_scheduled(
+        &mut self,
+        tenant: TenantId,
+        scheduled_from: i64,
+        scheduled_before: i64,
+    ) -> Result<Option<i64>> {
+        let row: (Option<i64>,) = on_conn!(self, |c| {
+            sqlx::query_as("SELECT MIN(scheduled_at) FROM runs
+             WHERE tenant_id = $1 AND scheduled_at >= $2 AND scheduled_at < $3
+               AND state NOT IN ('succeeded', 'failed', 'timed_out', 'lost', 'skipped', 'cancelled')")
+        .bind(tenant)
+        .bind(scheduled_from)
+        .bind(scheduled_before)
+        .fetch_one(&mut **c)
+        .await
+        })?;
+        Ok(row.0)
+    }
+
+    async fn oldest_run_scheduled(&mut self, tenant: TenantId) -> Result<Option<i64>> {
+        let row: (Option<i64>,) = on_conn!(self, |c| sqlx::query_as(
+            "SELECT MIN(scheduled_at) FROM runs WHERE tenant_id = $1"
+        )
+        .bind(tenant)
+        .fetch_one(&mut **c)
+        .await)?;
+        Ok(row.0)
+    }
+
+    async fn lock_rollup_watermark(
+        &mut self,
+        tenant: TenantId,
+        initial: i64,
+        now: i64,
+    ) -> Result<Option<i64>> {
+        on_conn!(self, |c| sqlx::query(
+            "INSERT INTO rollup_watermarks (tenant_id, rolled_before, updated_at)
+             VALUES ($1, $2, $3) ON CONFLICT (tenant_id) DO NOTHING",
+        )
+        .bind(tenant)
+        .bind(initial)
+        .bind(now)
+        .execute(&mut **c)
+        .await
+        .map(|done| done.rows_affected()))
+        .map_err(|e| fk_or(e, || format!("tenant {tenant}")))?;
+        let row: Option<(i64,)> =
+            on_conn!(self, |c| sqlx::query_as(c.sql(&LOCK_ROLLUP_WATERMARK))
+                .bind(tenant)
+                .fetch_optional(&mut **c)
+                .await)?;
+        Ok(row.map(|r| r.0))
+    }
+
+    async fn rollup_watermark(&mut self, tenant: TenantId) -> Result<Option<i64>> {
+        let row: Option<(i64,)> = on_conn!(self, |c| sqlx::query_as(
+            "SELECT rolled_before FROM rollup_watermarks WHERE tenant_id = $1"
+        )
+        .bind(tenant)
+        .fetch_optional(&mut **c)
+        .await)?;
+        Ok(row.map(|r| r.0))
+    }
+
+    async fn rollup_watermarks(&mut self) -> Result<Vec<(TenantId, i64)>> {
+        Ok(on_conn!(self, |c| sqlx::query_as(
+            "SELECT tenant_id, rolled_before FROM rollup_watermarks ORDER BY tenant_id"
+        )
+        .fetch_all(&mut **c)
+        .await)?)
+    }
+
+    async fn set_rollup_watermark(
+        &mut self,
+        tenant: TenantId,
+        rolled_before: i64,
+        now: i64,
+    ) -> Result<()> {
+        // Never backwards: a minute once rolled may have lost its runs to retention.
+        on_conn!(self, |c| sqlx::query(
+            "UPDATE rollup_watermarks SET rolled_before = $2, updated_at = $3
+             WHERE tenant_id = $1 AND rolled_before < $2",
+        )
+        .bind(tenant)
+        .bind(rolled_before)
+        .bind(now)
+        .execute(&mut **c)
+        .await
+        .map(|done| done.rows_affected()))?;
+        Ok(())
+    }
+
+    async fn upsert_run_rollups(&mut self, rows: &[crate::store::RunRollup]) -> Result<()> {
+        for r in rows {
+            on_conn!(self, |c| sqlx::query(
+                "INSERT INTO run_rollups (tenant_id, task_id, minute, succeeded, failed,
+                     timed_out, lost, skipped, cancelled, duration_hist, lateness_hist)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+                 ON CONFLICT (tenant_id, minute, task_id) DO UPDATE SET
+                     succeeded = excluded.succeeded, failed = excluded.failed,
+                     timed_out = excluded.timed_out, lost = excluded.lost,
+                     skipped = excluded.skipped, cancelled = excluded.cancelled,
+                     duration_hist = excluded.duration_hist,
+                     lateness_hist = excluded.lateness_hist",
+            )
+            .bind(r.tenant_id)
+            .bind(r.task_id)
+            .bind(r.minute)
+            .bind(r.succeeded)
+            .bind(r.failed)
+            .bind(r.timed_out)
+            .bind(r.lost)
+            .bind(r.skipped)
+            .bind(r.cancelled)
+            .bind(&r.duration_hist)
+            .bind(&r.lateness_hist)
+            .execute(&mut **c)
+            .await
+            .map(|done| done.rows_affected()))
+            .map_err(|e| {
+                fk_or(e, || {
+                    format!("task {} of tenant {}", r.task_id, r.tenant_id)
+                })
+            })?;
+        }
+        Ok(())
+    }
+
+    async fn run_rollups(
+        &mut self,
+        tenant: TenantId,
+        task: Option<TaskId>,
+        minute_from: i64,
+        minute_before: i64,
+    ) -> Result<Vec<crate::store::RunRollup>> {
+        Ok(on_conn!(self, |c| sqlx::query_as(
+            "SELECT * FROM run_rollups
+             WHERE tenant_id = $1 AND ($2 IS NULL OR task_id = $2)
+               AND minute >= $3 AND minute < $4
+             ORDER BY minute, task_id",
+        )
+        .bind(tenant)
+        .bind(task)
+        .bind(minute_from)
+        .bind(minute_before)
+        .fetch_all(&mut **c)
+        .await)?)
+    }
+
+    async fn upsert_tenant_rollups(&mut self, rows: &[crate::store::RunRollup]) -> Result<()> {
+        for r in rows {
+            on_conn!(self, |c| sqlx::query(
+                "INSERT INTO tenant_rollups (tenant_id, minute, succeeded, failed,
+                     timed_out, lost, skipped, cancelled, duration_hist, lateness_hist)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+                 ON CONFLICT (tenant_id, minute) DO UPDATE SET
+                     succeeded = excluded.succeeded, failed = excluded.failed,
+                     timed_out = excluded.timed_out, lost = excluded.lost,
+                     skipped = excluded.skipped, cancelled = excluded.cancelled,
+                     duration_hist = excluded.duration_hist,
+                     lateness_hist = excluded.lateness_hist",
+            )
+            .bind(r.tenant_id)
+            .bind(r.minute)
+            .bind(r.succeeded)
+            .bind(r.failed)
+            .bind(r.timed_out)
+            .bind(r.lost)
+            .bind(r.skipped)
+            .bind(r.cancelled)
+            .bind(&r.duration_hist)
+            .bind(&r.lateness_hist)
+            .execute(&mut **c)
+            .await
+            .map(|done| done.rows_affected()))
+            .map_err(|e| fk_or(e, || format!("tenant {}", r.tenant_id)))?;
+        }
+        Ok(())
+    }
+
+    async fn tenant_rollups(
+        &mut self,
+        tenant: TenantId,
+        minute_from: i64,
+        minute_before: i64,
+    ) -> Result<Vec<crate::store::RunRollup>> {
+        Ok(on_conn!(self, |c| {
+            sqlx::query_as(
+            "SELECT tenant_id, CAST(0 AS BIGINT) AS task_id, minute, succeeded, failed, timed_out, lost,
+                    skipped, cancelled, duration_hist, lateness_hist
+             FROM tenant_rollups
+             WHERE tenant_id = $1 AND minute >= $2 AND minute < $3
+             ORDER BY minute",
+        )
+        .bind(tenant)
+        .bind(minute_from)
+        .bind(minute_before)
+        .fetch_all(&mut **c)
+        .await
+        })?)
+    }
+
+    async fn delete_expired_runs(
+        &mut self,
+        tenant: TenantId,
+        finished_before: i64,
+        scheduled_before: i64,
+        limit: i64,
+    ) -> Result<u64> {
+        // A run stays while its occurrence or its chain has a run that is not final:
+        // retries, recoveries and chain joins read the runs before them. `LIMIT 1
+        // OFFSET 0` keeps each check an index look-up per candidate on PostgreSQL
+        // (an anti-join would scan the table for the few runs that are not final).
+        let done = on_conn!(self, |c| sqlx::query(c.sql(&DELETE_EXPIRED_RUNS))
+            .bind(tenant)
+            .bind(scheduled_before)
+            .bind(finished_before)
+            .bind(limit.clamp(1, 10_000))
+            .execute(&mut **c)
+            .await
+            .map(|done| done.rows_affected()))?;
+        Ok(done)
+    }
+
+    async fn purge_alarm_events(&mut self, published_before: i64, limit: i64) -> Result<u64> {
+        let done = on_conn!(self, |c| sqlx::query(c.sql(&PURGE_ALARM_EVENTS))
+            .bind(published_before)
+            .bind(limit.clamp(1, 10_000))
+            .execute(&mut **c)
+            .await
+            .map(|done| done.rows_affected()))?;
+        Ok(done)
+    }
+}
+
+const LOCK_ROLLUP_WATERMARK: Locking = Locking {
+    postgres: "SELECT rolled_before FROM rollup_watermarks WHERE tenant_id = $1 FOR UPDATE SKIP LOCKED",
+    sqlite: "SELECT rolled_before FROM rollup_watermarks WHERE tenant_id = $1",
+};
+
+const DELETE_EXPIRED_RUNS: Locking = Locking {
+    postgres: "DELETE FROM runs WHERE id IN (
+                 SELECT r.id FROM runs r
+                 WHERE r.tenant_id = $1 AND r.scheduled_at < $2 AND r.finished_at < $3
+                   AND r.state IN ('succeeded', 'failed', 'timed_out', 'lost', 'skipped', 'cancelled')
+                   AND NOT EXISTS (
+                       SELECT 1 FROM runs o WHERE o.task_id = r.task_id
+                         AND o.scheduled_at = r.scheduled_at
+                         AND o.state NOT IN ('succeeded', 'failed', 'timed_out', 'lost', 'skipped', 'cancelled') LIMIT 1 OFFSET 0)
+                   AND NOT EXISTS (
+                       SELECT 1 FROM runs c WHERE c.chain_root_id = COALESCE(r.chain_root_id, r.id)
+                         AND c.state NOT IN ('succeeded', 'failed', 'timed_out', 'lost', 'skipped', 'cancelled') LIMIT 1 OFFSET 0)
+                   AND NOT EXISTS (
+                       SELECT 1 FROM runs c WHERE c.id = r.chain_root_id
+                         AND c.state NOT IN ('succeeded', 'failed', 'timed_out', 'lost', 'skipped', 'cancelled') LIMIT 1 OFFSET 0)
+                 ORDER BY r.scheduled_at LIMIT $4 FOR UPDATE SKIP LOCKED)",
+    sqlite: "DELETE FROM runs WHERE id IN (
+                 SELECT r.id FROM runs r
+                 WHERE r.tenant_id = $1 AND r.scheduled_at < $2 AND r.finished_at < $3
+                   AND r.state IN ('succeeded', 'failed', 'timed_out', 'lost', 'skipped', 'cancelled')
+                   AND NOT EXISTS (
+                       SELECT 1 FROM runs o WHERE o.task_id = r.task_id
+                         AND o.scheduled_at = r.scheduled_at
+                         AND o.state NOT IN ('succeeded', 'failed', 'timed_out', 'lost', 'skipped', 'cancelled') LIMIT 1 OFFSET 0)
+                   AND NOT EXISTS (
+                       SELECT 1 FROM runs c WHERE c.chain_root_id = COALESCE(r.chain_root_id, r.id)
+                         AND c.state NOT IN ('succeeded', 'failed', 'timed_out', 'lost', 'skipped', 'cancelled') LIMIT 1 OFFSET 0)
+                   AND NOT EXISTS (
+                       SELECT 1 FROM runs c WHERE c.id = r.chain_root_id
+                         AND c.state NOT IN ('succeeded', 'failed', 'timed_out', 'lost', 'skipped', 'cancelled') LIMIT 1 OFFSET 0)
+                 ORDER BY r.scheduled_at LIMIT $4)",
+};
+
+const PURGE_ALARM_EVENTS: Locking = Locking {
+    postgres: "DELETE FROM alarm_events WHERE id IN (
+                 SELECT id FROM alarm_events WHERE published_at < $1
+                 ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED)",
+    sqlite: "DELETE FROM alarm_events WHERE id IN (
+                 SELECT id FROM alarm_events WHERE published_at < $1
+                 ORDER BY id LIMIT $2)",
+};

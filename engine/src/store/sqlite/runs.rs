@@ -1,0 +1,245 @@
+use sqlx::sqlite::SqliteConnection;
+
+use super::json_ids;
+use crate::app::{AppId, ExecutorId};
+use crate::run::{ClaimedTransition, Fence, NewRun, Run, RunCompletion, RunId, TriggerKind};
+use crate::store::Runs;
+use crate::store::tx::{StoreTx, found};
+use crate::store::{ClaimRequest, Completion, Result, StartClaimed, StartedRun, StoreError};
+use crate::task::TaskId;
+
+pub(crate) async fn start_claimed_runs(
+    c: &mut SqliteConnection,
+    items: &[StartClaimed],
+    now: i64,
+) -> Result<Vec<StartedRun>> {
+    let mut started = Vec::with_capacity(items.len());
+    for item in items {
+        let moved: Option<StartedRun> = sqlx::query_as(
+            "UPDATE runs SET state = CASE WHEN state = 'claimed' THEN 'running' ELSE state END,
+                 executor_id = $4, dispatched_at = $5, started_at = COALESCE(started_at, $7),
+                 deadline_at = CASE WHEN state = 'claimed' THEN $6 ELSE deadline_at END,
+                 cancel_pending_at = CASE WHEN state = 'cancelled' THEN $7 ELSE cancel_pending_at END,
+                 dispatch_attempts = dispatch_attempts + 1
+             WHERE id = $1 AND claim_owner = $2 AND fence = $3
+               AND (state = 'claimed'
+                    OR (state IN ('succeeded', 'failed', 'timed_out', 'cancelled') AND dispatched_at IS NULL))
+             RETURNING id, state = 'running' AS running",
+        )
+        .bind(item.fence.run_id)
+        .bind(&item.fence.node)
+        .bind(item.fence.token)
+        .bind(item.executor_id)
+        .bind(item.dispatched_at)
+        .bind(item.deadline_at)
+        .bind(now)
+        .fetch_optional(&mut *c)
+        .await?;
+        started.extend(moved);
+    }
+    Ok(started)
+}
+
+pub(crate) async fn latest_scheduled_runs_before(
+    c: &mut SqliteConnection,
+    items: &[(TaskId, i64)],
+) -> Result<Vec<Run>> {
+    let mut found = Vec::with_capacity(items.len());
+    for (task, before) in items {
+        let row: Option<Run> = sqlx::query_as(
+            "SELECT * FROM runs
+             WHERE task_id = $1 AND scheduled_at < $2 AND trigger_kind = 'schedule' AND attempt = 1
+             ORDER BY scheduled_at DESC LIMIT 1",
+        )
+        .bind(task)
+        .bind(before)
+        .fetch_optional(&mut *c)
+        .await?;
+        found.extend(row);
+    }
+    Ok(found)
+}
+
+pub(crate) async fn record_dispatch_intent(
+    c: &mut SqliteConnection,
+    items: &[(Fence, ExecutorId)],
+    now: i64,
+) -> Result<Vec<RunId>> {
+    let mut recorded = Vec::with_capacity(items.len());
+    for (fence, executor) in items {
+        let row: Option<(RunId,)> = sqlx::query_as(
+            "UPDATE runs SET executor_id = $4
+             WHERE id = $1 AND state = 'claimed' AND claim_owner = $2 AND fence = $3
+               AND lease_until > $5
+             RETURNING id",
+        )
+        .bind(fence.run_id)
+        .bind(&fence.node)
+        .bind(fence.token)
+        .bind(executor)
+        .bind(now)
+        .fetch_optional(&mut *c)
+        .await?;
+        recorded.extend(row.map(|(id,)| id));
+    }
+    Ok(recorded)
+}
+
+pub(crate) async fn release_claimed_runs(
+    tx: &mut StoreTx,
+    fences: &[Fence],
+    now: i64,
+) -> Result<Vec<RunId>> {
+    let mut released = Vec::with_capacity(fences.len());
+    for fence in fences {
+        match tx
+            .transition_claimed(fence, &ClaimedTransition::Released, now)
+            .await
+        {
+            Ok(run) => released.push(run.id),
+            Err(StoreError::Fenced { .. }) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(released)
+}
+
+pub(crate) async fn complete_runs(
+    tx: &mut StoreTx,
+    app: Option<AppId>,
+    items: &[(RunId, RunCompletion)],
+) -> Result<Vec<Result<Completion>>> {
+    // One writer at a time: item by item is as good as one statement here.
+    let mut out = Vec::with_capacity(items.len());
+    for (id, completion) in items {
+        out.push(match tx.complete_run(*id, app, completion).await {
+            Ok(c) => Ok(c),
+            Err(e @ (StoreError::NotFound(_) | StoreError::InvalidState(_))) => Err(e),
+            Err(e) => return Err(e),
+        });
+    }
+    Ok(out)
+}
+
+pub(crate) async fn insert_runs(tx: &mut StoreTx, runs: &[NewRun], now: i64) -> Result<Vec<Run>> {
+    let mut inserted = Vec::with_capacity(runs.len());
+    for run in runs {
+        if let Some(r) = tx.insert_run(run, now).await? {
+            inserted.push(r);
+        }
+    }
+    Ok(inserted)
+}
+
+pub(crate) async fn claim_due_runs(
+    c: &mut SqliteConnection,
+    req: &ClaimRequest,
+) -> Result<Vec<Run>> {
+    let groups = serde_json::Value::from(req.groups.clone()).to_string();
+    let mut runs: Vec<Run> = sqlx::query_as(
+        "UPDATE runs SET state = 'claimed', claim_owner = $1, lease_until = $2, fence = fence + 1,
+                 claimed_at = $3
+             WHERE id IN (
+                 SELECT id FROM runs
+                 WHERE node_group IN (SELECT value FROM json_each($4)) AND due_at <= $5
+                   AND state IN ('pending', 'claimed') AND (state = 'pending' OR lease_until <= $3)
+                   AND started_at IS NULL AND finished_at IS NULL
+                 ORDER BY due_at, priority DESC, id
+                 LIMIT $6)
+             RETURNING *",
+    )
+    .bind(&req.node)
+    .bind(req.now.saturating_add(req.lease_ms))
+    .bind(req.now)
+    .bind(groups)
+    .bind(req.now.saturating_add(req.horizon_ms))
+    .bind(req.limit)
+    .fetch_all(&mut *c)
+    .await?;
+    runs.sort_by_key(|r| (r.due_at, -r.priority, r.id));
+    Ok(runs)
+}
+
+pub(crate) async fn try_lock_runs(c: &mut SqliteConnection, ids: &[RunId]) -> Result<Vec<RunId>> {
+    // One writer at a time: every row is free to this transaction.
+    let rows: Vec<(RunId,)> = sqlx::query_as(
+        "SELECT id FROM runs WHERE id IN (SELECT value FROM json_each($1)) ORDER BY id",
+    )
+    .bind(json_ids(ids, |i| i.0))
+    .fetch_all(&mut *c)
+    .await?;
+    Ok(rows.into_iter().map(|(id,)| id).collect())
+}
+
+pub(crate) async fn delete_pending_runs(
+    c: &mut SqliteConnection,
+    task: TaskId,
+    triggers: &[TriggerKind],
+) -> Result<u64> {
+    let kinds = serde_json::Value::from(triggers.iter().map(|t| t.as_str()).collect::<Vec<_>>())
+        .to_string();
+    let done = sqlx::query(
+        "DELETE FROM runs WHERE task_id = $1 AND state = 'pending'
+               AND trigger_kind IN (SELECT value FROM json_each($2))",
+    )
+    .bind(task)
+    .bind(kinds)
+    .execute(&mut *c)
+    .await?;
+    Ok(done.rows_affected())
+}
+
+pub(crate) async fn running_runs_on_executors(
+    c: &mut SqliteConnection,
+    executors: &[ExecutorId],
+) -> Result<Vec<Run>> {
+    Ok(sqlx::query_as(
+        "SELECT * FROM runs WHERE state = 'running'
+               AND started_at IS NOT NULL AND finished_at IS NULL
+               AND executor_id IN (SELECT value FROM json_each($1)) ORDER BY id",
+    )
+    .bind(json_ids(executors, |i| i.0))
+    .fetch_all(&mut *c)
+    .await?)
+}
+
+pub(crate) async fn running_runs_missing_from(
+    c: &mut SqliteConnection,
+    executor: ExecutorId,
+    held: &[i64],
+    sent_before: i64,
+) -> Result<Vec<RunId>> {
+    let rows: Vec<(RunId,)> = sqlx::query_as(
+        "SELECT id FROM runs WHERE state = 'running' AND executor_id = $1
+           AND started_at IS NOT NULL AND finished_at IS NULL
+           AND id NOT IN (SELECT value FROM json_each($2))
+           AND COALESCE(dispatched_at, started_at) <= $3
+         ORDER BY id",
+    )
+    .bind(executor)
+    .bind(serde_json::Value::from(held.to_vec()).to_string())
+    .bind(sent_before)
+    .fetch_all(&mut *c)
+    .await?;
+    Ok(rows.into_iter().map(|(id,)| id).collect())
+}
+
+pub(crate) async fn lock_chain_runs(
+    c: &mut SqliteConnection,
+    chain_root: RunId,
+    tasks: &[TaskId],
+) -> Result<Vec<Run>> {
+    let root: Option<(i64,)> = sqlx::query_as("SELECT id FROM runs WHERE id = $1")
+        .bind(chain_root)
+        .fetch_optional(&mut *c)
+        .await?;
+    found(root, || format!("run {chain_root}"))?;
+    Ok(sqlx::query_as(
+        "SELECT * FROM runs WHERE (id = $1 OR chain_root_id = $1)
+               AND task_id IN (SELECT value FROM json_each($2)) ORDER BY id",
+    )
+    .bind(chain_root)
+    .bind(json_ids(tasks, |i| i.0))
+    .fetch_all(&mut *c)
+    .await?)
+}
