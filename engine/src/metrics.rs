@@ -21,6 +21,7 @@ use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 use crate::outcome::Finished;
 use crate::run::{RunState, TriggerKind};
+pub use crate::store::MetricsSnapshot;
 use crate::store::{Result, Store};
 
 /// The content type of the Prometheus text format.
@@ -336,19 +337,6 @@ pub async fn refresh_gauges(store: &dyn Store, now: i64) -> Result<()> {
 
 /// How often an engine node refreshes the database-backed gauges.
 pub const GAUGE_REFRESH: Duration = Duration::from_secs(5);
-
-/// What [`refresh_gauges`] reads.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct MetricsSnapshot {
-    /// Alarms not published (and not muted).
-    pub outbox_backlog: i64,
-    /// When the oldest of them was raised.
-    pub outbox_oldest_at: Option<i64>,
-    /// Live (`up`) executor instances per app key `<tenant>.<app>`, for apps that have any.
-    pub live_executors: Vec<(String, i64)>,
-    /// Notification deliveries pending.
-    pub notification_backlog: i64,
-}
 
 /// Refreshes the database-backed gauges every [`GAUGE_REFRESH`] until `stop`.
 pub async fn gauge_loop(

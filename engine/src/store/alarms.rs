@@ -4,8 +4,8 @@
 //! transaction, which the relay takes in batches (one relay at a time per row). Mutes are in
 //! [`views`](super::views).
 //!
-//! Dialect-specific (in `postgres.rs`/`sqlite.rs`): `mark_alarms_published` and
-//! `mark_alarm_events_published` (lists of ids).
+//! Written per dialect, in `pg/alarms.rs` and `sqlite/alarms.rs`: `mark_alarms_published`,
+//! `mark_alarm_events_published` and `tasks_with_unresolved_alarms` (lists of ids).
 
 use async_trait::async_trait;
 use sqlx::types::Json;
@@ -18,7 +18,7 @@ use crate::alarm::{
 use crate::task::TaskId;
 use crate::tenant::TenantId;
 
-/// Alarms.
+/// Alarms and the outbox of their events.
 #[async_trait]
 pub trait Alarms: Send {
     /// Raises an alarm; `None` when one with the same dedupe key exists. A repeat of an open

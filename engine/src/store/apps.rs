@@ -1,7 +1,7 @@
 //! Apps and executor instances: a tenant's apps (name and signing secret), the wrapper
 //! instances that register for them, their heartbeats, draining and loss.
 //!
-//! Dialect-specific (in `postgres.rs`/`sqlite.rs`): `get_apps_by_ids`,
+//! Written per dialect, in `pg/apps.rs` and `sqlite/apps.rs`: `get_apps_by_ids`,
 //! `mark_silent_executors_lost` and `record_executor_probes` (they take lists of ids).
 
 use async_trait::async_trait;
@@ -15,7 +15,7 @@ use crate::app::{
 };
 use crate::tenant::TenantId;
 
-/// Apps.
+/// A tenant's apps and the executor instances (wrappers) that register for them.
 #[async_trait]
 pub trait Apps: Send {
     async fn create_app(&mut self, tenant: TenantId, new: &NewApp, now: i64) -> Result<App>;

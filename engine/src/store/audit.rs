@@ -1,6 +1,6 @@
 //! The audit trail: events appended by every change people make, listed newest first.
 //!
-//! Every audit operation is shared; neither backend has its own.
+//! Every operation here is written once for both backends; neither has its own.
 
 use async_trait::async_trait;
 use sqlx::types::Json;
@@ -9,7 +9,7 @@ use super::tx::{StoreTx, on_conn};
 use super::{Result, Scope, page_limit};
 use crate::audit::{AuditEvent, NewAuditEvent};
 
-/// Audit.
+/// The audit trail.
 #[async_trait]
 pub trait Audit: Send {
     async fn append_audit(&mut self, event: &NewAuditEvent, now: i64) -> Result<AuditEvent>;

@@ -1,7 +1,7 @@
 //! Notification channels and their deliveries (the work the engines' notifier shares with
 //! `SKIP LOCKED`), and the aggregate read behind the database-backed metrics gauges.
 //!
-//! Every operation here is shared; neither backend has its own.
+//! Every operation here is written once for both backends; neither has its own.
 
 use async_trait::async_trait;
 use sqlx::types::Json;
@@ -10,7 +10,7 @@ use super::tx::{Dialect, Locking, StoreTx, found, is_fk, on_conn, unique_or};
 use super::{Result, StoreError, page_limit};
 use crate::tenant::TenantId;
 
-/// Channels.
+/// Notification channels, their deliveries and the metrics aggregates.
 #[async_trait]
 pub trait Channels: Send {
     /// Creates a tenant's notification channel; it is sent the alarms raised from `now` on.
@@ -75,7 +75,7 @@ pub trait Channels: Send {
         now: i64,
     ) -> Result<u64>;
     /// Engine internal: the aggregates behind the database-backed metrics gauges.
-    async fn metrics_snapshot(&mut self) -> Result<crate::metrics::MetricsSnapshot>;
+    async fn metrics_snapshot(&mut self) -> Result<MetricsSnapshot>;
 }
 
 #[async_trait]
@@ -337,7 +337,7 @@ impl Channels for StoreTx {
         Ok(recorded)
     }
 
-    async fn metrics_snapshot(&mut self) -> Result<crate::metrics::MetricsSnapshot> {
+    async fn metrics_snapshot(&mut self) -> Result<MetricsSnapshot> {
         let (outbox_backlog, outbox_oldest_at): (i64, Option<i64>) =
             on_conn!(self, |c| sqlx::query_as(
                 "SELECT COUNT(*), MIN(created_at) FROM alarm_events WHERE published_at IS NULL",
@@ -356,7 +356,7 @@ impl Channels for StoreTx {
         )
         .fetch_one(&mut **c)
         .await)?;
-        Ok(crate::metrics::MetricsSnapshot {
+        Ok(MetricsSnapshot {
             outbox_backlog,
             outbox_oldest_at,
             live_executors,
@@ -383,3 +383,17 @@ const CLAIM_DELIVERIES: Locking = Locking {
                           WHERE state = 'pending' AND next_attempt_at <= $1
                           ORDER BY next_attempt_at, id LIMIT $3) RETURNING *",
 };
+
+/// The aggregates behind the database-backed metrics gauges (what the engine's
+/// [`refresh_gauges`](crate::metrics::refresh_gauges) reads), from [`Channels::metrics_snapshot`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MetricsSnapshot {
+    /// Alarms not published (and not muted).
+    pub outbox_backlog: i64,
+    /// When the oldest of them was raised.
+    pub outbox_oldest_at: Option<i64>,
+    /// Live (`up`) executor instances per app key `<tenant>.<app>`, for apps that have any.
+    pub live_executors: Vec<(String, i64)>,
+    /// Notification deliveries pending.
+    pub notification_backlog: i64,
+}

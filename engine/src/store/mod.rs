@@ -12,35 +12,47 @@
 //!   another tenant's rows (a foreign id is simply "not found");
 //! - time is an argument (`now`, epoch milliseconds from the engine's [`Clock`](crate::clock::Clock)),
 //!   never the database's clock;
-//! - dialect differences (row locking, arrays) stay inside the backends.
+//! - dialect differences (row locking, arrays) stay inside the store, in the `pg/` and
+//!   `sqlite/` files below.
+//!
+//! [`Tx`] is the union of one trait per noun; each noun's file declares its trait and
+//! implements it, as ordinary Rust, for `StoreTx`, the one transaction type of
+//! both backends. A statement written once is type-checked against each backend by
+//! `on_conn!`; a statement that locks rows on PostgreSQL only is a
+//! `Locking` pair. Callers hold a `Box<dyn Tx>` and call any operation on it
+//! without importing the noun traits.
 //!
 //! Where things live (files of `engine/src/store/`):
 //!
 //! | File | What it holds |
 //! |---|---|
-//! | `mod.rs` | the seam: [`Store`], [`Tx`] (one section per domain), [`StoreError`], request and result types |
-//! | `postgres.rs`, `sqlite.rs` | connecting, migrating, transactions, and each backend's own SQL (arrays, batch writes, claiming with row locks) |
-//! | `shared/mod.rs` | `tx_impl!`, which writes each backend's `impl Tx` from its own SQL and the shared files below; error mapping |
-//! | `shared/tenants.rs` | tenants |
-//! | `shared/users.rs` | users and API tokens |
-//! | `shared/apps.rs` | apps and executor instances |
-//! | `shared/tasks.rs` | tasks and dependencies |
-//! | `shared/runs.rs` | runs: inserting, reading, fenced transitions, results, progress, watchdog queries |
-//! | `shared/completion.rs` | the checks a result passes and the plan of a batch of results |
-//! | `shared/alarms.rs` | alarms (the outbox) |
-//! | `shared/nodes.rs` | engine nodes |
-//! | `shared/audit.rs` | the audit trail |
-//! | `shared/views.rs` | console views: statistics samples, occurrence runs, idempotency keys, alarm mutes |
-//! | `shared/sessions.rs` | console sessions and sign-in attempts |
-//! | `shared/channels.rs` | notification channels, their deliveries, metrics aggregates |
-//! | `shared/rollups.rs` | per-minute rollups of finished runs, their watermark, retention deletes |
+//! | `mod.rs` | the seam: [`Store`], [`Tx`] (the union of the traits below), [`StoreError`], request and result types |
+//! | `tx.rs` | `StoreTx` (either backend's transaction), `on_conn!`, `Locking`, commit and due signals, error mapping |
+//! | `tenants.rs` | [`Tenants`]: tenants |
+//! | `users.rs` | [`Users`]: users and API tokens |
+//! | `sessions.rs` | [`Sessions`]: console sessions and sign-in attempts |
+//! | `apps.rs` | [`Apps`]: apps and executor instances |
+//! | `tasks.rs` | [`Tasks`]: tasks and dependencies |
+//! | `runs.rs` | [`Runs`]: inserting, claiming, reading, fenced transitions, results, progress, cancel requests, watchdog queries |
+//! | `completion.rs` | the checks a result passes and the plan of a batch of results |
+//! | `alarms.rs` | [`Alarms`]: alarms (the outbox) |
+//! | `nodes.rs` | [`Nodes`]: engine nodes |
+//! | `audit.rs` | [`Audit`]: the audit trail |
+//! | `views.rs` | [`Views`]: console views: statistics samples, occurrence runs, idempotency keys, alarm mutes |
+//! | `channels.rs` | [`Channels`]: notification channels, their deliveries, metrics aggregates |
+//! | `rollups.rs` | [`Rollups`]: per-minute rollups of finished runs, their watermark, retention deletes |
+//! | `pg/mod.rs`, `sqlite/mod.rs` | [`PgStore`], [`SqliteStore`]: connecting, migrating, beginning transactions, due listeners |
+//! | `pg/<noun>.rs`, `sqlite/<noun>.rs` | the operations of a noun whose SQL differs between the dialects (arrays against JSON lists, batch statements against loops, claiming with `SKIP LOCKED`): one function of the same name in each |
 //! | `ops.rs` | operations composed of several primitives, written once for both backends |
 //! | `reports.rs` | the types of the console views' operations |
 //!
-//! Each `shared/` file holds the operations whose SQL is the same on both backends and names the
-//! ones of its domain that each backend writes itself. The conformance suite
-//! (`engine/tests/store_conformance.rs`, cases in `engine/tests/conformance/`) runs every case
-//! on both backends.
+//! Where a new query goes: its noun's file, as a method of that noun's trait (declaration and
+//! implementation side by side). When its SQL is the same on both backends (`$N` placeholders
+//! work on both), that is the only file. When it differs, the method matches on
+//! `self.conn` and calls a function of the method's name in `pg/<noun>.rs` and in
+//! `sqlite/<noun>.rs`. A new noun is a new file with its trait, added to [`Tx`]'s list. The
+//! conformance suite (`engine/tests/store_conformance.rs`, cases in `engine/tests/conformance/`)
+//! runs every case on both backends.
 
 mod alarms;
 mod apps;
@@ -68,7 +80,7 @@ use async_trait::async_trait;
 pub use self::alarms::Alarms;
 pub use self::apps::Apps;
 pub use self::audit::Audit;
-pub use self::channels::Channels;
+pub use self::channels::{Channels, MetricsSnapshot};
 pub use self::nodes::Nodes;
 pub use self::ops::CreatedTask;
 pub use self::pg::PgStore;

@@ -1,6 +1,6 @@
 //! Engine nodes: heartbeats, the node list, and nodes declared lost when they fall silent.
 //!
-//! Every node operation is shared; neither backend has its own.
+//! Every operation here is written once for both backends; neither has its own.
 
 use async_trait::async_trait;
 use sqlx::types::Json;
@@ -9,7 +9,7 @@ use super::Result;
 use super::tx::{StoreTx, on_conn};
 use crate::node::{EngineNode, NodeHeartbeat};
 
-/// Nodes.
+/// Engine nodes and their heartbeats.
 #[async_trait]
 pub trait Nodes: Send {
     async fn heartbeat_node(&mut self, beat: &NodeHeartbeat, now: i64) -> Result<EngineNode>;

@@ -1,7 +1,7 @@
 //! Rollups and retention: the per-minute aggregates of finished runs, the watermark saying how
 //! far a tenant is rolled up, and deleting finished runs past their tenant's retention.
 //!
-//! Every operation here is shared; neither backend has its own. None of them is on the claim,
+//! Every operation here is written once for both backends; neither has its own. None of them is on the claim,
 //! dispatch or result path: the [`Rollup`](crate::rollup::Rollup) loop and the statistics
 //! service call them.
 
@@ -12,7 +12,7 @@ use super::{Result, RunRollup, RunSample, SampleCursor};
 use crate::task::TaskId;
 use crate::tenant::TenantId;
 
-/// Rollups.
+/// Per-minute rollups of finished runs, their watermarks, and retention deletes.
 #[async_trait]
 pub trait Rollups: Send {
     /// Engine internal: a page of a tenant's runs in a final state scheduled in a time range,

@@ -3,10 +3,11 @@
 //! revived). How a batch of results is checked and applied is in
 //! [`completion`](super::completion).
 //!
-//! Dialect-specific (in `postgres.rs`/`sqlite.rs`): `insert_runs`, `claim_due_runs`,
-//! `start_claimed_runs`, `record_dispatch_intent`, `release_claimed_runs`, `complete_runs`,
-//! `try_lock_runs`, `delete_pending_runs`, `running_runs_on_executors` and `lock_chain_runs`
-//! (batches, `SKIP LOCKED` claiming, lists of ids).
+//! Written per dialect, in `pg/runs.rs` and `sqlite/runs.rs`: `insert_runs`,
+//! `claim_due_runs`, `start_claimed_runs`, `record_dispatch_intent`, `release_claimed_runs`,
+//! `complete_runs`, `try_lock_runs`, `latest_scheduled_runs_before`, `delete_pending_runs`,
+//! `running_runs_on_executors`, `running_runs_missing_from` and `lock_chain_runs` (batches,
+//! `SKIP LOCKED` claiming, lists of ids).
 
 use async_trait::async_trait;
 use sqlx::types::Json;
@@ -24,7 +25,8 @@ use crate::run::{
 use crate::task::TaskId;
 use crate::tenant::TenantId;
 
-/// Runs.
+/// Runs: occurrences, claims and their fenced transitions, results, progress, cancel
+/// requests and the watchdog's queries.
 #[async_trait]
 pub trait Runs: Send {
     /// Inserts a run; `None` when that occurrence (task, scheduled time, attempt, shard)

@@ -1,7 +1,7 @@
 //! Console sessions and sign-in attempts: sessions started, authenticated and revoked, and the
 //! failed attempts counted to slow down password guessing.
 //!
-//! Every operation here is shared; neither backend has its own.
+//! Every operation here is written once for both backends; neither has its own.
 
 use async_trait::async_trait;
 
@@ -9,7 +9,7 @@ use super::Result;
 use super::tx::{StoreTx, fk_or, on_conn};
 use crate::tenant::User;
 
-/// Sessions.
+/// Console sessions and the sign-in attempts that limit password guessing.
 #[async_trait]
 pub trait Sessions: Send {
     /// Starts a console session.

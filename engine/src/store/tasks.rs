@@ -3,7 +3,7 @@
 //! several of these (create a task with its first occurrence, add an edge without a cycle) are
 //! in `store/ops.rs` and work on both backends.
 //!
-//! Dialect-specific (in `postgres.rs`/`sqlite.rs`): `lock_tasks`, `lock_tasks_for_update`,
+//! Written per dialect, in `pg/tasks.rs` and `sqlite/tasks.rs`: `lock_tasks`, `lock_tasks_for_update`,
 //! `lock_tasks_with_children`, `add_fires_scheduled_many` and `child_task_ids` (row locks and
 //! lists of ids).
 
@@ -20,7 +20,7 @@ use crate::task::{
 };
 use crate::tenant::TenantId;
 
-/// Tasks.
+/// Tasks (versioned, soft-deleted) and the dependencies that chain them.
 #[async_trait]
 pub trait Tasks: Send {
     /// Inserts a task row (see [`ops`] `create_task` for the full operation).

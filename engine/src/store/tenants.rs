@@ -1,7 +1,7 @@
 //! Tenants (operator operations): create, read, list, change, delete, and the lock that
 //! serialises changes needing a tenant's whole state (dependency edits).
 //!
-//! Every tenant operation is shared; neither backend has its own.
+//! Every operation here is written once for both backends; neither has its own.
 
 use async_trait::async_trait;
 use sqlx::types::Json;
@@ -10,7 +10,7 @@ use super::tx::{Dialect, Locking, StoreTx, found, on_conn, unique_or};
 use super::{Result, StoreError};
 use crate::tenant::{NewTenant, Tenant, TenantId, TenantUpdate};
 
-/// Tenants.
+/// Tenants, for operators: one row per customer of the cluster.
 #[async_trait]
 pub trait Tenants: Send {
     async fn create_tenant(&mut self, new: &NewTenant, now: i64) -> Result<Tenant>;

@@ -4,7 +4,7 @@
 //!
 //! [`Scope`]: crate::store::Scope
 //!
-//! Every operation here is shared; neither backend has its own.
+//! Every operation here is written once for both backends; neither has its own.
 
 use async_trait::async_trait;
 
@@ -12,7 +12,7 @@ use super::tx::{StoreTx, check_or, found, is_fk, on_conn, unique_or};
 use super::{Result, Scope, StoreError, UserUpdate};
 use crate::tenant::{ApiToken, ApiTokenId, NewApiToken, NewUser, User, UserId};
 
-/// Users.
+/// Users (tenant users and operators) and the API tokens that act as them.
 #[async_trait]
 pub trait Users: Send {
     async fn create_user(&mut self, new: &NewUser, now: i64) -> Result<User>;

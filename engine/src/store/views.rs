@@ -2,7 +2,7 @@
 //! of one occurrence, idempotency keys of manual triggers and alarm mutes (their types are in
 //! `store/reports.rs`).
 //!
-//! Every operation here is shared; neither backend has its own.
+//! Every operation here is written once for both backends; neither has its own.
 
 use async_trait::async_trait;
 
@@ -13,7 +13,7 @@ use crate::run::Run;
 use crate::task::TaskId;
 use crate::tenant::TenantId;
 
-/// Views.
+/// What the console's views read and keep besides the core rows.
 #[async_trait]
 pub trait Views: Send {
     /// A tenant's runs in a final state scheduled in a time range, oldest first, for

@@ -1,3 +1,6 @@
+//! The alarm operations PostgreSQL writes its own way (see [`alarms`](crate::store::alarms)):
+//! lists of ids as arrays.
+
 use sqlx::postgres::PgConnection;
 
 use super::raw_ids;

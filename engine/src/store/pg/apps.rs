@@ -1,3 +1,6 @@
+//! The app and executor operations PostgreSQL writes its own way (see
+//! [`apps`](crate::store::apps)): lists of ids as arrays.
+
 use sqlx::postgres::PgConnection;
 
 use super::raw_ids;

@@ -1,3 +1,6 @@
+//! The run operations PostgreSQL writes its own way (see [`runs`](crate::store::runs)): whole
+//! batches in one statement over `UNNEST` arrays, claims with `FOR UPDATE SKIP LOCKED`.
+
 use sqlx::postgres::PgConnection;
 use sqlx::types::Json;
 

@@ -1,3 +1,6 @@
+//! The task operations PostgreSQL writes its own way (see [`tasks`](crate::store::tasks)): row
+//! locks (`FOR SHARE`, `FOR NO KEY UPDATE`) and lists of ids as arrays.
+
 use sqlx::postgres::PgConnection;
 use sqlx::{FromRow, Row};
 

@@ -1,3 +1,6 @@
+//! The alarm operations SQLite writes its own way (see [`alarms`](crate::store::alarms)):
+//! lists of ids as JSON arrays.
+
 use sqlx::sqlite::SqliteConnection;
 
 use super::json_ids;

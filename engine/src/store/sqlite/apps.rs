@@ -1,3 +1,6 @@
+//! The app and executor operations SQLite writes its own way (see
+//! [`apps`](crate::store::apps)): lists of ids as JSON arrays.
+
 use sqlx::sqlite::SqliteConnection;
 
 use super::json_ids;

@@ -1,3 +1,7 @@
+//! The run operations SQLite writes its own way (see [`runs`](crate::store::runs)): one writer
+//! at a time, so batches are loops of single-row statements (several of them the shared
+//! operations themselves) and nothing is locked row by row; lists travel as JSON arrays.
+
 use sqlx::sqlite::SqliteConnection;
 
 use super::json_ids;

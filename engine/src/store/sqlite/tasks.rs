@@ -1,3 +1,6 @@
+//! The task operations SQLite writes its own way (see [`tasks`](crate::store::tasks)): its
+//! transactions already hold the only write lock, and lists of ids travel as JSON arrays.
+
 use sqlx::sqlite::SqliteConnection;
 
 use super::json_ids;
