@@ -326,6 +326,7 @@ impl Alarms for StoreTx {
     }
 }
 
+/// The statement of `insert_alarm` that locks rows (on PostgreSQL; SQLite has one writer).
 const INSERT_ALARM: Locking = Locking {
     postgres: "SELECT * FROM alarms WHERE task_id = $1 AND kind = $2
                    AND ($4 IS NULL OR details ->> 'app_kind' = $4)
@@ -341,6 +342,7 @@ const INSERT_ALARM: Locking = Locking {
                  ORDER BY id DESC LIMIT 1",
 };
 
+/// The statement of `list_unpublished_alarms` that locks rows (on PostgreSQL; SQLite has one writer).
 const LIST_UNPUBLISHED_ALARMS: Locking = Locking {
     postgres:
         "SELECT * FROM alarms WHERE published_at IS NULL AND muted = FALSE AND repeat_of IS NULL
@@ -350,6 +352,7 @@ const LIST_UNPUBLISHED_ALARMS: Locking = Locking {
              ORDER BY id LIMIT $1",
 };
 
+/// The statement of `list_unpublished_alarm_events` that locks rows (on PostgreSQL; SQLite has one writer).
 const LIST_UNPUBLISHED_ALARM_EVENTS: Locking = Locking {
     postgres: "SELECT * FROM alarm_events WHERE published_at IS NULL ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED",
     sqlite: "SELECT * FROM alarm_events WHERE published_at IS NULL ORDER BY id LIMIT $1",

@@ -379,6 +379,7 @@ impl Apps for StoreTx {
     }
 }
 
+/// The statement of `mark_executors_lost` that locks rows (on PostgreSQL; SQLite has one writer).
 const MARK_EXECUTORS_LOST: Locking = Locking {
     postgres: "UPDATE executors SET state = 'lost' WHERE id IN (
                  SELECT id FROM executors WHERE state IN ('up', 'draining') AND last_heartbeat_at < $1

@@ -365,11 +365,13 @@ impl Channels for StoreTx {
     }
 }
 
+/// The statement of `enqueue_notifications` that locks rows (on PostgreSQL; SQLite has one writer).
 const ENQUEUE_NOTIFICATIONS: Locking = Locking {
     postgres: "SELECT * FROM notification_channels WHERE enabled = TRUE ORDER BY id LIMIT 200 FOR UPDATE SKIP LOCKED",
     sqlite: "SELECT * FROM notification_channels WHERE enabled = TRUE ORDER BY id LIMIT 200",
 };
 
+/// The statement of `claim_deliveries` that locks rows (on PostgreSQL; SQLite has one writer).
 const CLAIM_DELIVERIES: Locking = Locking {
     postgres:
         "UPDATE notification_deliveries SET attempts = attempts + 1,

@@ -361,11 +361,13 @@ impl Rollups for StoreTx {
     }
 }
 
+/// The statement of `lock_rollup_watermark` that locks rows (on PostgreSQL; SQLite has one writer).
 const LOCK_ROLLUP_WATERMARK: Locking = Locking {
     postgres: "SELECT rolled_before FROM rollup_watermarks WHERE tenant_id = $1 FOR UPDATE SKIP LOCKED",
     sqlite: "SELECT rolled_before FROM rollup_watermarks WHERE tenant_id = $1",
 };
 
+/// The statement of `delete_expired_runs` that locks rows (on PostgreSQL; SQLite has one writer).
 const DELETE_EXPIRED_RUNS: Locking = Locking {
     postgres: "DELETE FROM runs WHERE id IN (
                  SELECT r.id FROM runs r
@@ -399,6 +401,7 @@ const DELETE_EXPIRED_RUNS: Locking = Locking {
                  ORDER BY r.scheduled_at LIMIT $4)",
 };
 
+/// The statement of `purge_alarm_events` that locks rows (on PostgreSQL; SQLite has one writer).
 const PURGE_ALARM_EVENTS: Locking = Locking {
     postgres: "DELETE FROM alarm_events WHERE id IN (
                  SELECT id FROM alarm_events WHERE published_at < $1

@@ -652,6 +652,7 @@ impl Runs for StoreTx {
     }
 }
 
+/// The statement of `complete_run` that locks rows (on PostgreSQL; SQLite has one writer).
 const COMPLETE_RUN: Locking = Locking {
     postgres: "SELECT * FROM runs WHERE id = $1
                AND ($2 IS NULL OR EXISTS (SELECT 1 FROM tasks t WHERE t.id = runs.task_id AND t.app_id = $2)) FOR UPDATE",
@@ -659,6 +660,7 @@ const COMPLETE_RUN: Locking = Locking {
                AND ($2 IS NULL OR EXISTS (SELECT 1 FROM tasks t WHERE t.id = runs.task_id AND t.app_id = $2))",
 };
 
+/// The statement of `record_progress` that locks rows (on PostgreSQL; SQLite has one writer).
 const RECORD_PROGRESS: Locking = Locking {
     postgres: "SELECT * FROM runs WHERE id = $1
                AND (state = 'running' OR (state = 'claimed' AND executor_id IS NOT NULL))
@@ -668,6 +670,7 @@ const RECORD_PROGRESS: Locking = Locking {
                AND ($2 IS NULL OR EXISTS (SELECT 1 FROM tasks t WHERE t.id = runs.task_id AND t.app_id = $2))",
 };
 
+/// The statement of `running_runs_past_deadline` that locks rows (on PostgreSQL; SQLite has one writer).
 const RUNNING_RUNS_PAST_DEADLINE: Locking = Locking {
     postgres: "SELECT * FROM runs WHERE state = 'running' AND deadline_at < $1
                AND started_at IS NOT NULL AND finished_at IS NULL
@@ -677,6 +680,7 @@ const RUNNING_RUNS_PAST_DEADLINE: Locking = Locking {
              ORDER BY deadline_at, id LIMIT $2",
 };
 
+/// The statement of `lock_occurrence` that locks rows (on PostgreSQL; SQLite has one writer).
 const LOCK_OCCURRENCE: Locking = Locking {
     postgres: "SELECT id FROM runs
              WHERE task_id = $1 AND scheduled_at = $2 AND shard_index = 0 AND attempt = 1 FOR UPDATE",
@@ -684,6 +688,7 @@ const LOCK_OCCURRENCE: Locking = Locking {
              WHERE task_id = $1 AND scheduled_at = $2 AND shard_index = 0 AND attempt = 1",
 };
 
+/// The statement of `take_cancel_requests` that locks rows (on PostgreSQL; SQLite has one writer).
 const TAKE_CANCEL_REQUESTS: Locking = Locking {
     postgres: "UPDATE runs SET cancel_pending_at = NULL WHERE id IN (
                  SELECT id FROM runs WHERE cancel_pending_at IS NOT NULL AND cancel_pending_at <= $1
@@ -693,6 +698,7 @@ const TAKE_CANCEL_REQUESTS: Locking = Locking {
                  ORDER BY cancel_pending_at LIMIT $2) RETURNING *",
 };
 
+/// The statement of `purge_trigger_keys` that locks rows (on PostgreSQL; SQLite has one writer).
 const PURGE_TRIGGER_KEYS: Locking = Locking {
     postgres: "DELETE FROM trigger_keys WHERE (tenant_id, key) IN (
                  SELECT tenant_id, key FROM trigger_keys WHERE created_at < $1 LIMIT $2 FOR UPDATE SKIP LOCKED)",

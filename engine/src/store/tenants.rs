@@ -143,6 +143,7 @@ impl Tenants for StoreTx {
     }
 }
 
+/// The statement of `lock_tenant` that locks rows (on PostgreSQL; SQLite has one writer).
 const LOCK_TENANT: Locking = Locking {
     postgres: "SELECT id FROM tenants WHERE id = $1 FOR UPDATE",
     sqlite: "SELECT id FROM tenants WHERE id = $1",
