@@ -15,10 +15,12 @@
 use serde::{Deserialize, Serialize};
 use sqlx::types::Json;
 
-use crate::app::ExecutorId;
+use crate::app::{Executor, ExecutorId};
+use crate::clock::ms_to_datetime;
 use crate::macros::{id_type, text_enum};
-use crate::run::RunId;
-use crate::task::TaskId;
+use crate::node::EngineNode;
+use crate::run::{Run, RunId};
+use crate::task::{MisfirePolicy, Task, TaskId};
 use crate::tenant::TenantId;
 
 id_type!(
@@ -229,6 +231,241 @@ impl NewAlarm {
             message: message.into(),
             details: serde_json::Value::Object(serde_json::Map::new()),
             dedupe_key: None,
+        }
+    }
+
+    /// `kind` (`timed_out`, `retries_exhausted` or `run_failed`) for a run of `task` that just
+    /// ended; `error` is the run's last error. One per run and kind.
+    pub fn run_ended(
+        task: &Task,
+        run: &Run,
+        kind: AlarmKind,
+        severity: Severity,
+        message: String,
+        error: Option<&str>,
+    ) -> Self {
+        let mut a = Self::new(Some(run.tenant_id), kind, severity, message);
+        a.task_id = Some(run.task_id);
+        a.run_id = Some(run.id);
+        a.executor_id = run.executor_id;
+        a.details = serde_json::json!({
+            "task": task.name,
+            "attempt": run.attempt,
+            "state": run.state.as_str(),
+            "error": error,
+        });
+        a.dedupe_key = Some(format!("{kind}:{}", run.id));
+        a
+    }
+
+    /// `timed_out`: a run of `task` did not finish before its deadline.
+    pub fn timed_out(task: &Task, run: &Run, error: Option<&str>) -> Self {
+        let message = format!(
+            "task {:?} run {} (attempt {}) did not finish before its deadline",
+            task.name, run.id, run.attempt
+        );
+        Self::run_ended(
+            task,
+            run,
+            AlarmKind::TimedOut,
+            Severity::Warning,
+            message,
+            error,
+        )
+    }
+
+    /// `retries_exhausted`: the last attempt of a run of `task` failed.
+    pub fn retries_exhausted(task: &Task, run: &Run, error: Option<&str>) -> Self {
+        let message = format!(
+            "task {:?} failed after {} attempt(s); last error: {}",
+            task.name,
+            run.attempt,
+            error.unwrap_or(NO_ERROR)
+        );
+        Self::run_ended(
+            task,
+            run,
+            AlarmKind::RetriesExhausted,
+            Severity::Critical,
+            message,
+            error,
+        )
+    }
+
+    /// `run_failed`: a run of `task` that was not to be retried failed.
+    pub fn run_failed(task: &Task, run: &Run, error: Option<&str>) -> Self {
+        let message = format!(
+            "task {:?} run {} {}: {}",
+            task.name,
+            run.id,
+            run.state,
+            error.unwrap_or(NO_ERROR)
+        );
+        Self::run_ended(
+            task,
+            run,
+            AlarmKind::RunFailed,
+            Severity::Critical,
+            message,
+            error,
+        )
+    }
+
+    /// `not_started`: `run` was due and no executor has started it (`now`: when judged).
+    pub fn not_started(run: &Run, now: i64) -> Self {
+        let mut a = Self::new(
+            Some(run.tenant_id),
+            AlarmKind::NotStarted,
+            Severity::Warning,
+            format!(
+                "run {} was due at {} and has not started ({} dispatch attempt(s); no executor accepted it)",
+                run.id,
+                ms_to_datetime(run.due_at).to_rfc3339(),
+                run.dispatch_attempts
+            ),
+        );
+        a.task_id = Some(run.task_id);
+        a.run_id = Some(run.id);
+        a.details = serde_json::json!({
+            "due_at": run.due_at,
+            "late_ms": now - run.due_at,
+            "dispatch_attempts": run.dispatch_attempts,
+        });
+        a.dedupe_key = Some(format!("not_started:{}", run.id));
+        a
+    }
+
+    /// `executor_lost`: `executor` stopped heartbeating and does not answer; `runs` were
+    /// running on it (`now`: when judged). One per executor and last heartbeat.
+    pub fn executor_lost(executor: &Executor, runs: &[RunId], now: i64) -> Self {
+        let silent = now - executor.last_heartbeat_at;
+        let mut a = Self::new(
+            Some(executor.tenant_id),
+            AlarmKind::ExecutorLost,
+            Severity::Critical,
+            format!(
+                "executor {} ({}) stopped heartbeating {silent} ms ago and does not answer; {} running run(s) lost",
+                executor.instance_id,
+                executor.base_url,
+                runs.len()
+            ),
+        );
+        a.executor_id = Some(executor.id);
+        a.details = serde_json::json!({
+            "instance_id": executor.instance_id,
+            "base_url": executor.base_url,
+            "last_heartbeat_at": executor.last_heartbeat_at,
+            "runs": runs,
+        });
+        a.dedupe_key = Some(format!(
+            "executor_lost:{}:{}",
+            executor.id, executor.last_heartbeat_at
+        ));
+        a
+    }
+
+    /// `node_lost`: engine `node` stopped heartbeating (`now`: when judged). One per node and
+    /// last heartbeat.
+    pub fn node_lost(node: &EngineNode, now: i64) -> Self {
+        let mut a = Self::new(
+            None,
+            AlarmKind::NodeLost,
+            Severity::Critical,
+            format!(
+                "engine node {} ({}) stopped heartbeating {} ms ago; its claims move to other nodes when their leases end",
+                node.id,
+                node.address,
+                now - node.last_heartbeat_at
+            ),
+        );
+        a.node_id = Some(node.id.clone());
+        a.details = serde_json::json!({
+            "groups": node.node_groups.0,
+            "last_heartbeat_at": node.last_heartbeat_at,
+        });
+        a.dedupe_key = Some(format!("node_lost:{}:{}", node.id, node.last_heartbeat_at));
+        a
+    }
+
+    /// `misfire`: an occurrence of `task` was found `late_ms` late. `fire`: whether this
+    /// occurrence still fires; `fired_missed`/`skipped_missed`: missed occurrences caught up or
+    /// skipped (`fire_all`). `dedupe_key`: the outage's key (one alarm per outage).
+    #[allow(clippy::too_many_arguments)]
+    pub fn misfire(
+        task: &Task,
+        run: &Run,
+        late_ms: i64,
+        fire: bool,
+        fired_missed: usize,
+        skipped_missed: usize,
+        dedupe_key: String,
+    ) -> Self {
+        let what = match task.misfire_policy {
+            MisfirePolicy::FireOnceNow => "fired once now; missed occurrences dropped".to_owned(),
+            MisfirePolicy::Skip => "skipped; the schedule continues from now".to_owned(),
+            MisfirePolicy::FireAll => format!(
+                "catching up: {} occurrence(s) fire, {} skipped (bound {})",
+                usize::from(fire) + fired_missed,
+                skipped_missed + usize::from(!fire),
+                task.misfire_max_catch_up
+            ),
+        };
+        let mut a = Self::new(
+            Some(task.tenant_id),
+            AlarmKind::Misfire,
+            Severity::Warning,
+            format!(
+                "task {:?}: occurrence due at {} found {late_ms} ms late; {what}",
+                task.name,
+                ms_to_datetime(run.due_at).to_rfc3339()
+            ),
+        );
+        a.task_id = Some(task.id);
+        a.run_id = Some(run.id);
+        a.details = serde_json::json!({
+            "late_ms": late_ms,
+            "policy": task.misfire_policy.as_str(),
+            "fired_missed": fired_missed,
+            "skipped_missed": skipped_missed,
+        });
+        a.dedupe_key = Some(dedupe_key);
+        a
+    }
+
+    /// `app`: an alarm an app's wrapper raised (`details` and `dedupe_key` from the wrapper's
+    /// alarm, see [`mthpt_wrapper::protocol::WrapperAlarm`]). [`NewAlarm::about_run`] ties it to
+    /// a run when it names one.
+    pub fn from_app(
+        tenant_id: TenantId,
+        severity: Severity,
+        message: String,
+        details: serde_json::Value,
+        dedupe_key: String,
+    ) -> Self {
+        let mut a = Self::new(Some(tenant_id), AlarmKind::App, severity, message);
+        a.details = details;
+        a.dedupe_key = Some(dedupe_key);
+        a
+    }
+
+    /// The same alarm about `run` (and its task).
+    pub fn about_run(mut self, run: &Run) -> Self {
+        self.run_id = Some(run.id);
+        self.task_id = Some(run.task_id);
+        self
+    }
+}
+
+/// The error of an alarm's message when the run recorded none.
+const NO_ERROR: &str = "no error message";
+
+impl From<mthpt_wrapper::protocol::AlarmSeverity> for Severity {
+    fn from(s: mthpt_wrapper::protocol::AlarmSeverity) -> Self {
+        use mthpt_wrapper::protocol::AlarmSeverity;
+        match s {
+            AlarmSeverity::Info => Severity::Info,
+            AlarmSeverity::Warning => Severity::Warning,
+            AlarmSeverity::Critical => Severity::Critical,
         }
     }
 }

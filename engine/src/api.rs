@@ -26,171 +26,17 @@ use mthpt_wrapper::protocol::{
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use tokio::sync::oneshot;
 use tracing::Instrument;
 
-use crate::alarm::{AlarmKind, NewAlarm, Severity};
-use crate::app::{App, AppId, ExecutorHeartbeat, ExecutorId, ExecutorRegistration, ExecutorState};
+use crate::alarm::NewAlarm;
+use crate::app::{App, ExecutorHeartbeat, ExecutorId, ExecutorRegistration, ExecutorState};
 use crate::clock::Clock;
 use crate::directory::Directory;
 use crate::outcome::{Finish, Finished, finish_runs, log_finished};
+use crate::results::ResultWriter;
 use crate::run::{ReportedBy, RunCompletion, RunId, RunProgress, RunState};
 use crate::run_events::{RunEvent, RunEvents, What};
 use crate::store::{Store, StoreError};
-
-/// The group commit of result batches: requests queue their results; whoever holds `writing`
-/// writes the queued results of one app in one transaction. Requests arriving while a write is
-/// in progress are written together by the next one, so many wrappers reporting at once cost
-/// one transaction at a time instead of one each.
-#[derive(Debug, Default)]
-struct ResultWriter {
-    queue: std::sync::Mutex<Vec<ResultTicket>>,
-    writing: tokio::sync::Mutex<()>,
-}
-
-type Outcomes = Vec<Result<Finished, StoreError>>;
-
-/// One request's results waiting to be written, and where to send what became of them.
-#[derive(Debug)]
-struct ResultTicket {
-    app: AppId,
-    finishes: Vec<(RunId, Finish)>,
-    reply: oneshot::Sender<Result<Outcomes, String>>,
-}
-
-impl ResultWriter {
-    /// Finishes `finishes` of `app` (with the results queued by other requests) and returns
-    /// each item's outcome.
-    async fn finish(
-        &self,
-        store: &Arc<dyn Store>,
-        directory: &Directory,
-        events: &RunEvents,
-        app: AppId,
-        finishes: Vec<(RunId, Finish)>,
-    ) -> Result<Outcomes, ApiError> {
-        let (reply, mut answer) = oneshot::channel();
-        crate::directory::lock(&self.queue).push(ResultTicket {
-            app,
-            finishes,
-            reply,
-        });
-        {
-            let _writing = self.writing.lock().await;
-            // Write groups until this request's results are among the written ones. A ticket
-            // queued while a write is in progress is taken by that writer's next round or by its
-            // own request once it gets the lock: it never waits unwritten.
-            loop {
-                match answer.try_recv() {
-                    Ok(answered) => return answered_outcomes(answered),
-                    Err(oneshot::error::TryRecvError::Closed) => break,
-                    Err(oneshot::error::TryRecvError::Empty) => {}
-                }
-                let tickets = self.next_group();
-                if tickets.is_empty() {
-                    break;
-                }
-                write_results(store, directory, events, tickets).await;
-            }
-        }
-        match answer.await {
-            Ok(answered) => answered_outcomes(answered),
-            Err(_) => Err(ApiError::Unavailable(StoreError::Unavailable(
-                "the result write was abandoned".to_owned(),
-            ))),
-        }
-    }
-
-    /// The queued tickets of the app queued first (one app per transaction: its runs are then
-    /// locked in one pass, in id order), taken in queue order while they fit in
-    /// [`RESULT_GROUP_MAX`] results (the first always does): a group's statements stay far below
-    /// the database's statement timeout when a saturated database has let many requests queue.
-    fn next_group(&self) -> Vec<ResultTicket> {
-        let mut queue = crate::directory::lock(&self.queue);
-        let first = queue.first().map(|t| t.app);
-        let mut results = 0;
-        let mut mine = Vec::new();
-        let mut rest = Vec::with_capacity(queue.len());
-        for t in queue.drain(..) {
-            let fits = mine.is_empty() || results + t.finishes.len() <= RESULT_GROUP_MAX;
-            if Some(t.app) == first && fits {
-                results += t.finishes.len();
-                mine.push(t);
-            } else {
-                rest.push(t);
-            }
-        }
-        *queue = rest;
-        mine
-    }
-}
-
-/// The most results one group write takes (a single request may carry more; it is written
-/// alone).
-const RESULT_GROUP_MAX: usize = 1_000;
-
-fn answered_outcomes(answered: Result<Outcomes, String>) -> Result<Outcomes, ApiError> {
-    answered.map_err(|why| ApiError::Unavailable(StoreError::Unavailable(why)))
-}
-
-/// Writes the tickets (all of one app) in one transaction; when that fails, each ticket alone,
-/// so one request's problem does not fail the others.
-async fn write_results(
-    store: &Arc<dyn Store>,
-    directory: &Directory,
-    events: &RunEvents,
-    tickets: Vec<ResultTicket>,
-) {
-    async fn write(
-        store: &Arc<dyn Store>,
-        directory: &Directory,
-        events: &RunEvents,
-        app: AppId,
-        finishes: &[(RunId, Finish)],
-    ) -> Result<Outcomes, StoreError> {
-        let mut tx = store.begin().await?;
-        let out = finish_runs(tx.as_mut(), Some(app), finishes, &mut rand::random).await?;
-        tx.commit().await?;
-        log_finished(&out, Some(directory));
-        events.finished(&out);
-        Ok(out)
-    }
-    let Some(app) = tickets.first().map(|t| t.app) else {
-        return;
-    };
-    let grouped = if tickets.len() == 1 {
-        Err(None)
-    } else {
-        let all: Vec<(RunId, Finish)> = tickets
-            .iter()
-            .flat_map(|t| t.finishes.iter().cloned())
-            .collect();
-        write(store, directory, events, app, &all)
-            .await
-            .map_err(Some)
-    };
-    match grouped {
-        Ok(mut outcomes) => {
-            for t in tickets {
-                let rest = outcomes.split_off(t.finishes.len().min(outcomes.len()));
-                let _ = t.reply.send(Ok(outcomes));
-                outcomes = rest;
-            }
-        }
-        Err(e) => {
-            if let Some(e) = e {
-                tracing::warn!(error = %e, "writing result batches together failed; writing each alone");
-            }
-            for t in tickets {
-                let alone = write(store, directory, events, t.app, &t.finishes).await;
-                let _ = t.reply.send(alone.map_err(|e| {
-                    tracing::error!(error = %e, "store unavailable while handling a callback");
-                    e.to_string()
-                }));
-            }
-        }
-    }
-}
 
 /// State shared by the callback handlers.
 #[derive(Debug)]
@@ -746,7 +592,8 @@ async fn results(
                         app.id,
                         finishes,
                     )
-                    .await?
+                    .await
+                    .map_err(ApiError::Unavailable)?
             };
             // The written items, in order, are those not refused above.
             let mut finished = finished.into_iter();
@@ -890,20 +737,16 @@ async fn alarms(
                     });
                     continue;
                 }
-                let mut alarm = NewAlarm::new(
-                    Some(app.tenant_id),
-                    AlarmKind::App,
-                    severity_of(a.severity),
+                let mut alarm = NewAlarm::from_app(
+                    app.tenant_id,
+                    a.severity.into(),
                     a.message.clone(),
+                    a.details(&key, &batch.instance_id),
+                    dedupe_key,
                 );
-                alarm.details = a.details(&key, &batch.instance_id);
-                alarm.dedupe_key = Some(dedupe_key);
                 if let Some(run_id) = a.run_id {
                     match tx.get_run(app.tenant_id, RunId(run_id)).await {
-                        Ok(run) => {
-                            alarm.run_id = Some(run.id);
-                            alarm.task_id = Some(run.task_id);
-                        }
+                        Ok(run) => alarm = alarm.about_run(&run),
                         Err(StoreError::NotFound(_)) => {}
                         Err(e) => return Err(e.into()),
                     }
@@ -922,14 +765,6 @@ async fn alarms(
         },
     )
     .await
-}
-
-fn severity_of(s: protocol::AlarmSeverity) -> Severity {
-    match s {
-        protocol::AlarmSeverity::Info => Severity::Info,
-        protocol::AlarmSeverity::Warning => Severity::Warning,
-        protocol::AlarmSeverity::Critical => Severity::Critical,
-    }
 }
 
 /// The live events of one run's recorded progress: the progress itself, and its log lines.
@@ -968,45 +803,5 @@ fn empty_progress(run_id: i64) -> RunProgress {
         fraction: None,
         message: None,
         log_lines: Vec::new(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn ticket(app: i64, results: i64) -> ResultTicket {
-        let finishes = (0..results)
-            .map(|i| {
-                let finish = Finish::decided(RunState::Failed, "x".to_owned(), false, 0);
-                (RunId(app * 100_000 + i), finish)
-            })
-            .collect();
-        ResultTicket {
-            app: AppId(app),
-            finishes,
-            reply: oneshot::channel().0,
-        }
-    }
-
-    fn sizes(group: &[ResultTicket]) -> Vec<(i64, usize)> {
-        group.iter().map(|t| (t.app.0, t.finishes.len())).collect()
-    }
-
-    #[test]
-    fn result_groups_are_one_app_and_at_most_a_thousand_results() {
-        let writer = ResultWriter::default();
-        for (app, n) in [(1, 600), (2, 10), (1, 600), (1, 300), (1, 1_500)] {
-            crate::directory::lock(&writer.queue).push(ticket(app, n));
-        }
-        assert_eq!(sizes(&writer.next_group()), vec![(1, 600), (1, 300)]);
-        assert_eq!(sizes(&writer.next_group()), vec![(2, 10)]);
-        assert_eq!(sizes(&writer.next_group()), vec![(1, 600)]);
-        assert_eq!(
-            sizes(&writer.next_group()),
-            vec![(1, 1_500)],
-            "a request larger than a group is written alone"
-        );
-        assert!(writer.next_group().is_empty());
     }
 }

@@ -20,12 +20,13 @@ use mthpt_wrapper::client::ClientError;
 use mthpt_wrapper::protocol::{
     self, AckStatus, CancelRequest, RunAck, RunBatchRequest, RunBatchResponse, RunRequest, Trigger,
 };
-use tokio::sync::{Semaphore, oneshot};
+use tokio::sync::Semaphore;
 
 use crate::app::{AppId, ExecutorId, ExecutorState};
 use crate::claimer::{Cancellation, Fire};
 use crate::clock::{Clock, ms_to_datetime};
 use crate::directory::{AppEntry, Directory, lock};
+use crate::group_commit::{GroupCommit, Ticket, take_all};
 use crate::outcome::{Finish, finish_runs, log_finished};
 use crate::routing::{self, RoutingState};
 use crate::run::{ClaimedTransition, Fence, NewRun, Run, RunId, RunState, TriggerKind};
@@ -106,27 +107,21 @@ impl DispatchReport {
     }
 }
 
-/// A group commit of dispatch writes: rounds queue their writes; whoever holds `writer` writes
-/// everything queued in one transaction. Rounds that queue while a write is in progress are
-/// written together by the next one, so a steady stream of small rounds costs one transaction
-/// at a time instead of one per round. A dispatcher has two: one for the intents rounds write
-/// before sending, one for the starts and releases they write after, so a round about to send
-/// never waits behind the (larger, lock-heavier) outcome writes of earlier rounds.
-#[derive(Debug, Default)]
-struct Recorder {
-    queue: Mutex<Vec<Ticket>>,
-    writer: tokio::sync::Mutex<()>,
-}
-
-/// One round's outcome waiting to be written, and where to send what became of it.
+/// One round's writes for a group commit ([`crate::group_commit`]): rounds queue their writes;
+/// one writer at a time writes everything queued in one transaction, so a steady stream of
+/// small rounds costs one transaction at a time instead of one per round. A dispatcher has
+/// two: one for the intents rounds write before sending, one for the starts and releases they
+/// write after, so a round about to send never waits behind the (larger, lock-heavier) outcome
+/// writes of earlier rounds.
 #[derive(Debug)]
-struct Ticket {
+struct RoundWrites {
     /// Where runs are about to be sent.
     intents: Vec<(Fence, ExecutorId)>,
     started: Vec<StartClaimed>,
     released: Vec<Fence>,
-    reply: oneshot::Sender<std::result::Result<Recorded, String>>,
 }
+
+type Recorder = GroupCommit<RoundWrites, Recorded>;
 
 /// What the write did to one round's runs.
 #[derive(Debug)]
@@ -251,8 +246,8 @@ impl Dispatcher {
             config,
             permits,
             routing: Mutex::new(RoutingState::default()),
-            intents: Recorder::default(),
-            outcomes: Recorder::default(),
+            intents: GroupCommit::new(take_all),
+            outcomes: GroupCommit::new(take_all),
             run_events: RunEvents::default(),
         }
     }
@@ -647,27 +642,15 @@ impl Dispatcher {
         started: Vec<StartClaimed>,
         released: Vec<Fence>,
     ) -> Result<Recorded> {
-        let (reply, answer) = oneshot::channel();
-        lock(&recorder.queue).push(Ticket {
+        let writes = RoundWrites {
             intents,
             started,
             released,
-            reply,
-        });
-        {
-            let _writing = recorder.writer.lock().await;
-            let tickets = std::mem::take(&mut *lock(&recorder.queue));
-            if !tickets.is_empty() {
-                self.write(tickets).await;
-            }
-        }
-        match answer.await {
-            Ok(Ok(recorded)) => Ok(recorded),
-            Ok(Err(why)) => Err(StoreError::Unavailable(why)),
-            Err(_) => Err(StoreError::Unavailable(
-                "the dispatch record was abandoned".to_owned(),
-            )),
-        }
+        };
+        recorder
+            .submit(writes, |tickets| self.write(tickets))
+            .await
+            .map_err(StoreError::Unavailable)
     }
 
     /// Writes the round's outcome: starts (after [`DispatchConfig::start_write_delay_ms`]) and
@@ -742,21 +725,21 @@ impl Dispatcher {
     /// runs go in slices of [`WRITE_SLICE`]: each statement stays far below the database's
     /// statement timeout when the database is saturated, so a big group is slowed, never
     /// thrown away.
-    async fn write(&self, tickets: Vec<Ticket>) {
+    async fn write(&self, tickets: Vec<Ticket<RoundWrites, Recorded>>) {
         let now = self.clock.now_ms();
         let intents: Vec<(Fence, ExecutorId)> = tickets
             .iter()
-            .flat_map(|t| t.intents.iter().cloned())
+            .flat_map(|t| t.item.intents.iter().cloned())
             .collect();
         // In id order, so the slices take their row locks in the order result batches do.
         let mut started: Vec<StartClaimed> = tickets
             .iter()
-            .flat_map(|t| t.started.iter().cloned())
+            .flat_map(|t| t.item.started.iter().cloned())
             .collect();
         started.sort_by_key(|s| s.fence.run_id);
         let mut released: Vec<Fence> = tickets
             .iter()
-            .flat_map(|t| t.released.iter().cloned())
+            .flat_map(|t| t.item.released.iter().cloned())
             .collect();
         released.sort_by_key(|f| f.run_id);
         let outcome = async {
@@ -783,12 +766,13 @@ impl Dispatcher {
                     moved.into_iter().map(|s| (s.id, s)).collect();
                 let back: HashSet<RunId> = back.into_iter().collect();
                 for t in tickets {
-                    let (started, fenced): (Vec<_>, Vec<_>) = t
+                    let (writes, reply) = t.into_parts();
+                    let (started, fenced): (Vec<_>, Vec<_>) = writes
                         .started
                         .into_iter()
                         .partition(|s| moved.contains_key(&s.fence.run_id));
-                    let _ = t.reply.send(Ok(Recorded {
-                        intended: t
+                    reply.answer(Ok(Recorded {
+                        intended: writes
                             .intents
                             .iter()
                             .map(|(f, _)| f.run_id)
@@ -799,7 +783,7 @@ impl Dispatcher {
                             .filter_map(|s| moved.get(&s.fence.run_id).copied())
                             .collect(),
                         fenced: fenced.into_iter().map(|s| s.fence).collect(),
-                        released: t
+                        released: writes
                             .released
                             .iter()
                             .map(|f| f.run_id)
@@ -811,7 +795,7 @@ impl Dispatcher {
             Err(e) => {
                 let why = e.to_string();
                 for t in tickets {
-                    let _ = t.reply.send(Err(why.clone()));
+                    t.answer(Err(why.clone()));
                 }
             }
         }

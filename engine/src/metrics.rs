@@ -19,7 +19,6 @@ use actix_web::{HttpResponse, web};
 use metrics::{counter, gauge, histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
-use crate::outcome::Finished;
 use crate::run::{RunState, TriggerKind};
 pub use crate::store::MetricsSnapshot;
 use crate::store::{Result, Store};
@@ -192,15 +191,6 @@ pub fn run_events_published(n: usize) {
 /// `n` live run events dropped for `reason` (`queue_full`, `bus`).
 pub fn run_events_dropped(reason: &'static str, n: usize) {
     counter!("mthpt_run_events_dropped_total", "reason" => reason).increment(n as u64);
-}
-
-/// Runs ended by a result, the watchdog or a refusal (after the transaction committed).
-pub fn runs_finished(outcomes: &[Result<Finished>]) {
-    for outcome in outcomes {
-        if let Ok(Finished::Applied { run, .. }) = outcome {
-            run_finished(run.state, run.trigger_kind);
-        }
-    }
 }
 
 /// One run ended in `state`.

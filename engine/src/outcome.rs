@@ -17,7 +17,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
-use crate::alarm::{Alarm, AlarmKind, NewAlarm, Severity};
+use crate::alarm::{Alarm, NewAlarm};
 use crate::app::AppId;
 use crate::directory::Directory;
 use crate::run::{NewRun, Run, RunCompletion, RunId, RunState, TriggerKind};
@@ -266,7 +266,11 @@ pub async fn finish_runs(
 /// cached), state, attempt and duration (start to finish, when it started). Call it once the
 /// transaction that finished them committed.
 pub fn log_finished(outcomes: &[Result<Finished>], directory: Option<&Directory>) {
-    crate::metrics::runs_finished(outcomes);
+    for outcome in outcomes {
+        if let Ok(Finished::Applied { run, .. }) = outcome {
+            crate::metrics::run_finished(run.state, run.trigger_kind);
+        }
+    }
     if !tracing::enabled!(tracing::Level::INFO) {
         return;
     }
@@ -458,35 +462,10 @@ fn next_attempt(task: &Task, run: &Run, finish: &Finish, now: i64, jitter: f64) 
 }
 
 fn alarms_for(task: &Task, run: &Run, finish: &Finish, retrying: bool) -> Vec<NewAlarm> {
-    let error = finish
-        .completion
-        .error
-        .as_deref()
-        .unwrap_or("no error message");
+    let error = finish.completion.error.as_deref();
     let mut alarms = Vec::new();
-    let mut alarm = |kind: AlarmKind, severity: Severity, message: String| {
-        let mut a = NewAlarm::new(Some(run.tenant_id), kind, severity, message);
-        a.task_id = Some(run.task_id);
-        a.run_id = Some(run.id);
-        a.executor_id = run.executor_id;
-        a.details = serde_json::json!({
-            "task": task.name,
-            "attempt": run.attempt,
-            "state": run.state.as_str(),
-            "error": finish.completion.error,
-        });
-        a.dedupe_key = Some(format!("{kind}:{}", run.id));
-        alarms.push(a);
-    };
     if run.state == RunState::TimedOut {
-        alarm(
-            AlarmKind::TimedOut,
-            Severity::Warning,
-            format!(
-                "task {:?} run {} (attempt {}) did not finish before its deadline",
-                task.name, run.id, run.attempt
-            ),
-        );
+        alarms.push(NewAlarm::timed_out(task, run, error));
     }
     if retrying
         || !matches!(
@@ -497,20 +476,9 @@ fn alarms_for(task: &Task, run: &Run, finish: &Finish, retrying: bool) -> Vec<Ne
         return alarms;
     }
     if run.attempt > 1 || (task.max_retries > 0 && finish.retryable) {
-        alarm(
-            AlarmKind::RetriesExhausted,
-            Severity::Critical,
-            format!(
-                "task {:?} failed after {} attempt(s); last error: {error}",
-                task.name, run.attempt
-            ),
-        );
+        alarms.push(NewAlarm::retries_exhausted(task, run, error));
     } else {
-        alarm(
-            AlarmKind::RunFailed,
-            Severity::Critical,
-            format!("task {:?} run {} {}: {error}", task.name, run.id, run.state),
-        );
+        alarms.push(NewAlarm::run_failed(task, run, error));
     }
     alarms
 }

@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 
 use mthpt_wrapper::protocol::{HealthResponse, paths};
 
-use crate::alarm::{AlarmKind, NewAlarm, Severity};
+use crate::alarm::NewAlarm;
 use crate::app::{Executor, ExecutorId};
 use crate::claimer::Cancellation;
 use crate::clock::{Clock, ms_to_datetime};
@@ -367,29 +367,8 @@ impl Watchdog {
                 .iter()
                 .filter(|r| r.executor_id == Some(executor.id))
                 .collect();
-            let silent = now - executor.last_heartbeat_at;
-            let mut alarm = NewAlarm::new(
-                Some(executor.tenant_id),
-                AlarmKind::ExecutorLost,
-                Severity::Critical,
-                format!(
-                    "executor {} ({}) stopped heartbeating {silent} ms ago and does not answer; {} running run(s) lost",
-                    executor.instance_id,
-                    executor.base_url,
-                    theirs.len()
-                ),
-            );
-            alarm.executor_id = Some(executor.id);
-            alarm.details = serde_json::json!({
-                "instance_id": executor.instance_id,
-                "base_url": executor.base_url,
-                "last_heartbeat_at": executor.last_heartbeat_at,
-                "runs": theirs.iter().map(|r| r.id).collect::<Vec<_>>(),
-            });
-            alarm.dedupe_key = Some(format!(
-                "executor_lost:{}:{}",
-                executor.id, executor.last_heartbeat_at
-            ));
+            let ids: Vec<RunId> = theirs.iter().map(|r| r.id).collect();
+            let alarm = NewAlarm::executor_lost(executor, &ids, now);
             tx.insert_alarm(&alarm, now).await?;
             for run in theirs {
                 let finish = Finish::decided(
@@ -425,23 +404,7 @@ impl Watchdog {
             .mark_nodes_lost(now - self.config.node_timeout_ms)
             .await?
         {
-            let mut alarm = NewAlarm::new(
-                None,
-                AlarmKind::NodeLost,
-                Severity::Critical,
-                format!(
-                    "engine node {} ({}) stopped heartbeating {} ms ago; its claims move to other nodes when their leases end",
-                    node.id,
-                    node.address,
-                    now - node.last_heartbeat_at
-                ),
-            );
-            alarm.node_id = Some(node.id.clone());
-            alarm.details = serde_json::json!({
-                "groups": node.node_groups.0,
-                "last_heartbeat_at": node.last_heartbeat_at,
-            });
-            alarm.dedupe_key = Some(format!("node_lost:{}:{}", node.id, node.last_heartbeat_at));
+            let alarm = NewAlarm::node_lost(&node, now);
             tx.insert_alarm(&alarm, now).await?;
             report.nodes_lost.push(node.id);
         }
@@ -451,25 +414,7 @@ impl Watchdog {
     async fn start_timeouts(&self, now: i64, report: &mut WatchReport) -> Result<()> {
         let mut tx = self.store.begin().await?;
         for run in tx.runs_not_started(now, self.config.batch).await? {
-            let mut alarm = NewAlarm::new(
-                Some(run.tenant_id),
-                AlarmKind::NotStarted,
-                Severity::Warning,
-                format!(
-                    "run {} was due at {} and has not started ({} dispatch attempt(s); no executor accepted it)",
-                    run.id,
-                    ms_to_datetime(run.due_at).to_rfc3339(),
-                    run.dispatch_attempts
-                ),
-            );
-            alarm.task_id = Some(run.task_id);
-            alarm.run_id = Some(run.id);
-            alarm.details = serde_json::json!({
-                "due_at": run.due_at,
-                "late_ms": now - run.due_at,
-                "dispatch_attempts": run.dispatch_attempts,
-            });
-            alarm.dedupe_key = Some(format!("not_started:{}", run.id));
+            let alarm = NewAlarm::not_started(&run, now);
             if tx.insert_alarm(&alarm, now).await?.is_some() {
                 report.not_started.push(run);
             }

@@ -2,31 +2,25 @@
 //! its own `engine_unreachable` when no engine has answered for a while (resolved when one
 //! answers again).
 //!
-//! Every alarm goes two ways under one id:
-//! - to an engine, with `POST /mthpt/v1/alarms` ([`deliver_alarms`]); the engine stores it as
-//!   an alarm of the app's tenant (the database stays the source of truth) and settles it;
-//! - when an AMQP URL is configured, straight to the alarm exchange ([`direct`]), signed with
-//!   the app's secret, so operators hear of it even when no engine can relay it.
+//! This module holds the queues and what the wrapper knows of its tenant; the tasks that empty
+//! the queues and the engine watch are in [`crate::alarm_delivery`]. Every alarm goes two ways
+//! under one id:
+//! - to an engine, with `POST /mthpt/v1/alarms`; the engine stores it as an alarm of the app's
+//!   tenant (the database stays the source of truth) and settles it;
+//! - when an AMQP URL is configured (feature `amqp-alarms`), straight to the alarm exchange,
+//!   signed with the app's secret, so operators hear of it even when no engine can relay it.
 //!
 //! Both queues are bounded ([`QUEUE_LIMIT`]): when full, the oldest alarm is dropped (logged
 //! and counted) rather than the process growing without end.
 
-pub(crate) mod direct;
-
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use chrono::Utc;
 use tokio::sync::Notify;
 
-use crate::client::ClientError;
-use crate::protocol::{
-    AlarmBatch, AlarmBatchResponse, AlarmSeverity, AlarmState, ENGINE_UNREACHABLE,
-    MAX_ALARMS_PER_BATCH, WrapperAlarm, paths,
-};
-use crate::runtime::Inner;
+use crate::protocol::WrapperAlarm;
 
 /// Most alarms waiting in each queue (to the engine, to the broker).
 pub const QUEUE_LIMIT: usize = 1000;
@@ -64,6 +58,8 @@ impl AlarmQueue {
         items.retain(|a| !ids.contains(&a.id.as_str()));
     }
 
+    // Read by direct alarms (feature `amqp-alarms`).
+    #[cfg_attr(not(feature = "amqp-alarms"), allow(dead_code))]
     pub(crate) fn len(&self) -> usize {
         self.items
             .lock()
@@ -85,10 +81,10 @@ pub(crate) struct Alarms {
     /// The app's tenant id (0: not known yet): configured, or told by an engine at registration.
     tenant_id: AtomicI64,
     /// The id of the open `engine_unreachable` alarm.
-    unreachable: Mutex<Option<String>>,
+    pub(crate) unreachable: Mutex<Option<String>>,
     /// The heartbeat interval an engine asked for (ms; 0: none yet): silence shorter than two
     /// of them is never "unreachable".
-    heartbeat_ms: AtomicI64,
+    pub(crate) heartbeat_ms: AtomicI64,
 }
 
 impl Alarms {
@@ -112,6 +108,8 @@ impl Alarms {
     }
 
     /// The tenant id, once known.
+    // Read by direct alarms (feature `amqp-alarms`).
+    #[cfg_attr(not(feature = "amqp-alarms"), allow(dead_code))]
     pub(crate) fn tenant_id(&self) -> Option<i64> {
         Some(self.tenant_id.load(Ordering::Relaxed)).filter(|t| *t > 0)
     }
@@ -141,142 +139,6 @@ pub(crate) fn new_id() -> String {
     format!("{:032x}", rand::random::<u128>())
 }
 
-/// Sends queued alarms to engines until stopped; an alarm leaves the queue once an engine
-/// settles it (accepted, duplicate or rejected).
-pub(crate) async fn deliver_alarms(inner: Arc<Inner>) {
-    let mut stop = inner.stop.subscribe();
-    let mut failures: u32 = 0;
-    loop {
-        let changed = inner.alarms.to_engine.changed();
-        let batch = inner.alarms.to_engine.peek(MAX_ALARMS_PER_BATCH);
-        if batch.is_empty() {
-            tokio::select! {
-                () = changed => continue,
-                _ = stop.wait_for(|s| *s) => return,
-            }
-        }
-        let (at, base) = crate::background::engine_url(&inner);
-        let body = AlarmBatch {
-            instance_id: inner.settings.instance_id.clone(),
-            alarms: batch,
-        };
-        let sent: Result<AlarmBatchResponse, ClientError> = inner
-            .client
-            .post_json_within(&base, paths::ALARMS, &body, ALARM_TIMEOUT)
-            .await;
-        match sent {
-            Ok(resp) => {
-                inner.engine_contact();
-                failures = 0;
-                let settled: Vec<&str> = resp
-                    .items
-                    .iter()
-                    .inspect(|item| {
-                        if item.status == crate::protocol::ItemStatus::Rejected {
-                            tracing::warn!(id = %item.id, message = item.message.as_deref().unwrap_or(""), "engine rejected an alarm; dropping it");
-                        }
-                    })
-                    .filter(|item| item.status.is_settled())
-                    .map(|item| item.id.as_str())
-                    .collect();
-                inner.alarms.to_engine.remove(&settled);
-                if settled.is_empty() {
-                    // Every item asked for a retry: wait before sending them again.
-                    if crate::background::sleep_or_stop(inner.settings.retry_initial, &mut stop)
-                        .await
-                    {
-                        return;
-                    }
-                }
-            }
-            Err(e) => {
-                tracing::debug!(engine = %base, error = %e, "alarm delivery failed");
-                crate::background::next_engine(&inner, at);
-                failures = failures.saturating_add(1);
-                let wait = crate::background::backoff(
-                    inner.settings.retry_initial,
-                    inner.settings.retry_max,
-                    failures - 1,
-                );
-                if crate::background::sleep_or_stop(wait, &mut stop).await {
-                    return;
-                }
-            }
-        }
-    }
-}
-
-/// How long one alarm delivery may take before the next engine is tried.
-const ALARM_TIMEOUT: Duration = Duration::from_secs(3);
-
-/// How often the engine watch looks at the time since the last engine contact.
-const WATCH_EVERY: Duration = Duration::from_millis(200);
-
-/// Raises `engine_unreachable` when no engine has been heard from (no answered heartbeat,
-/// registration, result or alarm delivery, no run request) for `after`, and resolves it when
-/// one is heard from again.
-pub(crate) async fn watch_engines(inner: Arc<Inner>, after: Duration) {
-    let mut stop = inner.stop.subscribe();
-    let after_ms = i64::try_from(after.as_millis()).unwrap_or(i64::MAX);
-    loop {
-        if crate::background::sleep_or_stop(WATCH_EVERY, &mut stop).await {
-            return;
-        }
-        let now = Utc::now();
-        let after_ms = after_ms.max(2 * inner.alarms.heartbeat_ms.load(Ordering::Relaxed));
-        let silent_ms = now.timestamp_millis() - inner.last_contact_ms.load(Ordering::Relaxed);
-        let mut open = inner
-            .alarms
-            .unreachable
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        match (open.as_ref(), silent_ms > after_ms) {
-            (None, true) => {
-                let id = new_id();
-                let message = format!(
-                    "instance {} of app {} has had no answer from any engine for {} s (engines: {})",
-                    inner.settings.instance_id,
-                    inner.settings.app,
-                    silent_ms / 1000,
-                    inner.settings.engine_urls.join(", ")
-                );
-                tracing::error!(%message, "raising an engine_unreachable alarm");
-                *open = Some(id.clone());
-                drop(open);
-                inner.alarms.raise(WrapperAlarm {
-                    id,
-                    severity: AlarmSeverity::Critical,
-                    kind: ENGINE_UNREACHABLE.to_owned(),
-                    message: clip_message(message),
-                    state: AlarmState::Raised,
-                    run_id: None,
-                    task_id: None,
-                    at: now,
-                });
-            }
-            (Some(_), false) => {
-                let Some(id) = open.take() else { continue };
-                drop(open);
-                tracing::info!("an engine answers again; resolving the engine_unreachable alarm");
-                inner.alarms.raise(WrapperAlarm {
-                    id,
-                    severity: AlarmSeverity::Critical,
-                    kind: ENGINE_UNREACHABLE.to_owned(),
-                    message: format!(
-                        "instance {} of app {} reaches an engine again",
-                        inner.settings.instance_id, inner.settings.app
-                    ),
-                    state: AlarmState::Resolved,
-                    run_id: None,
-                    task_id: None,
-                    at: now,
-                });
-            }
-            _ => {}
-        }
-    }
-}
-
 /// Cuts a message to the protocol's limit (on a character boundary).
 pub(crate) fn clip_message(message: String) -> String {
     match message
@@ -290,7 +152,10 @@ pub(crate) fn clip_message(message: String) -> String {
 
 #[cfg(test)]
 mod tests {
+    use chrono::Utc;
+
     use super::*;
+    use crate::protocol::{AlarmSeverity, AlarmState};
 
     fn alarm(id: &str) -> WrapperAlarm {
         WrapperAlarm {

@@ -12,13 +12,13 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use crate::client::ClientError;
-use crate::context::ProgressEvent;
+use crate::context::{CancelReason, ProgressEvent};
 use crate::protocol::{
     DeregisterRequest, DeregisterResponse, HeartbeatRequest, HeartbeatResponse, ItemStatus,
     MAX_BATCH_ITEMS, ProgressBatch, ProgressBatchResponse, RegisterRequest, RegisterResponse,
     ResultBatch, ResultBatchResponse, paths,
 };
-use crate::runtime::Inner;
+use crate::runtime::{DrainReport, Inner, join_or_abort, lock};
 
 /// The engine to call now: the position of the shared cursor and its URL.
 pub(crate) fn engine_url(inner: &Inner) -> (usize, String) {
@@ -387,6 +387,57 @@ pub(crate) async fn deregister(inner: &Inner) -> bool {
         }
     }
     false
+}
+
+/// Drains the instance (see [`crate::Wrapper::shutdown`]): refuses new runs, tells the engines
+/// at once, lets running runs finish during `grace` and cancels the rest, delivers results (up
+/// to the flush timeout), deregisters and stops the background work.
+pub(crate) async fn drain(inner: &Arc<Inner>, grace: Duration) -> DrainReport {
+    inner.draining.store(true, Ordering::SeqCst);
+    let mut report = DrainReport {
+        running_at_start: inner.running(),
+        ..DrainReport::default()
+    };
+    tracing::info!(
+        running = report.running_at_start,
+        grace_ms = grace.as_millis() as u64,
+        "draining: refusing new runs"
+    );
+    // Tell the engines at once, so they stop routing here; best effort.
+    let announcer = inner.clone();
+    inner.runtime.spawn(async move {
+        let timeout = heartbeat_timeout(announcer.settings.heartbeat_interval);
+        if let Err(e) = heartbeat_once(&announcer, timeout).await {
+            tracing::debug!(error = %e, "drain heartbeat failed");
+        }
+    });
+    inner.wait_idle(Instant::now() + grace).await;
+    if inner.running() > 0 {
+        report.cancelled = inner.cancel_all(CancelReason::Shutdown);
+        tracing::warn!(
+            cancelled = report.cancelled,
+            "grace period over, cancelling running runs"
+        );
+        inner
+            .wait_idle(Instant::now() + inner.settings.cancel_wait)
+            .await;
+    }
+    report.abandoned = inner.running();
+    inner
+        .wait_delivered(Instant::now() + inner.settings.flush_timeout)
+        .await;
+    report.undelivered = u32::try_from(inner.pending_results()).unwrap_or(u32::MAX);
+    report.deregistered = deregister(inner).await;
+    inner.stop.send_replace(true);
+    let tasks: Vec<_> = lock(&inner.tasks).drain(..).collect();
+    for task in tasks {
+        join_or_abort(task, Duration::from_secs(5)).await;
+    }
+    if report.abandoned == 0 {
+        inner.spool.release();
+    }
+    tracing::info!(?report, "drain finished");
+    report
 }
 
 #[cfg(test)]

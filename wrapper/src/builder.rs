@@ -12,7 +12,8 @@ use crate::Wrapper;
 use crate::builtin::{self, ShellOptions};
 use crate::client::{ClientError, SignedClient, join_url};
 use crate::context::RunContext;
-use crate::handler::{Handler, HandlerResult};
+use crate::failure::HandlerResult;
+use crate::handler::Handler;
 use crate::intake::Intake;
 use crate::protocol::Signer;
 use crate::runtime::{Inner, InnerParts, Settings};
@@ -191,12 +192,17 @@ impl WrapperBuilder {
     /// (`amqp://user:password@host:5672/vhost`), signed with the app's secret, so operators hear
     /// of them when no engine can relay them (docs/alarms.md). The routing key needs the app's
     /// tenant id: an engine tells it at registration, or give it with [`tenant_id`](Self::tenant_id).
+    ///
+    /// Only with the crate feature `amqp-alarms` (off by default: it compiles lapin).
+    #[cfg(feature = "amqp-alarms")]
     pub fn amqp_url(mut self, url: impl Into<String>) -> Self {
         self.amqp_url = Some(url.into());
         self
     }
 
-    /// The exchange direct alarms go to (default `mthpt.alarms`).
+    /// The exchange direct alarms go to (default `mthpt.alarms`). Only with the crate feature
+    /// `amqp-alarms`.
+    #[cfg(feature = "amqp-alarms")]
     pub fn amqp_exchange(mut self, exchange: impl Into<String>) -> Self {
         self.amqp_exchange = exchange.into();
         self
@@ -515,15 +521,16 @@ impl WrapperBuilder {
         inner.add_task(runtime.spawn(crate::background::keep_membership(inner.clone())));
         inner.add_task(runtime.spawn(crate::background::deliver_results(inner.clone())));
         inner.add_task(runtime.spawn(crate::background::fence_when_cut_off(inner.clone())));
-        inner.add_task(runtime.spawn(crate::alarms::deliver_alarms(inner.clone())));
-        inner.add_task(runtime.spawn(crate::alarms::watch_engines(
+        inner.add_task(runtime.spawn(crate::alarm_delivery::deliver_alarms(inner.clone())));
+        inner.add_task(runtime.spawn(crate::alarm_delivery::watch_engines(
             inner.clone(),
             inner.settings.engine_unreachable_after,
         )));
+        #[cfg(feature = "amqp-alarms")]
         if let Some(url) = self.amqp_url {
-            inner.add_task(runtime.spawn(crate::alarms::direct::publish_direct(
+            inner.add_task(runtime.spawn(crate::alarm_delivery::direct::publish_direct(
                 inner.clone(),
-                crate::alarms::direct::DirectConfig {
+                crate::alarm_delivery::direct::DirectConfig {
                     url,
                     exchange: self.amqp_exchange,
                 },
@@ -553,8 +560,9 @@ mod tests {
 
     #[test]
     fn debug_output_hides_the_secret_and_the_amqp_password() {
-        let b = Wrapper::builder("acme.billing", "s3cret-value")
-            .amqp_url("amqp://user:hunter2@broker:5672/%2f");
+        let mut b = Wrapper::builder("acme.billing", "s3cret-value");
+        // Set directly: the setter exists only with the `amqp-alarms` feature.
+        b.amqp_url = Some("amqp://user:hunter2@broker:5672/%2f".to_owned());
         let shown = format!("{b:?}");
         assert!(shown.contains("acme.billing"), "{shown}");
         assert!(!shown.contains("s3cret-value"), "{shown}");

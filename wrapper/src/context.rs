@@ -11,7 +11,7 @@ use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 
 use crate::alarms::Alarms;
-use crate::handler::HandlerError;
+use crate::failure::HandlerError;
 use crate::protocol::{
     AlarmError, AlarmSeverity, AlarmState, LogLine, LogStream, ProgressUpdate, RunId, RunRequest,
     TaskId, Trigger, WrapperAlarm, check_kind, check_message,

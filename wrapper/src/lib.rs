@@ -61,6 +61,13 @@
 //! A wrapper that serves nothing else can use [`Wrapper::http_server`] instead of mounting
 //! [`Wrapper::scope`] in its own `App`.
 //!
+//! # Cargo features
+//!
+//! - `amqp-alarms` (off by default): the builder's `amqp_url`/`amqp_exchange`, which also
+//!   publish the wrapper's alarms straight to RabbitMQ, signed with the app's secret, for when
+//!   no engine can relay them. It compiles lapin; an app that does not use direct alarms leaves
+//!   it off. See docs/wrapper.md, "Direct AMQP alarms".
+//!
 //! # Guarantees
 //!
 //! - **Immediate ack.** The answer to a run request is sent right after the thread or task is
@@ -76,12 +83,14 @@
 
 #![warn(missing_docs)]
 
+mod alarm_delivery;
 mod alarms;
 mod background;
 mod builder;
 pub mod builtin;
 pub mod client;
 mod context;
+mod failure;
 mod handler;
 pub mod intake;
 mod metrics;
@@ -98,7 +107,7 @@ use std::time::Duration;
 pub use builder::{BuildError, WrapperBuilder};
 pub use builtin::ShellOptions;
 pub use context::{CancelReason, MAX_LOG_LINE_BYTES, RunContext};
-pub use handler::{FailureKind, HandlerError, HandlerResult};
+pub use failure::{FailureKind, HandlerError, HandlerResult};
 pub use protocol::{AlarmError, AlarmSeverity};
 pub use runtime::DrainReport;
 pub use spool::SpoolError;
@@ -178,7 +187,7 @@ impl Wrapper {
     /// instance deregisters and the background work stops. Results not delivered stay in the
     /// spool for the next start.
     pub async fn shutdown(&self, grace: Duration) -> DrainReport {
-        self.inner.shutdown(grace).await
+        crate::background::drain(&self.inner, grace).await
     }
 
     /// The app name.

@@ -28,7 +28,8 @@ use tokio::time::Instant;
 
 use crate::client::SignedClient;
 use crate::context::{CancelReason, Cancellation, ContextParts, ProgressEvent, RunContext};
-use crate::handler::{FailureKind, Handler, HandlerError, HandlerResult};
+use crate::failure::{FailureKind, HandlerError, HandlerResult};
+use crate::handler::Handler;
 use crate::protocol::{
     AckStatus, CancelResponse, CancelStatus, HandlerInfo, HealthResponse, InstanceState,
     LocalRunState, Outcome, ReplayGuard, RunAck, RunId, RunRequest, RunResult, RunStatus,
@@ -155,7 +156,7 @@ pub(crate) struct Inner {
     pub(crate) engine_cursor: AtomicUsize,
     pub(crate) registered: AtomicBool,
     pub(crate) stop: watch::Sender<bool>,
-    tasks: Mutex<Vec<JoinHandle<()>>>,
+    pub(crate) tasks: Mutex<Vec<JoinHandle<()>>>,
     pub(crate) started_at: DateTime<Utc>,
     /// When an engine was last heard from (epoch ms): an answered heartbeat, registration or
     /// result delivery, or a run request.
@@ -670,7 +671,7 @@ impl Inner {
         }
     }
 
-    fn cancel_all(&self, reason: CancelReason) -> u32 {
+    pub(crate) fn cancel_all(&self, reason: CancelReason) -> u32 {
         let table = lock(&self.table);
         let mut n = 0;
         for entry in table.runs.values() {
@@ -681,7 +682,7 @@ impl Inner {
         n
     }
 
-    async fn wait_idle(&self, until: Instant) {
+    pub(crate) async fn wait_idle(&self, until: Instant) {
         loop {
             let notified = self.run_finished.notified();
             if self.running() == 0 {
@@ -696,57 +697,10 @@ impl Inner {
         }
     }
 
-    async fn wait_delivered(&self, until: Instant) {
+    pub(crate) async fn wait_delivered(&self, until: Instant) {
         while self.pending_results() > 0 && Instant::now() < until {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-    }
-
-    pub(crate) async fn shutdown(self: &Arc<Self>, grace: Duration) -> DrainReport {
-        self.draining.store(true, Ordering::SeqCst);
-        let mut report = DrainReport {
-            running_at_start: self.running(),
-            ..DrainReport::default()
-        };
-        tracing::info!(
-            running = report.running_at_start,
-            grace_ms = grace.as_millis() as u64,
-            "draining: refusing new runs"
-        );
-        // Tell the engines at once, so they stop routing here; best effort.
-        let announcer = self.clone();
-        self.runtime.spawn(async move {
-            let timeout =
-                crate::background::heartbeat_timeout(announcer.settings.heartbeat_interval);
-            if let Err(e) = crate::background::heartbeat_once(&announcer, timeout).await {
-                tracing::debug!(error = %e, "drain heartbeat failed");
-            }
-        });
-        self.wait_idle(Instant::now() + grace).await;
-        if self.running() > 0 {
-            report.cancelled = self.cancel_all(CancelReason::Shutdown);
-            tracing::warn!(
-                cancelled = report.cancelled,
-                "grace period over, cancelling running runs"
-            );
-            self.wait_idle(Instant::now() + self.settings.cancel_wait)
-                .await;
-        }
-        report.abandoned = self.running();
-        self.wait_delivered(Instant::now() + self.settings.flush_timeout)
-            .await;
-        report.undelivered = u32::try_from(self.pending_results()).unwrap_or(u32::MAX);
-        report.deregistered = crate::background::deregister(self).await;
-        self.stop.send_replace(true);
-        let tasks: Vec<_> = lock(&self.tasks).drain(..).collect();
-        for task in tasks {
-            join_or_abort(task, Duration::from_secs(5)).await;
-        }
-        if report.abandoned == 0 {
-            self.spool.release();
-        }
-        tracing::info!(?report, "drain finished");
-        report
     }
 }
 

@@ -123,7 +123,9 @@ use chrono::{DateTime, Datelike, Utc};
 use chrono_tz::Tz;
 
 pub use error::{CronError, CronField};
+pub(crate) use fields::DayRule;
 use fields::Fields;
+pub(crate) use parse::{Field as WrittenField, Item as WrittenItem, Written};
 
 /// The last year a search reaches: the current year (UTC, read once per process) plus 100, as
 /// Quartz's `CronExpression.MAX_YEAR`.
@@ -137,17 +139,25 @@ pub fn horizon_year() -> i32 {
 pub struct CronSpec {
     source: String,
     fields: Fields,
+    written: Written,
 }
 
 impl CronSpec {
     /// Parses and validates an expression (surrounding whitespace is ignored).
     pub fn parse(expr: &str) -> Result<CronSpec, CronError> {
         let source = expr.trim();
-        let fields = parse::parse_expression(source, horizon_year())?;
+        let (fields, written) = parse::parse_expression(source, horizon_year())?;
         Ok(CronSpec {
             source: source.to_string(),
             fields,
+            written,
         })
+    }
+
+    /// The fields as written (for descriptions, which keep the author's structure: `0/15`
+    /// reads "every 15 minutes").
+    pub(crate) fn written(&self) -> &Written {
+        &self.written
     }
 
     /// The expression as given, without surrounding whitespace.

@@ -2,13 +2,16 @@
 //! reading a task list or previewing a schedule: `0 15 10 ? * MON-FRI` is "At 10:15:00, Monday
 //! through Friday" / "周一至周五 10:15:00".
 //!
-//! A description is written from the expression's text (already validated by [`CronSpec`]), so
-//! it keeps the author's structure: `0 0/15 * * * ?` reads "Every 15 minutes", not "At minutes
-//! 0, 15, 30 and 45". Forms it has no wording for fall back to quoting the expression; the
-//! fire times themselves always come from the schedule, never from the description.
+//! A description is written from the fields of the parsed [`CronSpec`] as they were written
+//! ([`CronSpec::written`]), not from the value sets the search uses, so it keeps the author's
+//! structure: `0 0/15 * * * ?` reads "Every 15 minutes", not "At minutes 0, 15, 30 and 45".
+//! Forms it has no wording for fall back to quoting the expression; the fire times themselves
+//! always come from the schedule, never from the description. The cron grammar is read once,
+//! by [`super::cron`].
 
 use chrono_tz::Tz;
 
+use super::cron::{CronField, DayRule, WrittenField, WrittenItem};
 use super::{CronSpec, Schedule};
 use crate::clock::ms_to_datetime;
 
@@ -66,7 +69,7 @@ pub fn describe(schedule: &Schedule, lang: Language) -> String {
 
 /// Describes a validated cron expression (without its zone).
 pub fn describe_cron(spec: &CronSpec, lang: Language) -> String {
-    match Parsed::read(spec.source()) {
+    match Parsed::of(spec) {
         Some(p) => match lang {
             Language::English => english(&p),
             Language::Chinese => chinese(&p),
@@ -126,7 +129,7 @@ fn capitalise(s: &str) -> String {
     }
 }
 
-// ---- reading the expression ----------------------------------------------------------------
+// ---- the written fields, as descriptions read them ------------------------------------------
 
 const MONTHS: [&str; 12] = [
     "JANUARY",
@@ -253,112 +256,80 @@ struct Parsed {
 }
 
 impl Parsed {
-    fn read(text: &str) -> Option<Parsed> {
-        let parts: Vec<&str> = text.split_whitespace().collect();
-        if !(6..=7).contains(&parts.len()) {
-            return None;
-        }
-        let month = field(parts[4], &MONTHS, Kind::Plain)?;
-        let dow = field(parts[5], &DAYS, Kind::DayOfWeek)?;
+    /// The fields of `spec` as written, in the shape the phrasing below reads.
+    fn of(spec: &CronSpec) -> Option<Parsed> {
+        let written = spec.written();
+        let field = |which| written.field(which).map(Field::of);
         Some(Parsed {
-            sec: field(parts[0], &[], Kind::Plain)?,
-            min: field(parts[1], &[], Kind::Plain)?,
-            hour: field(parts[2], &[], Kind::Plain)?,
-            dom: field(parts[3], &[], Kind::DayOfMonth)?,
-            month: month.expanded(12),
-            dow: dow.expanded(7),
-            year: match parts.get(6) {
-                Some(y) => field(y, &[], Kind::Plain)?,
-                None => Field::List(vec![Item::All]),
-            },
+            sec: field(CronField::Second)?,
+            min: field(CronField::Minute)?,
+            hour: field(CronField::Hour)?,
+            dom: field(CronField::DayOfMonth)?,
+            month: field(CronField::Month)?.expanded(12),
+            dow: field(CronField::DayOfWeek)?.expanded(7),
+            year: field(CronField::Year).unwrap_or(Field::List(vec![Item::All])),
         })
     }
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    Plain,
-    DayOfMonth,
-    DayOfWeek,
+impl Field {
+    fn of(written: &WrittenField) -> Field {
+        match written {
+            WrittenField::NoSpec => Field::Any,
+            WrittenField::List(items) => Field::List(items.iter().map(Item::of).collect()),
+            WrittenField::Special(rule) => match rule {
+                DayRule::LastDayOfMonth { offset, weekday } => Field::Last {
+                    offset: *offset,
+                    weekday: *weekday,
+                },
+                DayRule::NearestWeekday(day) => Field::NearestWeekday(*day),
+                DayRule::LastWeekdayOfMonth(day) => Field::LastOf(*day),
+                DayRule::NthWeekdayOfMonth { weekday, nth } => Field::Nth(*weekday, *nth),
+                // `L` in day-of-week: Saturday, as a set of one.
+                DayRule::DaysOfWeek(days) | DayRule::DaysOfMonth(days) => Field::List(
+                    (0..64)
+                        .filter(|d| days.contains(*d))
+                        .map(Item::One)
+                        .collect(),
+                ),
+            },
+        }
+    }
 }
 
-/// A number or a (three-letter or full) name, counted from 1.
-fn value(text: &str, names: &[&str]) -> Option<u32> {
-    if let Ok(n) = text.parse() {
-        return Some(n);
-    }
-    let upper = text.to_ascii_uppercase();
-    let at = names
-        .iter()
-        .position(|n| **n == upper || (upper.len() == 3 && n.starts_with(&upper)))?;
-    u32::try_from(at + 1).ok()
-}
-
-fn field(text: &str, names: &[&str], kind: Kind) -> Option<Field> {
-    if text == "?" {
-        return Some(Field::Any);
-    }
-    let upper = text.to_ascii_uppercase();
-    if kind == Kind::DayOfMonth {
-        if let Some(rest) = upper.strip_prefix('L') {
-            let (rest, weekday) = match rest.strip_suffix('W') {
-                Some(r) => (r, true),
-                None => (rest, false),
-            };
-            let offset = match rest {
-                "" => 0,
-                r => r.strip_prefix('-')?.parse().ok()?,
-            };
-            return Some(Field::Last { offset, weekday });
-        }
-        if let Some(day) = upper.strip_suffix('W') {
-            return Some(Field::NearestWeekday(day.parse().ok()?));
-        }
-    }
-    if kind == Kind::DayOfWeek {
-        if upper == "L" {
-            return Some(Field::List(vec![Item::One(7)]));
-        }
-        if let Some(day) = upper.strip_suffix('L') {
-            return Some(Field::LastOf(value(day, names)?));
-        }
-        if let Some((day, nth)) = upper.split_once('#') {
-            return Some(Field::Nth(value(day, names)?, nth.parse().ok()?));
+impl Item {
+    fn of(written: &WrittenItem) -> Item {
+        match *written {
+            WrittenItem::All {
+                step: None | Some(1),
+            } => Item::All,
+            WrittenItem::All { step: Some(every) } => Item::Step {
+                from: None,
+                to: None,
+                every,
+            },
+            WrittenItem::One(v) => Item::One(v),
+            WrittenItem::Range {
+                from,
+                to,
+                step: None,
+            } => Item::Range(from, to),
+            WrittenItem::Range {
+                from,
+                to,
+                step: Some(every),
+            } => Item::Step {
+                from: Some(from),
+                to: Some(to),
+                every,
+            },
+            WrittenItem::From { start, step } => Item::Step {
+                from: Some(start),
+                to: None,
+                every: step,
+            },
         }
     }
-    text.split(',')
-        .map(|t| item(t, names))
-        .collect::<Option<Vec<_>>>()
-        .map(Field::List)
-}
-
-fn item(text: &str, names: &[&str]) -> Option<Item> {
-    let (base, step) = match text.split_once('/') {
-        Some((b, s)) => (b, Some(s.parse::<u32>().ok()?)),
-        None => (text, None),
-    };
-    let range = match base {
-        "*" => None,
-        b => Some(match b.split_once('-') {
-            Some((from, to)) => (value(from, names)?, Some(value(to, names)?)),
-            None => (value(b, names)?, None),
-        }),
-    };
-    Some(match (range, step) {
-        (None, None | Some(1)) => Item::All,
-        (None, Some(every)) => Item::Step {
-            from: None,
-            to: None,
-            every,
-        },
-        (Some((v, None)), None) => Item::One(v),
-        (Some((a, Some(b))), None) => Item::Range(a, b),
-        (Some((from, to)), Some(every)) => Item::Step {
-            from: Some(from),
-            to,
-            every,
-        },
-    })
 }
 
 fn hms(h: u32, m: u32, s: u32) -> String {

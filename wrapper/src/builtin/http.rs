@@ -25,7 +25,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::context::RunContext;
-use crate::handler::{HandlerError, HandlerResult};
+use crate::failure::{HandlerError, HandlerResult};
 
 /// Most bytes of the answer kept in the output.
 const MAX_BODY_KEPT: usize = 64 * 1024;

@@ -59,7 +59,7 @@ use tokio::process::Command;
 use tokio::time::Instant;
 
 use crate::context::{MAX_LOG_LINE_BYTES, RunContext};
-use crate::handler::{HandlerError, HandlerResult};
+use crate::failure::{HandlerError, HandlerResult};
 use crate::protocol::{AlarmError, AlarmSeverity, LogStream};
 use crate::runtime::{join_or_abort, lock};
 

@@ -1,4 +1,5 @@
-//! From expression text to [`Fields`].
+//! From expression text to [`Fields`] (what the search needs) and to the fields as written
+//! ([`Written`], what descriptions read).
 //!
 //! The text is split into fields and each field is read by a strict grammar that knows the
 //! Quartz extras (`?`, `L`, `W`, `#`, wrap-around ranges). The plain parts of the
@@ -102,7 +103,7 @@ impl Limits {
 
 /// One comma-separated element of a plain field.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Item {
+pub(crate) enum Item {
     /// `*` or `*/step`.
     All { step: Option<u32> },
     /// A single value.
@@ -117,9 +118,9 @@ enum Item {
     From { start: u32, step: u32 },
 }
 
-/// A field as written.
+/// A field as written (names read as their numbers).
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Field {
+pub(crate) enum Field {
     /// `?`
     NoSpec,
     /// A list of plain items.
@@ -128,8 +129,21 @@ enum Field {
     Special(DayRule),
 }
 
+/// The fields of an expression as written: second, minute, hour, day-of-month, month,
+/// day-of-week and, when given, year.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Written(Vec<Field>);
+
+impl Written {
+    /// The field, `None` for a year not given.
+    pub(crate) fn field(&self, which: CronField) -> Option<&Field> {
+        let at = CronField::ALL.iter().position(|f| *f == which)?;
+        self.0.get(at)
+    }
+}
+
 /// Parses a whole expression.
-pub(crate) fn parse_expression(text: &str, horizon: i32) -> Result<Fields, CronError> {
+pub(crate) fn parse_expression(text: &str, horizon: i32) -> Result<(Fields, Written), CronError> {
     let parts: Vec<&str> = text.split([' ', '\t']).filter(|p| !p.is_empty()).collect();
     if parts.is_empty() {
         return Err(CronError::whole(format!(
@@ -216,14 +230,15 @@ pub(crate) fn parse_expression(text: &str, horizon: i32) -> Result<Fields, CronE
         None => year_set(&[Item::All { step: None }], horizon)?,
     };
 
-    Ok(Fields {
+    let fields = Fields {
         seconds: to_bits(schedule.seconds()),
         minutes: to_bits(schedule.minutes()),
         hours: to_bits(schedule.hours()),
         days,
         months: to_bits(schedule.months()),
         years,
-    })
+    };
+    Ok((fields, Written(syntax)))
 }
 
 fn to_bits(spec: &impl TimeUnitSpec) -> Bits {

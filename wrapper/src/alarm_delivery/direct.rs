@@ -7,7 +7,7 @@
 //! signed with the app's secret: HMAC-SHA256 over the protocol's canonical string with
 //! `PUBLISH` as the method and the routing key as the path; the `message_id` carries the
 //! signature ([`signed_message_id`]). An alarm leaves the queue only when the broker confirms
-//! it; while the broker is away the queue waits (bounded, see [`super::QUEUE_LIMIT`]) and
+//! it; while the broker is away the queue waits (bounded, see [`crate::alarms::QUEUE_LIMIT`]) and
 //! publishing is retried with backoff.
 //!
 //! A repeat of an alarm already published for the same task and kind within
