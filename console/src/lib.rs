@@ -1,7 +1,9 @@
 //! MTHPT console: the `mthpt` command line, the REST API (`/api/v1`) and the web console (`/`).
 //!
-//! - [`api`]: HTTP handlers, authentication and roles, errors, OpenAPI;
-//! - [`service`]: the operations beneath the handlers (reused by the web UI);
+//! - [`api`]: HTTP handlers, problem+json errors, OpenAPI;
+//! - [`service`]: the operations beneath the handlers, with access control and error codes
+//!   (shared by the API and the web UI, and knowing neither);
+//! - [`http`]: what the API and the pages both read from a request (caller, CSRF, cookie);
 //! - [`web`]: the web console's pages, over the same service layer as the API;
 //! - [`events`]: live events from the message bus to WebSocket sessions, and
 //!   [`wrapper_alarms`]: the check of alarm messages wrappers publish;
@@ -10,6 +12,7 @@
 pub mod api;
 pub mod cli;
 pub mod events;
+pub mod http;
 pub mod service;
 #[cfg(feature = "test-support")]
 pub mod testing;

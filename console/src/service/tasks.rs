@@ -21,8 +21,8 @@ use serde_json::json;
 use utoipa::ToSchema;
 
 use super::{Change, Services, audit};
-use crate::api::auth::{Action, Caller, tenant_access};
-use crate::api::error::{ApiError, ApiResult};
+use crate::service::access::{Action, Caller, tenant_access};
+use crate::service::error::{ApiError, ApiResult};
 
 /// How long an `Idempotency-Key` of a trigger is remembered (engines purge older keys).
 pub const IDEMPOTENCY_WINDOW_MS: i64 = mthpt_engine::store::TRIGGER_KEY_WINDOW_MS;
@@ -96,13 +96,13 @@ impl ScheduleInput {
                 anchor_at,
             } => ScheduleInput::FixedRate {
                 every_ms: *every_ms,
-                anchor_at: anchor_at.map(crate::api::at),
+                anchor_at: anchor_at.map(crate::service::at),
             },
             ScheduleSpec::FixedDelay { delay_ms } => ScheduleInput::FixedDelay {
                 delay_ms: *delay_ms,
             },
             ScheduleSpec::Once { at } => ScheduleInput::Once {
-                at: crate::api::at(*at),
+                at: crate::service::at(*at),
             },
             ScheduleSpec::Manual => ScheduleInput::Manual,
         }
@@ -210,7 +210,7 @@ impl TaskSpec {
     /// The spec of a stored task, every field spelled out.
     pub fn of(task: &Task, app_name: &str) -> ApiResult<TaskSpec> {
         let d = task.definition().map_err(ApiError::internal)?;
-        let at = |t: Option<i64>| t.map(crate::api::at);
+        let at = |t: Option<i64>| t.map(crate::service::at);
         Ok(TaskSpec {
             name: d.name,
             app: app_name.to_owned(),
@@ -395,7 +395,7 @@ pub async fn update(
     // Asked only once the caller may edit here, so another tenant's caller learns nothing.
     let version = version.ok_or_else(|| {
         ApiError::new(
-            crate::api::error::Code::PreconditionRequired,
+            crate::service::error::Code::PreconditionRequired,
             "send If-Match with the task's version (its ETag) to update it",
         )
     })?;
@@ -610,7 +610,7 @@ async fn replay(
     };
     if found.task_id != id {
         return Err(ApiError::new(
-            crate::api::error::Code::Conflict,
+            crate::service::error::Code::Conflict,
             format!(
                 "Idempotency-Key {key:?} was already used to trigger task {}",
                 found.task_id

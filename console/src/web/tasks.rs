@@ -18,10 +18,10 @@ use serde::Deserialize;
 
 use super::task_form::{KINDS, TaskForm};
 use super::{Ctx, Layout, Opt, html, local_path, options, safe_next, see_other, urlencode};
-use crate::api::auth::{Action, tenant_access};
-use crate::api::error::{ApiError, ApiResult, Code};
+use crate::service::access::{Action, tenant_access};
 use crate::service::bulk::BulkAction;
 use crate::service::credentials::random_hex;
+use crate::service::error::{ApiError, ApiResult, Code};
 use crate::service::runs::{cursor_after, parse_cursor};
 use crate::service::tasks::{self, TaskView};
 use crate::{or_error, page_ctx};
@@ -561,7 +561,7 @@ async fn save(
                 // (Errors the form found itself are already next to their fields.)
                 f.add_error(&e);
             }
-            let status = e.code.status();
+            let status = crate::http::status_of(e.code);
             form_page(&ctx, &req, &tenant, f, id, action, status).await
         }
         Err(e) => ctx.error(&e),
