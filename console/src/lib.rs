@@ -7,6 +7,8 @@
 //! - [`web`]: the web console's pages, over the same service layer as the API;
 //! - [`events`]: live events from the message bus to WebSocket sessions, and
 //!   [`wrapper_alarms`]: the check of alarm messages wrappers publish;
+//! - [`startup`]: the HTTP server of all of them, as `mthpt console`, `mthpt standalone`
+//!   and the tests run it;
 //! - [`cli`]: the `mthpt` subcommands.
 
 pub mod api;
@@ -14,6 +16,7 @@ pub mod cli;
 pub mod events;
 pub mod http;
 pub mod service;
+pub mod startup;
 #[cfg(feature = "test-support")]
 pub mod testing;
 pub mod web;
