@@ -15,6 +15,7 @@ pub mod api;
 pub mod cli;
 pub mod events;
 pub mod http;
+mod layering;
 pub mod service;
 pub mod startup;
 #[cfg(feature = "test-support")]
