@@ -1,6 +1,9 @@
-//! `spawn_app` for integration tests (feature `test-support`): the API on a random local port
-//! over a fresh database (a PostgreSQL schema or a SQLite file), with an operator token and
-//! helpers that make tenants, users and tokens directly in the store.
+//! `spawn_app` for integration tests (feature `test-support`): the production app
+//! ([`crate::startup::Application`]: the API and the web pages) on a random local port over a
+//! fresh database (a PostgreSQL schema or a SQLite file), with an operator token and helpers that
+//! make tenants, users and tokens directly in the store. Time comes from a clock the test may
+//! pass ([`spawn_app_with_clock`], e.g. a `ManualClock` it steps); the helpers date what they
+//! make by the same clock.
 
 #![allow(
     clippy::expect_used,
@@ -8,20 +11,19 @@
     missing_debug_implementations
 )]
 
-use std::net::TcpListener;
 use std::sync::Arc;
 
 use actix_web::dev::ServerHandle;
-use actix_web::{App, HttpServer};
 use mthpt_engine::clock::{Clock, SystemClock};
 use mthpt_engine::store::{Backend, Store};
 use mthpt_engine::tenant::{NewApiToken, NewTenant, NewUser, Role, Tenant, User};
 use mthpt_engine::testing::{self, TestDb};
 
-use crate::api::{self, ApiLimits};
+use crate::api::ApiLimits;
 use crate::events;
 use crate::service::Services;
 use crate::service::credentials::{hash_password, new_token, token_hash};
+use crate::startup::{Application, HttpSettings};
 use mthpt_engine::bus::Bus;
 
 /// A running API over its own database.
@@ -37,22 +39,19 @@ pub struct TestApp {
     feeders: Vec<tokio::task::JoinHandle<()>>,
 }
 
-/// Serves the API over `services` on a free local port; returns its base URL.
+/// Serves the production app over `services` on a free local port (one worker); returns its
+/// base URL.
 pub fn serve(services: Services, limits: ApiLimits) -> (String, ServerHandle) {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind a free port");
-    let base_url = format!("http://{}", listener.local_addr().unwrap());
-    let server = HttpServer::new(move || {
-        App::new()
-            .configure(api::configure(services.clone(), limits))
-            .configure(crate::web::configure(services.clone()))
-    })
-    .workers(1)
-    .disable_signals()
-    .listen(listener)
-    .expect("listen")
-    .run();
-    let handle = server.handle();
-    tokio::spawn(server);
+    let settings = HttpSettings {
+        bind: "127.0.0.1:0".to_owned(),
+        workers: 1,
+        limits,
+        ..HttpSettings::default()
+    };
+    let app = Application::build(services, &settings).expect("listen on a free port");
+    let base_url = format!("http://127.0.0.1:{}", app.port());
+    let handle = app.handle();
+    tokio::spawn(app.run_until_stopped());
     (base_url, handle)
 }
 
@@ -90,19 +89,62 @@ impl ConsoleNode {
     }
 }
 
-/// Starts the API with default limits.
-pub async fn spawn_app(backend: Backend) -> TestApp {
-    spawn_app_with(backend, ApiLimits::default()).await
+/// What a test app is started with.
+#[derive(Debug, Clone)]
+pub struct TestSettings {
+    /// Limits of the API.
+    pub limits: ApiLimits,
+    /// Where the app (and the helpers of [`TestApp`]) read the time.
+    pub clock: Arc<dyn Clock>,
 }
 
-/// Starts the API with the given limits.
+impl Default for TestSettings {
+    fn default() -> Self {
+        Self {
+            limits: ApiLimits::default(),
+            clock: Arc::new(SystemClock),
+        }
+    }
+}
+
+/// Starts the app with default limits and the system clock.
+pub async fn spawn_app(backend: Backend) -> TestApp {
+    spawn_app_on(backend, TestSettings::default()).await
+}
+
+/// Starts the app with the given limits.
 pub async fn spawn_app_with(backend: Backend, limits: ApiLimits) -> TestApp {
+    spawn_app_on(
+        backend,
+        TestSettings {
+            limits,
+            ..TestSettings::default()
+        },
+    )
+    .await
+}
+
+/// Starts the app reading the time from `clock` (e.g. an `mthpt_engine::clock::ManualClock`
+/// the test steps).
+pub async fn spawn_app_with_clock(backend: Backend, clock: Arc<dyn Clock>) -> TestApp {
+    spawn_app_on(
+        backend,
+        TestSettings {
+            clock,
+            ..TestSettings::default()
+        },
+    )
+    .await
+}
+
+/// Starts the app with `settings`.
+pub async fn spawn_app_on(backend: Backend, settings: TestSettings) -> TestApp {
     let db = match backend {
         Backend::Postgres => testing::postgres().await,
         Backend::Sqlite => testing::sqlite().await,
     };
-    let services = Services::new(db.shared(), Arc::new(SystemClock));
-    let (base_url, handle) = serve(services.clone(), limits);
+    let services = Services::new(db.shared(), settings.clock);
+    let (base_url, handle) = serve(services.clone(), settings.limits);
     let client = reqwest::Client::builder()
         .timeout(std::time::Duration::from_secs(30))
         .build()
@@ -124,6 +166,11 @@ pub async fn spawn_app_with(backend: Backend, limits: ApiLimits) -> TestApp {
 impl TestApp {
     pub fn store(&self) -> &dyn Store {
         self.db.store()
+    }
+
+    /// Now, by the app's clock (epoch ms).
+    pub fn now(&self) -> i64 {
+        self.services.now()
     }
 
     /// The store, shared (to start an engine node on the same database).
@@ -157,7 +204,7 @@ impl TestApp {
     pub async fn tenant(&self, name: &str) -> Tenant {
         let mut tx = self.store().begin().await.unwrap();
         let t = tx
-            .create_tenant(&NewTenant::named(name), SystemClock.now_ms())
+            .create_tenant(&NewTenant::named(name), self.now())
             .await
             .unwrap();
         tx.commit().await.unwrap();
@@ -171,7 +218,7 @@ impl TestApp {
         username: &str,
         role: Role,
     ) -> (User, String) {
-        let now = SystemClock.now_ms();
+        let now = self.now();
         let mut tx = self.store().begin().await.unwrap();
         let user = tx
             .create_user(
@@ -202,7 +249,7 @@ impl TestApp {
                 expires_at,
                 role: None,
             },
-            SystemClock.now_ms(),
+            self.now(),
         )
         .await
         .unwrap();

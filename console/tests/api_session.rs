@@ -158,3 +158,30 @@ async fn repeated_failures_are_rate_limited_postgres() {
 async fn repeated_failures_are_rate_limited_sqlite() {
     repeated_failures_are_rate_limited(spawn_app(Backend::Sqlite).await).await;
 }
+
+/// The app reads the time from the clock the test gives it: a session stops holding once that
+/// clock passes its lifetime, without waiting twelve hours.
+#[tokio::test]
+async fn a_session_expires_by_the_apps_clock() {
+    use std::sync::Arc;
+
+    use mthpt_console::service::sessions::SESSION_TTL_MS;
+    use mthpt_console::testing::spawn_app_with_clock;
+    use mthpt_engine::clock::ManualClock;
+
+    let clock = ManualClock::at_ms(1_900_000_000_000);
+    let app = spawn_app_with_clock(Backend::Sqlite, Arc::new(clock.clone())).await;
+    let t = app.tenant("acme").await;
+    app.user(Some(&t), "ada", Role::TenantViewer).await;
+    let res = sign_in(&app, "ada", "password-ada").await;
+    assert_eq!(res.status().as_u16(), 200);
+    let cookie = session_cookie(&res);
+    let me = || with_cookie(&app, Method::GET, "/api/v1/me", &cookie).send();
+    assert_eq!(me().await.unwrap().status().as_u16(), 200);
+    clock.advance_ms(SESSION_TTL_MS + 1);
+    assert_eq!(
+        code(me().await.unwrap()).await,
+        (401, "unauthenticated".to_owned())
+    );
+    app.stop().await;
+}

@@ -76,7 +76,7 @@ async fn bulk_tasks(
             },
             Some((code, detail)) => BulkItem {
                 task_id: o.task_id.0,
-                status: code.status().as_u16(),
+                status: code.status(),
                 run_id: None,
                 code: Some(code.to_string()),
                 detail: Some(detail),

@@ -1,105 +1,20 @@
-//! API errors: one table of stable codes, each with its HTTP status and title, rendered as
-//! RFC 9457 `application/problem+json`.
+//! API errors: the service's [`ApiError`] and its table of stable codes
+//! ([`crate::service::error`]), rendered as RFC 9457 `application/problem+json` with the code's
+//! HTTP status.
 //!
-//! A client sees the code, a title, a detail that names what is wrong, and field errors; it never
-//! sees SQL text or a stack trace. The internal cause of a server error is logged with the
-//! request id, which the problem body carries in `instance` so a report can be matched to the log.
-
-use std::fmt;
+//! The internal cause of a server error is logged with the request id, which the problem body
+//! carries in `instance` so a report can be matched to the log.
 
 use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, ResponseError};
-use mthpt_engine::store::StoreError;
-use mthpt_engine::validate::FieldError;
 use serde::Serialize;
 use utoipa::ToSchema;
 
+pub use crate::http::status_of;
+pub use crate::service::error::{ApiError, ApiResult, Code, FieldProblem};
+
 /// The media type of every error body.
 pub const PROBLEM_JSON: &str = "application/problem+json";
-
-/// Declares [`Code`] and its table: code → (HTTP status, title).
-macro_rules! codes {
-    ($($(#[$doc:meta])* $variant:ident = ($text:literal, $status:literal, $title:literal),)+) => {
-        /// A stable error code. Clients branch on it; its spelling never changes.
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, ToSchema)]
-        #[serde(rename_all = "snake_case")]
-        pub enum Code {
-            $($(#[$doc])* $variant,)+
-        }
-
-        impl Code {
-            /// Every code, in table order.
-            pub const ALL: &'static [Code] = &[$(Code::$variant),+];
-
-            /// The spelling in `code` and in the `type` URI.
-            pub fn as_str(self) -> &'static str {
-                match self { $(Code::$variant => $text,)+ }
-            }
-
-            /// The HTTP status this code is answered with.
-            pub fn status(self) -> StatusCode {
-                match self {
-                    $(Code::$variant => match StatusCode::from_u16($status) {
-                        Ok(s) => s,
-                        Err(_) => StatusCode::INTERNAL_SERVER_ERROR,
-                    },)+
-                }
-            }
-
-            /// A short, fixed summary of the problem type.
-            pub fn title(self) -> &'static str {
-                match self { $(Code::$variant => $title,)+ }
-            }
-        }
-    };
-}
-
-codes! {
-    /// The body or a parameter is not acceptable; `errors[]` names the fields.
-    ValidationFailed = ("validation_failed", 422, "The request is not valid"),
-    /// The body is not JSON of the expected shape, or a header is malformed.
-    BadRequest = ("bad_request", 400, "The request cannot be read"),
-    /// No credentials, or credentials that are unknown, expired or revoked.
-    Unauthenticated = ("unauthenticated", 401, "Authentication is required"),
-    /// The caller is known but its role does not allow this.
-    Forbidden = ("forbidden", 403, "This is not allowed for your role"),
-    /// An API token was asked for with a role above what the caller may grant (its own role,
-    /// and the role of the user the token is for).
-    RoleAboveOwn = ("role_above_own", 403, "The role is above what you may grant"),
-    /// The thing does not exist, or is not visible to the caller.
-    NotFound = ("not_found", 404, "Not found"),
-    /// A name or key is taken, or the change does not fit the current state.
-    Conflict = ("conflict", 409, "Conflict"),
-    /// The change would close a cycle of task dependencies.
-    Cycle = ("cycle", 409, "Dependency cycle"),
-    /// Optimistic locking: the resource changed since the version the caller named.
-    VersionConflict = ("version_conflict", 412, "The resource was changed by someone else"),
-    /// An update needs `If-Match` (or a version) to say which version it changes.
-    PreconditionRequired = ("precondition_required", 428, "A version precondition is required"),
-    /// The body is larger than the server accepts.
-    PayloadTooLarge = ("payload_too_large", 413, "The request body is too large"),
-    /// Too many attempts; retry later.
-    RateLimited = ("rate_limited", 429, "Too many requests"),
-    /// The database cannot be reached or is overloaded; retry later.
-    Unavailable = ("unavailable", 503, "The service is unavailable"),
-    /// Something failed on the server; the log has the details under the request id.
-    Internal = ("internal", 500, "Internal server error"),
-}
-
-impl fmt::Display for Code {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// One wrong input field.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
-pub struct FieldProblem {
-    /// The field as named in the API, e.g. `schedule.expr`.
-    pub field: String,
-    /// What is wrong with it.
-    pub message: String,
-}
 
 /// The RFC 9457 body of every error response.
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -120,209 +35,66 @@ pub struct Problem {
     pub instance: Option<String>,
 }
 
-/// An error answered to an API client.
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("{code}: {detail}")]
-pub struct ApiError {
-    pub code: Code,
-    /// Safe to show to the client.
-    pub detail: String,
-    pub errors: Vec<FieldProblem>,
-    /// Logged, never sent (e.g. the database's message).
-    pub internal: Option<String>,
-    /// Extra response headers (e.g. `Retry-After`).
-    pub headers: Vec<(&'static str, String)>,
+/// The problem body of an error, with the request id when known.
+pub fn problem(e: &ApiError, request_id: Option<&str>) -> Problem {
+    Problem {
+        type_: format!("urn:mthpt:problem:{}", e.code),
+        title: e.code.title().to_owned(),
+        status: e.code.status(),
+        detail: e.detail.clone(),
+        code: e.code,
+        errors: e.errors.clone(),
+        instance: request_id.map(|id| format!("urn:mthpt:request:{id}")),
+    }
 }
 
-impl ApiError {
-    /// An error with a code and a detail for the client.
-    pub fn new(code: Code, detail: impl Into<String>) -> Self {
-        Self {
-            code,
-            detail: detail.into(),
-            errors: Vec::new(),
-            internal: None,
-            headers: Vec::new(),
-        }
+/// The full response of an error (the request-id middleware re-renders it with `instance`).
+pub fn to_response(e: &ApiError, request_id: Option<&str>) -> HttpResponse {
+    let mut res = HttpResponse::build(status_of(e.code));
+    res.content_type(PROBLEM_JSON);
+    for (name, value) in &e.headers {
+        res.insert_header((*name, value.as_str()));
     }
-
-    pub fn not_found(what: impl fmt::Display) -> Self {
-        Self::new(Code::NotFound, format!("{what} not found"))
-    }
-
-    pub fn forbidden(detail: impl Into<String>) -> Self {
-        Self::new(Code::Forbidden, detail)
-    }
-
-    pub fn unauthenticated(detail: impl Into<String>) -> Self {
-        Self::new(Code::Unauthenticated, detail)
-    }
-
-    pub fn bad_request(detail: impl Into<String>) -> Self {
-        Self::new(Code::BadRequest, detail)
-    }
-
-    /// A validation error naming one field.
-    pub fn field(field: impl Into<String>, message: impl Into<String>) -> Self {
-        Self::fields(vec![FieldProblem {
-            field: field.into(),
-            message: message.into(),
-        }])
-    }
-
-    /// A validation error naming several fields.
-    pub fn fields(errors: Vec<FieldProblem>) -> Self {
-        let detail = errors
-            .iter()
-            .map(|e| format!("{}: {}", e.field, e.message))
-            .collect::<Vec<_>>()
-            .join("; ");
-        Self {
-            errors,
-            ..Self::new(Code::ValidationFailed, detail)
-        }
-    }
-
-    /// A server error: the client learns only that it happened; `cause` goes to the log.
-    pub fn internal(cause: impl fmt::Display) -> Self {
-        Self {
-            internal: Some(cause.to_string()),
-            ..Self::new(
-                Code::Internal,
-                "the request failed on the server; the log has the details under this request's id",
-            )
-        }
-    }
-
-    /// Adds a response header.
-    pub fn with_header(mut self, name: &'static str, value: impl Into<String>) -> Self {
-        self.headers.push((name, value.into()));
-        self
-    }
-
-    /// The problem body, with the request id when known.
-    pub fn problem(&self, request_id: Option<&str>) -> Problem {
-        Problem {
-            type_: format!("urn:mthpt:problem:{}", self.code),
-            title: self.code.title().to_owned(),
-            status: self.code.status().as_u16(),
-            detail: self.detail.clone(),
-            code: self.code,
-            errors: self.errors.clone(),
-            instance: request_id.map(|id| format!("urn:mthpt:request:{id}")),
-        }
-    }
-
-    /// The full response (the request-id middleware re-renders it with `instance`).
-    pub fn to_response(&self, request_id: Option<&str>) -> HttpResponse {
-        let mut res = HttpResponse::build(self.code.status());
-        res.content_type(PROBLEM_JSON);
-        for (name, value) in &self.headers {
-            res.insert_header((*name, value.as_str()));
-        }
-        res.json(self.problem(request_id))
-    }
+    res.json(problem(e, request_id))
 }
 
 impl ResponseError for ApiError {
     fn status_code(&self) -> StatusCode {
-        self.code.status()
+        status_of(self.code)
     }
 
     fn error_response(&self) -> HttpResponse {
-        self.to_response(None)
+        to_response(self, None)
     }
 }
-
-impl From<FieldError> for ApiError {
-    fn from(e: FieldError) -> Self {
-        Self::field(e.field, e.reason)
-    }
-}
-
-impl From<StoreError> for ApiError {
-    fn from(e: StoreError) -> Self {
-        match e {
-            StoreError::NotFound(what) => Self::not_found(what),
-            StoreError::Conflict { .. } => Self::new(Code::VersionConflict, e.to_string()),
-            StoreError::Duplicate(msg) => Self::new(Code::Conflict, msg),
-            StoreError::Cycle(_) => Self::new(Code::Cycle, e.to_string()),
-            StoreError::InvalidState(msg) => Self::new(Code::Conflict, msg),
-            StoreError::Fenced { .. } => Self::new(
-                Code::Conflict,
-                "the run moved on while this request was handled; reload and try again",
-            ),
-            StoreError::Invalid(field) => field.into(),
-            StoreError::Unavailable(_) => Self {
-                internal: Some(e.to_string()),
-                ..Self::new(
-                    Code::Unavailable,
-                    "the database is unavailable; retry later",
-                )
-            },
-            e if e.is_transient() => Self {
-                internal: Some(e.to_string()),
-                ..Self::new(Code::Unavailable, "the database is busy; retry later")
-            },
-            e => Self::internal(e),
-        }
-    }
-}
-
-/// The result type of handlers and services.
-pub type ApiResult<T> = Result<T, ApiError>;
 
 #[cfg(test)]
 mod tests {
+    use mthpt_engine::store::StoreError;
+    use mthpt_engine::validate::FieldError;
+
     use super::*;
 
     #[test]
-    fn every_code_has_a_distinct_spelling_and_an_error_status() {
-        let mut seen = std::collections::HashSet::new();
+    fn every_code_has_an_error_status() {
         for code in Code::ALL {
-            assert!(seen.insert(code.as_str()), "{code} twice");
-            let status = code.status();
+            let status = status_of(*code);
             assert!(
                 status.is_client_error() || status.is_server_error(),
                 "{code}"
             );
-            let json = serde_json::to_value(code).unwrap();
-            assert_eq!(json, code.as_str());
         }
     }
 
     #[test]
-    fn store_errors_keep_sql_text_out_of_the_body() {
-        let db = StoreError::Corrupt("column \"secret\" of relation apps".to_owned());
-        let err = ApiError::from(db);
-        assert_eq!(err.code, Code::Internal);
-        assert!(!err.detail.contains("apps"), "{}", err.detail);
-        assert!(err.internal.unwrap().contains("apps"));
-    }
-
-    #[test]
-    fn field_errors_become_validation_failed_naming_the_field() {
+    fn the_problem_body_names_the_field_and_the_request() {
         let err = ApiError::from(StoreError::Invalid(FieldError::new(
             "name",
             "must not be empty",
         )));
-        assert_eq!(err.code, Code::ValidationFailed);
-        assert_eq!(err.code.status().as_u16(), 422);
-        let p = err.problem(Some("r1"));
+        let p = problem(&err, Some("r1"));
+        assert_eq!((p.status, p.code), (422, Code::ValidationFailed));
         assert_eq!(p.errors[0].field, "name");
         assert_eq!(p.instance.as_deref(), Some("urn:mthpt:request:r1"));
-    }
-
-    #[test]
-    fn version_conflicts_are_412() {
-        let err = ApiError::from(StoreError::Conflict {
-            what: "task 3".into(),
-            expected: 1,
-            actual: 2,
-        });
-        assert_eq!(
-            (err.code, err.code.status().as_u16()),
-            (Code::VersionConflict, 412)
-        );
     }
 }

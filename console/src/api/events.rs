@@ -4,7 +4,7 @@
 use actix_web::http::header;
 use actix_web::{HttpRequest, HttpResponse, get, web};
 
-use super::auth::{Caller, Credential};
+use super::auth::Credential;
 use super::error::{ApiError, ApiResult, Problem};
 use crate::events::{Viewer, run_session};
 use crate::service::Services;
@@ -35,7 +35,7 @@ async fn events(
     services: web::Data<Services>,
     query: web::Query<EventsQuery>,
 ) -> ApiResult<HttpResponse> {
-    let caller = Caller::authenticate(&services, &req).await?;
+    let caller = crate::http::authenticate(&services, &req).await?;
     if matches!(caller.credential, Credential::Session { .. }) {
         check_origin(&req)?;
     }

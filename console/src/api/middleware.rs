@@ -46,7 +46,8 @@ pub(super) async fn request_id(
                 tracing::info!(request_id = %id, %method, %path, status = status.as_u16(), code = %err.code, detail = %err.detail, ms, "request refused");
             }
             let (req, _) = res.into_parts();
-            ServiceResponse::new(req, err.to_response(Some(&id))).map_into_right_body()
+            ServiceResponse::new(req, super::error::to_response(&err, Some(&id)))
+                .map_into_right_body()
         }
         None => {
             tracing::debug!(request_id = %id, %method, %path, status = status.as_u16(), ms, "request");

@@ -212,7 +212,4 @@ impl LimitQuery {
     }
 }
 
-/// An instant stored as epoch milliseconds, as the API shows it (RFC 3339, UTC).
-pub fn at(ms: i64) -> chrono::DateTime<chrono::Utc> {
-    chrono::DateTime::from_timestamp_millis(ms).unwrap_or_default()
-}
+pub use crate::service::at;

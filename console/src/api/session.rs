@@ -1,6 +1,5 @@
 //! `/session`: console sign-in (a session cookie) and sign-out.
 
-use actix_web::cookie::{Cookie, SameSite, time};
 use actix_web::{HttpRequest, HttpResponse, delete, post, web};
 use serde::Deserialize;
 use utoipa::ToSchema;
@@ -8,6 +7,7 @@ use utoipa::ToSchema;
 use super::auth::{Caller, Credential, SESSION_COOKIE};
 use super::error::{ApiError, ApiResult, Problem};
 use super::me::MeBody;
+use crate::http::session_cookie;
 use crate::service::{Services, sessions};
 
 pub fn routes(cfg: &mut utoipa_actix_web::service_config::ServiceConfig<'_>) {
@@ -20,16 +20,6 @@ pub fn routes(cfg: &mut utoipa_actix_web::service_config::ServiceConfig<'_>) {
 pub struct SignIn {
     pub username: String,
     pub password: String,
-}
-
-pub(crate) fn cookie(req: &HttpRequest, value: String, max_age_s: i64) -> Cookie<'static> {
-    Cookie::build(SESSION_COOKIE, value)
-        .path("/")
-        .http_only(true)
-        .same_site(SameSite::Lax)
-        .secure(req.connection_info().scheme() == "https")
-        .max_age(time::Duration::seconds(max_age_s))
-        .finish()
 }
 
 /// Signs in: sets an `HttpOnly`, `SameSite=Lax` session cookie. Failed attempts are limited
@@ -58,7 +48,7 @@ async fn sign_in(
     };
     let max_age = (signed.expires_at - services.now()) / 1000;
     Ok(HttpResponse::Ok()
-        .cookie(cookie(&req, signed.cookie_value, max_age))
+        .cookie(session_cookie(&req, signed.cookie_value, max_age))
         .json(MeBody {
             user_id: signed.user.id.0,
             username: signed.user.username.clone(),
@@ -90,6 +80,6 @@ async fn sign_out(
         sessions::sign_out(&services, c.value()).await?;
     }
     Ok(HttpResponse::NoContent()
-        .cookie(cookie(&req, String::new(), 0))
+        .cookie(session_cookie(&req, String::new(), 0))
         .finish())
 }

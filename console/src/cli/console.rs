@@ -10,7 +10,6 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use actix_web::{App, HttpServer};
 use clap::Args;
 use mthpt_engine::clock::SystemClock;
 use mthpt_engine::store::{self, Store, redact_url};
@@ -20,6 +19,7 @@ use super::process::{LogFormat, init_logging, shutdown_signal};
 use crate::api::{self, ApiLimits};
 use crate::events;
 use crate::service::Services;
+use crate::startup::{Application, HttpSettings};
 use mthpt_engine::bus::{AmqpBus, AmqpConfig};
 use mthpt_engine::runtime::default_node_id;
 
@@ -170,22 +170,16 @@ pub async fn run(args: ConsoleArgs) -> ExitCode {
             None
         }
     };
-    let limits = ApiLimits {
-        max_body_bytes: settings.max_body_bytes,
+    let http = HttpSettings {
+        bind: settings.bind.clone(),
+        workers: settings.workers,
+        limits: ApiLimits {
+            max_body_bytes: settings.max_body_bytes,
+        },
+        client_request_timeout: Duration::from_millis(settings.client_request_timeout_ms),
     };
-    let server = match HttpServer::new(move || {
-        App::new()
-            .configure(api::configure(services.clone(), limits))
-            .configure(crate::web::configure(services.clone()))
-    })
-    .workers(settings.workers)
-    .client_request_timeout(Duration::from_millis(settings.client_request_timeout_ms))
-    .client_disconnect_timeout(Duration::from_secs(5))
-    .disable_signals()
-    .shutdown_timeout(10)
-    .bind(&settings.bind)
-    {
-        Ok(s) => s.run(),
+    let app = match Application::build(services, &http) {
+        Ok(app) => app,
         Err(e) => {
             eprintln!("mthpt console: cannot listen on {}: {e}", settings.bind);
             return ExitCode::FAILURE;
@@ -193,8 +187,8 @@ pub async fn run(args: ConsoleArgs) -> ExitCode {
     };
     let stop = shutdown_signal();
     tracing::info!(bind = %settings.bind, database = %redact_url(&url), "console API at http://{}/api/v1 (docs at /api/docs/)", settings.bind);
-    let handle = server.handle();
-    let serving = tokio::spawn(server);
+    let handle = app.handle();
+    let serving = tokio::spawn(app.run_until_stopped());
     stop.await;
     live.close_sessions();
     handle.stop(true).await;

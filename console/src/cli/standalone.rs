@@ -16,7 +16,6 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use actix_web::{App, HttpServer};
 use clap::Args;
 use mthpt_engine::app::NewApp;
 use mthpt_engine::clock::{Clock, SystemClock};
@@ -29,9 +28,9 @@ use mthpt_wrapper::{HandlerError, Wrapper};
 use serde_json::json;
 
 use super::process::{LogFormat, init_logging, shutdown_signal};
-use crate::api::{self, ApiLimits};
 use crate::events;
 use crate::service::{Services, credentials};
+use crate::startup::{Application, HttpSettings};
 use mthpt_engine::alarm::AlarmMessage;
 use mthpt_engine::bus::{Bus, Delivery, InProcessBus};
 
@@ -98,17 +97,16 @@ async fn serve(args: StandaloneArgs) -> anyhow::Result<()> {
     let alarm_log = tokio::spawn(log_alarms(bus.clone()));
     let (stop_announcing, announcing) = tokio::sync::watch::channel(false);
     let announcer = tokio::spawn(services.announce_runs(bus.clone(), announcing));
-    let console = HttpServer::new(move || {
-        App::new()
-            .configure(api::configure(services.clone(), ApiLimits::default()))
-            .configure(crate::web::configure(services.clone()))
-    })
-    .workers(1)
-    .disable_signals()
-    .listen(console_listener)?
-    .run();
+    let console = Application::with_listener(
+        services,
+        &HttpSettings {
+            workers: 1,
+            ..HttpSettings::default()
+        },
+        console_listener,
+    )?;
     let console_handle = console.handle();
-    tokio::spawn(console);
+    tokio::spawn(console.run_until_stopped());
     let console_banner = format!(
         "  console   {console_url} (web console; API {console_url}/api/v1, docs {console_url}/api/docs/)\n  login     {OPERATOR} / {}",
         match &login {

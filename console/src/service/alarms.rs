@@ -8,8 +8,8 @@ use serde_json::json;
 
 use super::runs::{Page, page, parse_cursor};
 use super::{Change, Services, audit};
-use crate::api::auth::{Action, Caller, tenant_access};
-use crate::api::error::{ApiError, ApiResult};
+use crate::service::access::{Action, Caller, tenant_access};
+use crate::service::error::{ApiError, ApiResult};
 
 /// The longest mute: 90 days.
 pub const MAX_MUTE_MS: i64 = 90 * 24 * 3600 * 1000;
@@ -120,7 +120,7 @@ pub async fn mute(
             },
             target_kind: "task",
             target_id: task.to_string(),
-            details: json!({ "until": until.map(crate::api::at) }),
+            details: json!({ "until": until.map(crate::service::at) }),
         },
         now,
     )

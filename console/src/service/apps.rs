@@ -7,8 +7,8 @@ use serde_json::json;
 
 use super::credentials::new_app_secret;
 use super::{Change, Services, audit};
-use crate::api::auth::{Action, Caller, tenant_access};
-use crate::api::error::{ApiError, ApiResult};
+use crate::service::access::{Action, Caller, tenant_access};
+use crate::service::error::{ApiError, ApiResult};
 
 /// An app and its signing secret, which is shown only in this answer.
 #[derive(Debug, Clone)]
@@ -171,7 +171,7 @@ pub async fn drain(
         .ok_or_else(|| ApiError::not_found(format!("executor {executor_id}")))?;
     if !matches!(executor.state, ExecutorState::Up | ExecutorState::Draining) {
         return Err(ApiError::new(
-            crate::api::error::Code::Conflict,
+            crate::service::error::Code::Conflict,
             format!(
                 "executor {executor_id} is {}; only a live instance can drain",
                 executor.state

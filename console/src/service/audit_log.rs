@@ -5,8 +5,8 @@ use mthpt_engine::store::Scope;
 
 use super::Services;
 use super::runs::{Page, page, parse_cursor};
-use crate::api::auth::{Action, Caller, tenant_access};
-use crate::api::error::ApiResult;
+use crate::service::access::{Action, Caller, tenant_access};
+use crate::service::error::ApiResult;
 
 /// A page of a tenant's audit events, newest first.
 pub async fn list(

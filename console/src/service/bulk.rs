@@ -9,8 +9,8 @@ use utoipa::ToSchema;
 
 use super::Services;
 use super::tasks::{delete_in, set_paused_in, trigger_in};
-use crate::api::auth::{Action, Caller, tenant_access};
-use crate::api::error::{ApiError, ApiResult, Code};
+use crate::service::access::{Action, Caller, tenant_access};
+use crate::service::error::{ApiError, ApiResult, Code};
 
 /// The most tasks one bulk request names.
 pub const MAX_BULK: usize = 500;

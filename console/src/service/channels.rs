@@ -12,8 +12,8 @@ use serde_json::json;
 use super::credentials::new_app_secret;
 use super::runs::{Page, page, parse_cursor};
 use super::{Change, Services, audit};
-use crate::api::auth::{Action, Caller, tenant_access};
-use crate::api::error::{ApiError, ApiResult};
+use crate::service::access::{Action, Caller, tenant_access};
+use crate::service::error::{ApiError, ApiResult};
 
 /// A created channel and, for a webhook created without one, its generated secret (shown
 /// only in this answer).

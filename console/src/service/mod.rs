@@ -1,14 +1,17 @@
 //! The console's operations, beneath the HTTP handlers: each takes the [`Services`], the
-//! [`Caller`](crate::api::auth::Caller) and validated input, checks the caller's access through
-//! [`crate::api::auth`], works in one store transaction and records an audit event for every
-//! change. The REST handlers are thin wrappers over these; the web UI reuses them.
+//! [`Caller`](access::Caller) and validated input, checks the caller's access through
+//! [`access`], works in one store transaction and records an audit event for every change.
+//! Failures are [`error::ApiError`]s with a stable code. The REST handlers ([`crate::api`]) and
+//! the web pages ([`crate::web`]) are thin wrappers over these; this module knows neither.
 
+pub mod access;
 pub mod alarms;
 pub mod apps;
 pub mod audit_log;
 pub mod bulk;
 pub mod channels;
 pub mod credentials;
+pub mod error;
 pub mod nodes;
 pub mod runs;
 pub mod sessions;
@@ -30,8 +33,8 @@ use mthpt_engine::store::{Store, Tx};
 use mthpt_engine::tenant::TenantId;
 use tokio::sync::watch;
 
-use crate::api::auth::Caller;
-use crate::api::error::ApiResult;
+use self::access::Caller;
+use self::error::ApiResult;
 use crate::events::EventHub;
 
 /// What every operation needs: the store and the clock; the node's hub of live events
@@ -128,4 +131,9 @@ pub async fn audit_as(tx: &mut dyn Tx, actor: &str, change: Change<'_>, now: i64
     event.details = change.details;
     tx.append_audit(&event, now).await?;
     Ok(())
+}
+
+/// An instant stored as epoch milliseconds, as the API shows it (RFC 3339, UTC).
+pub fn at(ms: i64) -> chrono::DateTime<chrono::Utc> {
+    chrono::DateTime::from_timestamp_millis(ms).unwrap_or_default()
 }

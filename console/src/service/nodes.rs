@@ -3,8 +3,8 @@
 use mthpt_engine::node::EngineNode;
 
 use super::Services;
-use crate::api::auth::{Action, Caller, Target, authorize};
-use crate::api::error::ApiResult;
+use crate::service::access::{Action, Caller, Target, authorize};
+use crate::service::error::ApiResult;
 
 pub async fn list(services: &Services, caller: &Caller) -> ApiResult<Vec<EngineNode>> {
     authorize(caller, Action::Platform, Target::Platform)?;

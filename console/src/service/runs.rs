@@ -6,8 +6,8 @@ use mthpt_engine::store::Completion;
 use serde_json::json;
 
 use super::{Change, Services, audit};
-use crate::api::auth::{Action, Caller, tenant_access};
-use crate::api::error::{ApiError, ApiResult, Code};
+use crate::service::access::{Action, Caller, tenant_access};
+use crate::service::error::{ApiError, ApiResult, Code};
 
 /// One page of a listing, and the cursor of the next page (none on the last page).
 #[derive(Debug, Clone, PartialEq)]

@@ -9,7 +9,7 @@ use serde_json::json;
 
 use super::credentials::{hash_password, random_hex, token_hash, verify_password};
 use super::{Services, audit_as};
-use crate::api::error::{ApiError, ApiResult, Code};
+use crate::service::error::{ApiError, ApiResult, Code};
 
 /// How long a session lasts after sign-in.
 pub const SESSION_TTL_MS: i64 = 12 * 60 * 60 * 1000;

@@ -20,8 +20,8 @@ use mthpt_engine::store::{MAX_RUN_SAMPLES, RunRollup, RunSample, RunSampleQuery}
 use mthpt_engine::task::TaskId;
 
 use super::Services;
-use crate::api::auth::{Action, Caller, tenant_access};
-use crate::api::error::{ApiError, ApiResult};
+use crate::service::access::{Action, Caller, tenant_access};
+use crate::service::error::{ApiError, ApiResult};
 
 /// The most buckets one answer has.
 pub const MAX_BUCKETS: i64 = 1_000;

@@ -17,8 +17,8 @@ use utoipa::ToSchema;
 
 use super::tasks::{TaskSpec, changed_fields};
 use super::{Change, Services, audit};
-use crate::api::auth::{Action, Caller, tenant_access};
-use crate::api::error::{ApiError, ApiResult, FieldProblem};
+use crate::service::access::{Action, Caller, tenant_access};
+use crate::service::error::{ApiError, ApiResult, FieldProblem};
 
 /// The most tasks one file may hold.
 pub const MAX_FILE_TASKS: usize = 20_000;

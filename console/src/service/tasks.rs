@@ -21,8 +21,8 @@ use serde_json::json;
 use utoipa::ToSchema;
 
 use super::{Change, Services, audit};
-use crate::api::auth::{Action, Caller, tenant_access};
-use crate::api::error::{ApiError, ApiResult};
+use crate::service::access::{Action, Caller, tenant_access};
+use crate::service::error::{ApiError, ApiResult};
 
 /// How long an `Idempotency-Key` of a trigger is remembered (engines purge older keys).
 pub const IDEMPOTENCY_WINDOW_MS: i64 = mthpt_engine::store::TRIGGER_KEY_WINDOW_MS;
@@ -96,13 +96,13 @@ impl ScheduleInput {
                 anchor_at,
             } => ScheduleInput::FixedRate {
                 every_ms: *every_ms,
-                anchor_at: anchor_at.map(crate::api::at),
+                anchor_at: anchor_at.map(crate::service::at),
             },
             ScheduleSpec::FixedDelay { delay_ms } => ScheduleInput::FixedDelay {
                 delay_ms: *delay_ms,
             },
             ScheduleSpec::Once { at } => ScheduleInput::Once {
-                at: crate::api::at(*at),
+                at: crate::service::at(*at),
             },
             ScheduleSpec::Manual => ScheduleInput::Manual,
         }
@@ -210,7 +210,7 @@ impl TaskSpec {
     /// The spec of a stored task, every field spelled out.
     pub fn of(task: &Task, app_name: &str) -> ApiResult<TaskSpec> {
         let d = task.definition().map_err(ApiError::internal)?;
-        let at = |t: Option<i64>| t.map(crate::api::at);
+        let at = |t: Option<i64>| t.map(crate::service::at);
         Ok(TaskSpec {
             name: d.name,
             app: app_name.to_owned(),
@@ -395,7 +395,7 @@ pub async fn update(
     // Asked only once the caller may edit here, so another tenant's caller learns nothing.
     let version = version.ok_or_else(|| {
         ApiError::new(
-            crate::api::error::Code::PreconditionRequired,
+            crate::service::error::Code::PreconditionRequired,
             "send If-Match with the task's version (its ETag) to update it",
         )
     })?;
@@ -610,7 +610,7 @@ async fn replay(
     };
     if found.task_id != id {
         return Err(ApiError::new(
-            crate::api::error::Code::Conflict,
+            crate::service::error::Code::Conflict,
             format!(
                 "Idempotency-Key {key:?} was already used to trigger task {}",
                 found.task_id
@@ -662,6 +662,158 @@ pub async fn list_dependencies(
     let tenant = tenant_access(services, caller, tenant, Action::Read).await?;
     let mut tx = services.read().await?;
     Ok(tx.list_dependencies(tenant.id).await?)
+}
+
+/// The tasks of `tenant` among `ids` that exist (deleted ones and other tenants' are left
+/// out), in id order, read in one transaction: the tenant's tasks in the id range of `ids`, a
+/// page at a time (one statement when fewer than [`MANY_PAGE`] tasks lie in the range); ids a
+/// few pages do not reach are read one by one.
+pub async fn get_many(
+    services: &Services,
+    caller: &Caller,
+    tenant: &str,
+    ids: &[TaskId],
+) -> ApiResult<Vec<Task>> {
+    let tenant = tenant_access(services, caller, tenant, Action::Read).await?;
+    let mut wanted: Vec<TaskId> = ids.to_vec();
+    wanted.sort_unstable();
+    wanted.dedup();
+    let (Some(first), Some(last)) = (wanted.first().copied(), wanted.last().copied()) else {
+        return Ok(Vec::new());
+    };
+    let mut tx = services.read().await?;
+    let mut found = Vec::with_capacity(wanted.len());
+    let mut after = TaskId(first.0 - 1);
+    let mut pages = 0;
+    while after < last && pages < MANY_PAGES {
+        let page = tx
+            .list_tasks(
+                tenant.id,
+                &TaskFilter {
+                    after_id: Some(after),
+                    limit: Some(MANY_PAGE),
+                    ..Default::default()
+                },
+            )
+            .await?;
+        pages += 1;
+        let full = page.len() as i64 == MANY_PAGE;
+        let Some(end) = page.last().map(|t| t.id) else {
+            after = last;
+            break;
+        };
+        found.extend(
+            page.into_iter()
+                .filter(|t| wanted.binary_search(&t.id).is_ok()),
+        );
+        after = if full { end } else { last };
+    }
+    for id in wanted.into_iter().filter(|id| *id > after) {
+        match tx.get_task(tenant.id, id).await {
+            Ok(task) => found.push(task),
+            Err(mthpt_engine::store::StoreError::NotFound(_)) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(found)
+}
+
+/// The page size of [`get_many`].
+pub const MANY_PAGE: i64 = 1000;
+/// How many pages [`get_many`] reads before it reads the rest one by one.
+const MANY_PAGES: usize = 2;
+
+/// What a task form offers: the tenant's apps (to run the task on) and its first `limit`
+/// tasks (parents to choose), for a caller who may change the tenant's tasks.
+pub async fn form_choices(
+    services: &Services,
+    caller: &Caller,
+    tenant: &str,
+    limit: i64,
+) -> ApiResult<(Tenant, Vec<App>, Vec<Task>)> {
+    let tenant = tenant_access(services, caller, tenant, Action::Administer).await?;
+    let mut tx = services.read().await?;
+    let apps = tx.list_apps(tenant.id).await?;
+    let filter = TaskFilter {
+        limit: Some(limit),
+        ..Default::default()
+    };
+    let tasks = tx.list_tasks(tenant.id, &filter).await?;
+    Ok((tenant, apps, tasks))
+}
+
+/// Which task [`save_with_parents`] writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Save {
+    /// A new task.
+    Create,
+    /// Task `id`, if it is still at `version` (none: 428 `precondition_required`).
+    Update { id: TaskId, version: Option<i64> },
+}
+
+/// Creates or updates a task and makes `parents` its parents (each edge `on_success`; other
+/// parents are removed), all in one transaction: a parent that cannot be set (a cycle, a
+/// missing task) saves nothing and is reported as field `parents` (code `cycle` for a cycle).
+pub async fn save_with_parents(
+    services: &Services,
+    caller: &Caller,
+    tenant: &str,
+    save: Save,
+    spec: &TaskSpec,
+    parents: &[TaskId],
+) -> ApiResult<TaskView> {
+    let tenant = tenant_access(services, caller, tenant, Action::Administer).await?;
+    let now = services.now();
+    let mut tx = services.write().await?;
+    let view = match save {
+        Save::Create => create_in(tx.as_mut(), caller, &tenant, spec, now).await?,
+        Save::Update { id, version } => {
+            let version = version.ok_or_else(|| {
+                ApiError::new(
+                    crate::service::error::Code::PreconditionRequired,
+                    "the form lacks the task's version; open the task again to edit it",
+                )
+            })?;
+            update_in(tx.as_mut(), caller, &tenant, id, version, spec, now).await?
+        }
+    };
+    let child = view.task.id;
+    let current: Vec<TaskId> = tx
+        .list_dependencies(tenant.id)
+        .await?
+        .into_iter()
+        .filter(|d| d.child_task_id == child)
+        .map(|d| d.parent_task_id)
+        .collect();
+    let on_parents = |e: ApiError| {
+        let mut field = ApiError::field("parents", e.detail.clone());
+        if e.code == crate::service::error::Code::Cycle {
+            field.code = crate::service::error::Code::Cycle;
+        }
+        field
+    };
+    for parent in current.iter().filter(|p| !parents.contains(p)) {
+        remove_dependency_in(tx.as_mut(), caller, &tenant, *parent, child, now)
+            .await
+            .map_err(on_parents)?;
+    }
+    for parent in parents {
+        if !current.contains(parent) {
+            add_dependency_in(
+                tx.as_mut(),
+                caller,
+                &tenant,
+                *parent,
+                child,
+                DependencyCondition::OnSuccess,
+                now,
+            )
+            .await
+            .map_err(on_parents)?;
+        }
+    }
+    tx.commit().await?;
+    Ok(view)
 }
 
 /// Adds (or changes the condition of) parent → child; a cycle is refused naming it.

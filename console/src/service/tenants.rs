@@ -4,8 +4,8 @@ use mthpt_engine::tenant::{NewTenant, Tenant, TenantUpdate};
 use serde_json::json;
 
 use super::{Change, Services, audit};
-use crate::api::auth::{Action, Caller, Target, authorize, tenant_access};
-use crate::api::error::ApiResult;
+use crate::service::access::{Action, Caller, Target, authorize, tenant_access};
+use crate::service::error::ApiResult;
 
 /// Every tenant for an operator; a tenant user sees only its own.
 pub async fn list(services: &Services, caller: &Caller) -> ApiResult<Vec<Tenant>> {

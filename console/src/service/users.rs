@@ -10,8 +10,8 @@ use serde_json::json;
 
 use super::credentials::{hash_password, new_token, token_hash};
 use super::{Change, Services, audit};
-use crate::api::auth::{Action, Caller, Target, authorize, tenant_access};
-use crate::api::error::{ApiError, ApiResult, Code};
+use crate::service::access::{Action, Caller, Target, authorize, tenant_access};
+use crate::service::error::{ApiError, ApiResult, Code};
 
 /// The shortest password accepted.
 pub const MIN_PASSWORD_LEN: usize = 10;

@@ -9,8 +9,8 @@ use mthpt_engine::task::TaskId;
 use serde::Deserialize;
 
 use super::{Ctx, Layout, Opt, html, local_path, options, see_other, urlencode};
-use crate::api::error::{ApiError, ApiResult};
 use crate::service::alarms;
+use crate::service::error::{ApiError, ApiResult};
 use crate::{or_error, page_ctx};
 
 pub fn routes(cfg: &mut web::ServiceConfig) {

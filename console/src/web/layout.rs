@@ -6,8 +6,8 @@ use mthpt_engine::tenant::{Role, Tenant};
 
 use super::i18n::Tr;
 use super::{Ctx, urlencode};
-use crate::api::auth::{Action, Decision, Target, decide};
-use crate::api::error::ApiResult;
+use crate::service::access::{Action, Decision, Target, decide};
+use crate::service::error::ApiResult;
 use crate::service::{alarms, tenants as tenant_service};
 
 /// The most open alarms counted for the badge (more shows as "500+").

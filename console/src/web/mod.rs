@@ -41,9 +41,9 @@ use mthpt_engine::tenant::Tenant;
 
 use self::i18n::{Lang, Tr};
 pub use self::layout::Layout;
-use crate::api::auth::{Action, Caller, tenant_access};
-use crate::api::error::{ApiError, Code};
 use crate::service::Services;
+use crate::service::access::{Action, Caller, tenant_access};
+use crate::service::error::{ApiError, Code};
 
 /// The cookie naming the chosen language (`en`, `zh-CN`).
 pub const LANG_COOKIE: &str = "mthpt_lang";
@@ -89,7 +89,7 @@ impl Ctx {
                 &ApiError::internal("pages mounted without services"),
             ));
         };
-        match Caller::authenticate(&services, req).await {
+        match crate::http::authenticate(&services, req).await {
             Ok(caller) => Ok(Ctx {
                 services,
                 caller,
@@ -253,10 +253,10 @@ pub fn error_page(tr: Tr, e: &ApiError) -> HttpResponse {
     }
     let page = ErrorPage {
         l: Layout::bare(tr, tr.t("error.title")),
-        status: e.code.status().as_u16(),
+        status: e.code.status(),
         detail: e.detail.clone(),
     };
-    html(e.code.status(), &page)
+    html(crate::http::status_of(e.code), &page)
 }
 
 /// `/`: the signed-in user's tenant's overview (an operator's: the first tenant's).

@@ -10,8 +10,8 @@ use mthpt_engine::tenant::{DEFAULT_NODE_GROUP, NewTenant};
 
 use super::executors::age;
 use super::{Ctx, Layout, html, local_path, see_other, urlencode};
-use crate::api::auth::{Action, Target, authorize};
-use crate::api::error::{ApiError, Code};
+use crate::service::access::{Action, Target, authorize};
+use crate::service::error::{ApiError, Code};
 use crate::service::{nodes, tenants};
 use crate::{or_error, page_ctx};
 
@@ -178,7 +178,7 @@ async fn tenant_create(
         Err(e) => match field_errors(&e, "name") {
             Some(errors) => {
                 f.errors = errors;
-                tenants_page(&ctx, &req, f, e.code.status()).await
+                tenants_page(&ctx, &req, f, crate::http::status_of(e.code)).await
             }
             None => ctx.error(&e),
         },

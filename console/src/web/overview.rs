@@ -23,7 +23,7 @@ use serde::Deserialize;
 
 use super::charts::{Series, TimeChart, time_series};
 use super::{Ctx, Layout, html, local_path};
-use crate::api::error::{ApiError, ApiResult, Code};
+use crate::service::error::{ApiError, ApiResult, Code};
 use crate::service::stats::{Percentiles, Stats, stats};
 use crate::service::{alarms, apps, nodes, runs, tasks};
 use crate::{or_error, page_ctx};

@@ -11,7 +11,7 @@ use mthpt_engine::task::{TaskFilter, TaskId};
 use serde::Deserialize;
 
 use super::{Ctx, Layout, Opt, html, local_path, options, safe_next, see_other, urlencode};
-use crate::api::error::{ApiError, ApiResult};
+use crate::service::error::{ApiError, ApiResult};
 use crate::service::{runs, tasks};
 use crate::{or_error, page_ctx};
 

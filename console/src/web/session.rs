@@ -9,9 +9,8 @@ use serde::Deserialize;
 
 use super::i18n::{Lang, Tr};
 use super::{LANG_COOKIE, Layout, TZ_COOKIE, html, lang_of, safe_next, see_other};
-use crate::api::auth::{SESSION_COOKIE, check_same_origin};
-use crate::api::error::Code;
-use crate::api::session::cookie;
+use crate::http::{SESSION_COOKIE, check_same_origin, session_cookie};
+use crate::service::error::Code;
 use crate::service::{Services, sessions};
 
 pub fn routes(cfg: &mut web::ServiceConfig) {
@@ -82,7 +81,7 @@ async fn login(
         Ok(signed) => {
             let max_age = (signed.expires_at - services.now()) / 1000;
             HttpResponse::SeeOther()
-                .cookie(cookie(&req, signed.cookie_value, max_age))
+                .cookie(session_cookie(&req, signed.cookie_value, max_age))
                 .insert_header(("Location", next))
                 .finish()
         }
@@ -108,7 +107,7 @@ async fn logout(req: HttpRequest, services: web::Data<Services>) -> HttpResponse
         return super::error_page(tr, &e);
     }
     HttpResponse::SeeOther()
-        .cookie(cookie(&req, String::new(), 0))
+        .cookie(session_cookie(&req, String::new(), 0))
         .insert_header(("Location", "/login"))
         .finish()
 }
@@ -152,7 +151,10 @@ async fn save_prefs(req: HttpRequest, form: web::Form<PrefsForm>) -> HttpRespons
     if tz.parse::<chrono_tz::Tz>().is_err() {
         return super::error_page(
             tr,
-            &crate::api::error::ApiError::field("tz", format!("{} {tz:?}", tr.t("prefs.bad_tz"))),
+            &crate::service::error::ApiError::field(
+                "tz",
+                format!("{} {tz:?}", tr.t("prefs.bad_tz")),
+            ),
         );
     }
     let mut res = see_other(&safe_next(form.back.as_deref()));

@@ -16,8 +16,8 @@ use super::dag::{self, MAX_NODES, Node};
 use super::i18n::Tr;
 use super::runs::{RunRow, row as run_row};
 use super::{Ctx, Layout, html, local_path};
-use crate::api::error::ApiResult;
 use crate::service::credentials::random_hex;
+use crate::service::error::ApiResult;
 use crate::service::stats::{self, Stats};
 use crate::service::tasks::{self, TaskView};
 use crate::{or_error, page_ctx};
@@ -220,19 +220,23 @@ async fn graph(
 ) -> ApiResult<Graph> {
     let deps = tasks::list_dependencies(&ctx.services, &ctx.caller, &tenant.name).await?;
     let (ids, edges, cut) = dag::around(&deps, id, MAX_NODES);
-    let mut tx = ctx.services.read().await?;
-    let mut nodes = Vec::with_capacity(ids.len());
-    for task in &ids {
-        let name = match tx.get_task(tenant.id, *task).await {
-            Ok(t) => t.name,
-            Err(_) => format!("#{task}"),
-        };
-        nodes.push(Node {
-            name,
+    let names: std::collections::HashMap<TaskId, String> =
+        tasks::get_many(&ctx.services, &ctx.caller, &tenant.name, &ids)
+            .await?
+            .into_iter()
+            .map(|t| (t.id, t.name))
+            .collect();
+    let nodes: Vec<Node> = ids
+        .iter()
+        .map(|task| Node {
+            name: names
+                .get(task)
+                .cloned()
+                .unwrap_or_else(|| format!("#{task}")),
             href: l.link(&format!("tasks/{task}")),
             current: *task == id,
-        });
-    }
+        })
+        .collect();
     let index = |t: TaskId| ids.iter().position(|x| *x == t);
     let linked = |t: TaskId| {
         index(t).and_then(|i| nodes.get(i)).map(|n| Linked {

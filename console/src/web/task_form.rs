@@ -11,7 +11,7 @@ use mthpt_engine::app::AppId;
 use mthpt_engine::schedule::ScheduleSpec;
 use mthpt_engine::task::{MisfirePolicy, OverlapPolicy, Routing, TaskDefinition};
 
-use crate::api::error::{ApiError, FieldProblem};
+use crate::service::error::{ApiError, FieldProblem};
 use crate::service::tasks::{ScheduleInput, TaskSpec};
 
 /// The schedule kinds, as the form's `schedule.kind` spells them.

@@ -8,20 +8,17 @@ use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, web};
 use askama::Template;
 use chrono::TimeZone;
-use mthpt_engine::app::App;
 use mthpt_engine::run::{Run, RunFilter};
 use mthpt_engine::schedule::describe::describe;
-use mthpt_engine::task::{
-    DependencyCondition, MisfirePolicy, OverlapPolicy, Routing, TaskFilter, TaskId,
-};
+use mthpt_engine::task::{MisfirePolicy, OverlapPolicy, Routing, TaskFilter, TaskId};
 use serde::Deserialize;
 
 use super::task_form::{KINDS, TaskForm};
 use super::{Ctx, Layout, Opt, html, local_path, options, safe_next, see_other, urlencode};
-use crate::api::auth::{Action, tenant_access};
-use crate::api::error::{ApiError, ApiResult, Code};
+use crate::service::access::{Action, tenant_access};
 use crate::service::bulk::BulkAction;
 use crate::service::credentials::random_hex;
+use crate::service::error::{ApiError, ApiResult, Code};
 use crate::service::runs::{cursor_after, parse_cursor};
 use crate::service::tasks::{self, TaskView};
 use crate::{or_error, page_ctx};
@@ -408,25 +405,10 @@ async fn form_page(
     action: String,
     status: StatusCode,
 ) -> HttpResponse {
-    let tenant = or_error!(
+    let (tenant, apps, others) = or_error!(
         ctx,
-        tenant_access(&ctx.services, &ctx.caller, tenant, Action::Administer).await
+        tasks::form_choices(&ctx.services, &ctx.caller, tenant, PARENT_CHOICES + 1).await
     );
-    let (apps, others): (Vec<App>, Vec<_>) = {
-        let mut tx = or_error!(ctx, ctx.services.read().await);
-        let apps = or_error!(ctx, tx.list_apps(tenant.id).await.map_err(ApiError::from));
-        let filter = TaskFilter {
-            limit: Some(PARENT_CHOICES + 1),
-            ..Default::default()
-        };
-        let others = or_error!(
-            ctx,
-            tx.list_tasks(tenant.id, &filter)
-                .await
-                .map_err(ApiError::from)
-        );
-        (apps, others)
-    };
     let parents_cut = others.len() as i64 > PARENT_CHOICES;
     let parent_opts = others
         .iter()
@@ -561,7 +543,7 @@ async fn save(
                 // (Errors the form found itself are already next to their fields.)
                 f.add_error(&e);
             }
-            let status = e.code.status();
+            let status = crate::http::status_of(e.code);
             form_page(&ctx, &req, &tenant, f, id, action, status).await
         }
         Err(e) => ctx.error(&e),
@@ -576,59 +558,15 @@ async fn save_in_one(
     f: &TaskForm,
     spec: &tasks::TaskSpec,
 ) -> ApiResult<TaskView> {
-    let (s, c) = (&ctx.services, &ctx.caller);
-    let tenant = tenant_access(s, c, tenant, Action::Administer).await?;
-    let now = s.now();
-    let mut tx = s.write().await?;
-    let view = match id {
-        None => tasks::create_in(tx.as_mut(), c, &tenant, spec, now).await?,
-        Some(id) => {
-            let version = f.version.parse().map_err(|_| {
-                ApiError::new(
-                    Code::PreconditionRequired,
-                    "the form lacks the task's version; open the task again to edit it",
-                )
-            })?;
-            tasks::update_in(tx.as_mut(), c, &tenant, TaskId(id), version, spec, now).await?
-        }
+    let save = match id {
+        None => tasks::Save::Create,
+        Some(id) => tasks::Save::Update {
+            id: TaskId(id),
+            version: f.version.parse().ok(),
+        },
     };
-    let child = view.task.id;
-    let current: Vec<TaskId> = tx
-        .list_dependencies(tenant.id)
-        .await?
-        .into_iter()
-        .filter(|d| d.child_task_id == child)
-        .map(|d| d.parent_task_id)
-        .collect();
-    let on_parents = |e: ApiError| {
-        let mut field = ApiError::field("parents", e.detail.clone());
-        if e.code == Code::Cycle {
-            field.code = Code::Cycle;
-        }
-        field
-    };
-    for parent in current.iter().filter(|p| !f.parents.contains(&p.0)) {
-        tasks::remove_dependency_in(tx.as_mut(), c, &tenant, *parent, child, now)
-            .await
-            .map_err(on_parents)?;
-    }
-    for parent in f.parents.iter().map(|p| TaskId(*p)) {
-        if !current.contains(&parent) {
-            tasks::add_dependency_in(
-                tx.as_mut(),
-                c,
-                &tenant,
-                parent,
-                child,
-                DependencyCondition::OnSuccess,
-                now,
-            )
-            .await
-            .map_err(on_parents)?;
-        }
-    }
-    tx.commit().await?;
-    Ok(view)
+    let parents: Vec<TaskId> = f.parents.iter().map(|p| TaskId(*p)).collect();
+    tasks::save_with_parents(&ctx.services, &ctx.caller, tenant, save, spec, &parents).await
 }
 
 async fn create(

@@ -12,7 +12,7 @@ use serde::Deserialize;
 
 use super::nodes::{field_errors, own_layout};
 use super::{Ctx, Layout, Opt, html, local_path, options, safe_next, see_other};
-use crate::api::error::ApiError;
+use crate::service::error::ApiError;
 use crate::service::users::{self, TokenOwner, UserChange, Where};
 use crate::{or_error, page_ctx};
 
@@ -184,7 +184,7 @@ async fn user_create(
         Err(e) => match field_errors(&e, "username") {
             Some(errors) => {
                 f.errors = errors;
-                users_page(&ctx, &req, &tenant, f, e.code.status()).await
+                users_page(&ctx, &req, &tenant, f, crate::http::status_of(e.code)).await
             }
             None => ctx.error(&e),
         },
@@ -389,12 +389,12 @@ async fn token_create(req: HttpRequest, input: web::Form<HashMap<String, String>
                 if let Some(m) = errors.remove("expires_at") {
                     errors.insert("expires_days".to_owned(), m);
                 }
-                if e.code == crate::api::error::Code::RoleAboveOwn {
+                if e.code == crate::service::error::Code::RoleAboveOwn {
                     errors.remove("name");
                     errors.insert("role".to_owned(), e.detail.clone());
                 }
                 f.errors = errors;
-                tokens_page(&ctx, &req, f, None, e.code.status()).await
+                tokens_page(&ctx, &req, f, None, crate::http::status_of(e.code)).await
             }
             None => ctx.error(&e),
         },
