@@ -76,7 +76,7 @@ BEGIN
   END LOOP;
 END $$;
 SQL
-# Databases a failed bench smoke run left behind (tests/tests/bench_smoke.rs names them
+# Databases a failed bench smoke run left behind (tests/tests/system/bench_smoke.rs names them
 # mthpt_bench_smoke_<scenario>_<pid>). DROP DATABASE cannot run in a DO block, so psql runs one
 # statement per row with \gexec; none left over means no rows and nothing to do. Databases
 # still in use (a concurrent run) are skipped.
@@ -121,8 +121,16 @@ if [ "$lint" = 1 ]; then
   say "cargo clippy"
   cargo clippy --workspace --all-targets --locked -- -D warnings
 fi
-say "cargo test (PostgreSQL at ${MTHPT_TEST_DATABASE_URL%%@*}@..., SQLite in temp files)"
-cargo test --workspace --locked
+# Test binaries run in parallel, each test in a process of its own (.config/nextest.toml: the
+# `ci` profile, and which tests must not overlap). Doc tests are not nextest's: cargo runs them.
+if ! cargo nextest --version >/dev/null 2>&1; then
+  say "cargo install --locked cargo-nextest"
+  cargo install --locked cargo-nextest
+fi
+say "cargo nextest (PostgreSQL at ${MTHPT_TEST_DATABASE_URL%%@*}@..., SQLite in temp files)"
+cargo nextest run --workspace --locked --profile ci
+say "cargo test --doc"
+cargo test --doc --workspace --locked
 say "schemathesis against the console API (PostgreSQL, operator token)"
 scripts/schemathesis.sh
 say "all checks passed"

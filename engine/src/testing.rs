@@ -14,7 +14,10 @@ use crate::store::{PgStore, SqliteStore, Store};
 use sqlx::Connection;
 use sqlx::postgres::{PgConnectOptions, PgConnection};
 
+mod backends;
 pub mod rabbit;
+
+pub use backends::CaseOutcome;
 
 /// The PostgreSQL database the suite creates its schemas in.
 pub fn postgres_url() -> String {
@@ -106,7 +109,7 @@ pub async fn postgres() -> TestDb {
 }
 
 /// A PostgreSQL store in an empty schema of its own, for tests that build an earlier schema
-/// themselves (see `engine/tests/migrations.rs`).
+/// themselves (see `engine/tests/store/migrations.rs`).
 pub async fn postgres_unmigrated() -> TestDb {
     let schema = format!("mthpt_test_{}", uuid::Uuid::new_v4().simple());
     let mut conn = admin().await;

@@ -1,5 +1,5 @@
 //! The checks behind the `cron` fuzz target, shared with the corpus replay test
-//! (`engine/tests/fuzz_corpus.rs`). Must never panic on any input.
+//! (`engine/tests/scheduling/fuzz_corpus.rs`). Must never panic on any input.
 //!
 //! Input format: line 1 is the cron expression (bytes that are not UTF-8 are replaced, so the
 //! parser still sees the rest), line 2 an optional IANA time zone (default UTC), line 3 an

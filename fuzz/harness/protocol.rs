@@ -1,5 +1,5 @@
 //! The checks behind the protocol fuzz targets, shared with the corpus replay test
-//! (`wrapper/tests/fuzz_corpus.rs`) so that CI runs every corpus file through exactly what the
+//! (`wrapper/tests/suite/fuzz_corpus.rs`) so that CI runs every corpus file through exactly what the
 //! fuzzer ran. Each function takes arbitrary bytes, must never panic, and asserts properties that
 //! hold for every input.
 //!

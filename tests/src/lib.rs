@@ -110,11 +110,12 @@ pub fn quick_engine_config(node_id: &str) -> EngineConfig {
     }
 }
 
-/// Starts an engine node on `store` with `config`.
+/// Starts an engine node on `store` with `config` (and the test's logs, see [`init_logs`]).
 pub async fn start_engine(
     store: Arc<dyn Store>,
     config: EngineConfig,
 ) -> anyhow::Result<EngineNode> {
+    init_logs();
     Ok(EngineNode::start(store, Arc::new(SystemClock), config).await?)
 }
 
@@ -178,21 +179,27 @@ impl TestWrapper {
     }
 }
 
-/// Polls `check` every 25 ms until it returns true, failing after `timeout` with `what`.
+/// Polls `check` until it returns true ([`mthpt_testkit::wait_until`]), failing at its first
+/// error or after `timeout` with `what`.
 pub async fn wait_until<F, Fut>(timeout: Duration, what: &str, mut check: F) -> anyhow::Result<()>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = anyhow::Result<bool>>,
 {
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        if check().await? {
-            return Ok(());
+    let outcome = mthpt_testkit::wait_for(timeout, || {
+        let checked = check();
+        async move {
+            match checked.await {
+                Ok(true) => Some(Ok(())),
+                Ok(false) => None,
+                Err(e) => Some(Err(e)),
+            }
         }
-        if tokio::time::Instant::now() >= deadline {
-            anyhow::bail!("timed out after {timeout:?} waiting for: {what}");
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
+    })
+    .await;
+    match outcome {
+        Ok(checked) => checked,
+        Err(_) => anyhow::bail!("timed out after {timeout:?} waiting for: {what}"),
     }
 }
 

@@ -32,14 +32,7 @@ pub fn is(kind: &'static str, alarm: i64) -> impl Fn(&Value) -> bool {
     move |v| v["type"] == kind && v["alarm"]["id"] == alarm
 }
 
-/// A free local TCP port.
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+pub use mthpt_testkit::free_port;
 
 /// [`connect`], retried until the server answers (a node that is starting), within `wait`.
 pub async fn connect_when_up(url: &str, token: &str, wait: Duration) -> Socket {

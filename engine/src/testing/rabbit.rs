@@ -11,7 +11,6 @@
 //! It needs the `rabbitmq-server` and `rabbitmqctl` commands and an epmd it can register with
 //! (the system broker's, or one the server starts).
 
-use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -39,13 +38,6 @@ impl std::fmt::Debug for RabbitNode {
     }
 }
 
-fn free_port() -> Result<u16, String> {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .map_err(|e| format!("no free local port: {e}"))
-}
-
 fn describe(what: &str, out: &Output) -> String {
     format!(
         "{what} exited with {}:\n{}{}",
@@ -61,8 +53,8 @@ impl RabbitNode {
     pub fn start() -> Result<RabbitNode, String> {
         let n = NODES.fetch_add(1, Ordering::SeqCst);
         let name = format!("mthpt-test-{}-{n}@localhost", std::process::id());
-        let port = free_port()?;
-        let dist_port = free_port()?;
+        let port = mthpt_testkit::free_port();
+        let dist_port = mthpt_testkit::free_port();
         let dir = tempfile::Builder::new()
             .prefix("mthpt-rabbit-")
             .tempdir()

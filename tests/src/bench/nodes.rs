@@ -2,7 +2,6 @@
 //! CPU time and memory.
 
 use std::fs::File;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -78,7 +77,7 @@ fn parse_status_kib(status: &str, key: &str) -> Option<u64> {
 
 /// A free local TCP port (bound and released at once).
 pub fn free_port() -> anyhow::Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+    Ok(mthpt_testkit::try_free_port()?)
 }
 
 /// One engine node process.

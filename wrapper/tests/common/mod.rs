@@ -369,16 +369,12 @@ pub async fn post<B: Serialize>(
     Ok(client.post_json_raw(base, path, body).await?)
 }
 
-/// Polls `check` every 20 ms until it holds or `timeout` passes; returns whether it held.
+/// Polls `check` until it holds or `timeout` passes; returns whether it held.
 pub async fn eventually(timeout: Duration, mut check: impl FnMut() -> bool) -> bool {
-    let until = tokio::time::Instant::now() + timeout;
-    loop {
-        if check() {
-            return true;
-        }
-        if tokio::time::Instant::now() >= until {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    mthpt_testkit::wait_until(timeout, || {
+        let held = check();
+        async move { held }
+    })
+    .await
+    .is_ok()
 }
