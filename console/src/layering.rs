@@ -109,3 +109,34 @@ fn services_know_neither_the_api_nor_the_pages() {
     assert!(!reaches(&graph, "api", "web"), "{graph:#?}");
     assert!(!reaches(&graph, "web", "api"), "{graph:#?}");
 }
+
+#[test]
+fn handlers_and_pages_reach_data_only_through_services() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = vec![root.join("http.rs")];
+    for dir in ["api", "web"] {
+        for entry in std::fs::read_dir(root.join(dir)).expect("read a layer") {
+            files.push(entry.expect("dir entry").path());
+        }
+    }
+    let store_access = [
+        ".read().await",
+        ".write().await",
+        ".store.",
+        ".begin(",
+        ".begin_read(",
+    ];
+    for file in files
+        .iter()
+        .filter(|f| f.extension().is_some_and(|e| e == "rs"))
+    {
+        let text = std::fs::read_to_string(file).expect("read a source file");
+        for needle in store_access {
+            assert!(
+                !text.contains(needle),
+                "{} opens a store transaction ({needle}); call a service",
+                file.display()
+            );
+        }
+    }
+}

@@ -39,13 +39,6 @@ async fn sign_in(
         .peer_addr()
         .map_or_else(|| "unknown".to_owned(), |a| a.ip().to_string());
     let signed = sessions::sign_in(&services, &body.username, &body.password, &address).await?;
-    let tenant = match signed.user.tenant_id {
-        Some(id) => {
-            let mut tx = services.read().await?;
-            Some(tx.get_tenant(id).await?.name)
-        }
-        None => None,
-    };
     let max_age = (signed.expires_at - services.now()) / 1000;
     Ok(HttpResponse::Ok()
         .cookie(session_cookie(&req, signed.cookie_value, max_age))
@@ -53,7 +46,7 @@ async fn sign_in(
             user_id: signed.user.id.0,
             username: signed.user.username.clone(),
             role: signed.user.role.to_string(),
-            tenant,
+            tenant: signed.tenant,
             authenticated_by: "session".to_owned(),
         }))
 }

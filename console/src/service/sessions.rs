@@ -26,6 +26,8 @@ pub struct SignedIn {
     pub cookie_value: String,
     pub expires_at: i64,
     pub user: User,
+    /// The name of the user's tenant (none for operators).
+    pub tenant: Option<String>,
 }
 
 /// A hash that no password matches, verified when the user does not exist so that both
@@ -110,11 +112,16 @@ pub async fn sign_in(
         now,
     )
     .await?;
+    let tenant = match user.tenant_id {
+        Some(id) => Some(tx.get_tenant(id).await?.name),
+        None => None,
+    };
     tx.commit().await?;
     Ok(SignedIn {
         cookie_value,
         expires_at,
         user,
+        tenant,
     })
 }
 

@@ -301,7 +301,7 @@ async fn with_an_engine_up_a_handler_alarm_is_stored_once_and_shown_once() {
     .await
     .unwrap();
     // Both copies have gone their way by now (the relay passes every 50 ms).
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    tokio::time::sleep(Duration::from_millis(400)).await;
     let mut tx = store.begin_read().await.unwrap();
     let stored = tx
         .list_alarms(Scope::Tenant(t.tenant.id), &filter)

@@ -29,7 +29,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use fantoccini::{Client, ClientBuilder, Locator};
-use mthpt_testkit::{ChildGuard, free_port};
+use mthpt_testkit::{ChildGuard, free_port, wait_until};
 use serde_json::json;
 
 const CHROMIUM: &str = "/usr/bin/chromium";
@@ -67,14 +67,11 @@ async fn start_chromedriver() -> (ChildGuard, String) {
         .expect("start chromedriver");
     let driver = ChildGuard::new("chromedriver", child);
     let url = format!("http://127.0.0.1:{port}");
-    let deadline = Instant::now() + WAIT;
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "chromedriver did not listen in 10 s"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_until(WAIT, || async {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    })
+    .await
+    .expect("chromedriver listens");
     (driver, url)
 }
 

@@ -23,7 +23,7 @@ use crate::tenant::TenantId;
 /// Tasks (versioned, soft-deleted) and the dependencies that chain them.
 #[async_trait]
 pub trait Tasks: Send {
-    /// Inserts a task row (see [`ops`] `create_task` for the full operation).
+    /// Inserts a task row (see `ops.rs` `create_task` for the full operation).
     async fn insert_task(
         &mut self,
         tenant: TenantId,

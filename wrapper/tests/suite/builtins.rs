@@ -477,9 +477,14 @@ async fn spawn_shell_wrapper_process(
 ) -> anyhow::Result<(tokio::process::Child, String)> {
     use tokio::io::{AsyncBufReadExt, BufReader};
 
+    // The test's name in this binary: its module path without the crate's name.
+    let test = match module_path!().split_once("::") {
+        Some((_, module)) => format!("{module}::shell_wrapper_process"),
+        None => "shell_wrapper_process".to_owned(),
+    };
     let mut wrapper = tokio::process::Command::new(std::env::current_exe()?)
         .args([
-            "shell_wrapper_process",
+            test.as_str(),
             "--exact",
             "--ignored",
             "--nocapture",

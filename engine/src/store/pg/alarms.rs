@@ -8,6 +8,7 @@ use crate::alarm::{AlarmEventId, AlarmId};
 use crate::store::Result;
 use crate::task::TaskId;
 
+/// [`Alarms::mark_alarms_published`](crate::store::Alarms::mark_alarms_published) on PostgreSQL.
 pub(crate) async fn mark_alarms_published(
     c: &mut PgConnection,
     ids: &[AlarmId],
@@ -23,6 +24,7 @@ pub(crate) async fn mark_alarms_published(
     Ok(done.rows_affected())
 }
 
+/// [`Alarms::tasks_with_unresolved_alarms`](crate::store::Alarms::tasks_with_unresolved_alarms) on PostgreSQL.
 pub(crate) async fn tasks_with_unresolved_alarms(
     c: &mut PgConnection,
     tasks: &[TaskId],
@@ -35,6 +37,7 @@ pub(crate) async fn tasks_with_unresolved_alarms(
     Ok(rows.into_iter().map(|(t,)| t).collect())
 }
 
+/// [`Alarms::mark_alarm_events_published`](crate::store::Alarms::mark_alarm_events_published) on PostgreSQL.
 pub(crate) async fn mark_alarm_events_published(
     c: &mut PgConnection,
     ids: &[AlarmEventId],

@@ -7,6 +7,7 @@ use super::raw_ids;
 use crate::app::{App, AppId, Executor, ExecutorId};
 use crate::store::Result;
 
+/// [`Apps::mark_silent_executors_lost`](crate::store::Apps::mark_silent_executors_lost) on PostgreSQL.
 pub(crate) async fn mark_silent_executors_lost(
     c: &mut PgConnection,
     ids: &[ExecutorId],
@@ -23,6 +24,7 @@ pub(crate) async fn mark_silent_executors_lost(
     .await?)
 }
 
+/// [`Apps::record_executor_probes`](crate::store::Apps::record_executor_probes) on PostgreSQL.
 pub(crate) async fn record_executor_probes(
     c: &mut PgConnection,
     ids: &[ExecutorId],
@@ -39,6 +41,7 @@ pub(crate) async fn record_executor_probes(
     Ok(done.rows_affected())
 }
 
+/// [`Apps::get_apps_by_ids`](crate::store::Apps::get_apps_by_ids) on PostgreSQL.
 pub(crate) async fn get_apps_by_ids(c: &mut PgConnection, ids: &[AppId]) -> Result<Vec<App>> {
     Ok(
         sqlx::query_as("SELECT * FROM apps WHERE id = ANY($1) ORDER BY id")

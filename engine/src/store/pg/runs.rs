@@ -12,6 +12,7 @@ use crate::store::tx::{fk_or, found};
 use crate::store::{ClaimRequest, Completion, Result, StartClaimed, StartedRun};
 use crate::task::TaskId;
 
+/// [`Runs::start_claimed_runs`](crate::store::Runs::start_claimed_runs) on PostgreSQL.
 pub(crate) async fn start_claimed_runs(
     c: &mut PgConnection,
     items: &[StartClaimed],
@@ -51,6 +52,7 @@ pub(crate) async fn start_claimed_runs(
     .await?)
 }
 
+/// [`Runs::latest_scheduled_runs_before`](crate::store::Runs::latest_scheduled_runs_before) on PostgreSQL.
 pub(crate) async fn latest_scheduled_runs_before(
     c: &mut PgConnection,
     items: &[(TaskId, i64)],
@@ -73,6 +75,7 @@ pub(crate) async fn latest_scheduled_runs_before(
     .await?)
 }
 
+/// [`Runs::record_dispatch_intent`](crate::store::Runs::record_dispatch_intent) on PostgreSQL.
 pub(crate) async fn record_dispatch_intent(
     c: &mut PgConnection,
     items: &[(Fence, ExecutorId)],
@@ -104,6 +107,7 @@ pub(crate) async fn record_dispatch_intent(
     Ok(rows.into_iter().map(|(id,)| id).collect())
 }
 
+/// [`Runs::release_claimed_runs`](crate::store::Runs::release_claimed_runs) on PostgreSQL.
 pub(crate) async fn release_claimed_runs(
     c: &mut PgConnection,
     fences: &[Fence],
@@ -129,6 +133,7 @@ pub(crate) async fn release_claimed_runs(
     Ok(rows.into_iter().map(|(id,)| id).collect())
 }
 
+/// [`Runs::complete_runs`](crate::store::Runs::complete_runs) on PostgreSQL.
 pub(crate) async fn complete_runs(
     c: &mut PgConnection,
     app: Option<AppId>,
@@ -198,6 +203,7 @@ pub(crate) async fn complete_runs(
     Ok(plan.outcomes(changed))
 }
 
+/// [`Runs::insert_runs`](crate::store::Runs::insert_runs) on PostgreSQL.
 pub(crate) async fn insert_runs(
     c: &mut PgConnection,
     runs: &[NewRun],
@@ -249,6 +255,7 @@ pub(crate) async fn insert_runs(
     .map_err(|e| fk_or(e, || "a task or tenant of these runs".to_owned()))
 }
 
+/// [`Runs::claim_due_runs`](crate::store::Runs::claim_due_runs) on PostgreSQL.
 pub(crate) async fn claim_due_runs(c: &mut PgConnection, req: &ClaimRequest) -> Result<Vec<Run>> {
     let mut runs: Vec<Run> = sqlx::query_as(
         "UPDATE runs SET state = 'claimed', claim_owner = $1, lease_until = $2, fence = fence + 1,
@@ -275,6 +282,7 @@ pub(crate) async fn claim_due_runs(c: &mut PgConnection, req: &ClaimRequest) -> 
     Ok(runs)
 }
 
+/// [`Runs::try_lock_runs`](crate::store::Runs::try_lock_runs) on PostgreSQL.
 pub(crate) async fn try_lock_runs(c: &mut PgConnection, ids: &[RunId]) -> Result<Vec<RunId>> {
     if ids.is_empty() {
         return Ok(Vec::new());
@@ -287,6 +295,7 @@ pub(crate) async fn try_lock_runs(c: &mut PgConnection, ids: &[RunId]) -> Result
     Ok(rows.into_iter().map(|(id,)| id).collect())
 }
 
+/// [`Runs::delete_pending_runs`](crate::store::Runs::delete_pending_runs) on PostgreSQL.
 pub(crate) async fn delete_pending_runs(
     c: &mut PgConnection,
     task: TaskId,
@@ -305,6 +314,7 @@ pub(crate) async fn delete_pending_runs(
     Ok(done.rows_affected())
 }
 
+/// [`Runs::running_runs_on_executors`](crate::store::Runs::running_runs_on_executors) on PostgreSQL.
 pub(crate) async fn running_runs_on_executors(
     c: &mut PgConnection,
     executors: &[ExecutorId],
@@ -319,6 +329,7 @@ pub(crate) async fn running_runs_on_executors(
     .await?)
 }
 
+/// [`Runs::running_runs_missing_from`](crate::store::Runs::running_runs_missing_from) on PostgreSQL.
 pub(crate) async fn running_runs_missing_from(
     c: &mut PgConnection,
     executor: ExecutorId,
@@ -339,6 +350,7 @@ pub(crate) async fn running_runs_missing_from(
     Ok(rows.into_iter().map(|(id,)| id).collect())
 }
 
+/// [`Runs::lock_chain_runs`](crate::store::Runs::lock_chain_runs) on PostgreSQL.
 pub(crate) async fn lock_chain_runs(
     c: &mut PgConnection,
     chain_root: RunId,

@@ -8,6 +8,7 @@ use super::raw_ids;
 use crate::store::{Result, sum_per_task};
 use crate::task::{Task, TaskId};
 
+/// [`Tasks::lock_tasks`](crate::store::Tasks::lock_tasks) on PostgreSQL.
 pub(crate) async fn lock_tasks(c: &mut PgConnection, ids: &[TaskId]) -> Result<Vec<Task>> {
     Ok(
         sqlx::query_as("SELECT * FROM tasks WHERE id = ANY($1) ORDER BY id FOR SHARE")
@@ -17,6 +18,7 @@ pub(crate) async fn lock_tasks(c: &mut PgConnection, ids: &[TaskId]) -> Result<V
     )
 }
 
+/// [`Tasks::add_fires_scheduled_many`](crate::store::Tasks::add_fires_scheduled_many) on PostgreSQL.
 pub(crate) async fn add_fires_scheduled_many(
     c: &mut PgConnection,
     counts: &[(TaskId, i64)],
@@ -37,6 +39,7 @@ pub(crate) async fn add_fires_scheduled_many(
     Ok(())
 }
 
+/// [`Tasks::lock_tasks_for_update`](crate::store::Tasks::lock_tasks_for_update) on PostgreSQL.
 pub(crate) async fn lock_tasks_for_update(
     c: &mut PgConnection,
     ids: &[TaskId],
@@ -49,6 +52,7 @@ pub(crate) async fn lock_tasks_for_update(
     )
 }
 
+/// [`Tasks::lock_tasks_with_children`](crate::store::Tasks::lock_tasks_with_children) on PostgreSQL.
 pub(crate) async fn lock_tasks_with_children(
     c: &mut PgConnection,
     ids: &[TaskId],
@@ -73,6 +77,7 @@ pub(crate) async fn lock_tasks_with_children(
     Ok((tasks, parents))
 }
 
+/// [`Tasks::child_task_ids`](crate::store::Tasks::child_task_ids) on PostgreSQL.
 pub(crate) async fn child_task_ids(
     c: &mut PgConnection,
     parents: &[TaskId],

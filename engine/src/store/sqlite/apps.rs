@@ -7,6 +7,7 @@ use super::json_ids;
 use crate::app::{App, AppId, Executor, ExecutorId};
 use crate::store::Result;
 
+/// [`Apps::mark_silent_executors_lost`](crate::store::Apps::mark_silent_executors_lost) on SQLite.
 pub(crate) async fn mark_silent_executors_lost(
     c: &mut SqliteConnection,
     ids: &[ExecutorId],
@@ -24,6 +25,7 @@ pub(crate) async fn mark_silent_executors_lost(
     .await?)
 }
 
+/// [`Apps::record_executor_probes`](crate::store::Apps::record_executor_probes) on SQLite.
 pub(crate) async fn record_executor_probes(
     c: &mut SqliteConnection,
     ids: &[ExecutorId],
@@ -41,6 +43,7 @@ pub(crate) async fn record_executor_probes(
     Ok(done.rows_affected())
 }
 
+/// [`Apps::get_apps_by_ids`](crate::store::Apps::get_apps_by_ids) on SQLite.
 pub(crate) async fn get_apps_by_ids(c: &mut SqliteConnection, ids: &[AppId]) -> Result<Vec<App>> {
     Ok(sqlx::query_as(
         "SELECT * FROM apps WHERE id IN (SELECT value FROM json_each($1)) ORDER BY id",

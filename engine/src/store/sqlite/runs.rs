@@ -12,6 +12,7 @@ use crate::store::tx::{StoreTx, found};
 use crate::store::{ClaimRequest, Completion, Result, StartClaimed, StartedRun, StoreError};
 use crate::task::TaskId;
 
+/// [`Runs::start_claimed_runs`](crate::store::Runs::start_claimed_runs) on SQLite.
 pub(crate) async fn start_claimed_runs(
     c: &mut SqliteConnection,
     items: &[StartClaimed],
@@ -44,6 +45,7 @@ pub(crate) async fn start_claimed_runs(
     Ok(started)
 }
 
+/// [`Runs::latest_scheduled_runs_before`](crate::store::Runs::latest_scheduled_runs_before) on SQLite.
 pub(crate) async fn latest_scheduled_runs_before(
     c: &mut SqliteConnection,
     items: &[(TaskId, i64)],
@@ -64,6 +66,7 @@ pub(crate) async fn latest_scheduled_runs_before(
     Ok(found)
 }
 
+/// [`Runs::record_dispatch_intent`](crate::store::Runs::record_dispatch_intent) on SQLite.
 pub(crate) async fn record_dispatch_intent(
     c: &mut SqliteConnection,
     items: &[(Fence, ExecutorId)],
@@ -89,6 +92,7 @@ pub(crate) async fn record_dispatch_intent(
     Ok(recorded)
 }
 
+/// [`Runs::release_claimed_runs`](crate::store::Runs::release_claimed_runs) on SQLite.
 pub(crate) async fn release_claimed_runs(
     tx: &mut StoreTx,
     fences: &[Fence],
@@ -108,6 +112,7 @@ pub(crate) async fn release_claimed_runs(
     Ok(released)
 }
 
+/// [`Runs::complete_runs`](crate::store::Runs::complete_runs) on SQLite.
 pub(crate) async fn complete_runs(
     tx: &mut StoreTx,
     app: Option<AppId>,
@@ -125,6 +130,7 @@ pub(crate) async fn complete_runs(
     Ok(out)
 }
 
+/// [`Runs::insert_runs`](crate::store::Runs::insert_runs) on SQLite.
 pub(crate) async fn insert_runs(tx: &mut StoreTx, runs: &[NewRun], now: i64) -> Result<Vec<Run>> {
     let mut inserted = Vec::with_capacity(runs.len());
     for run in runs {
@@ -135,6 +141,7 @@ pub(crate) async fn insert_runs(tx: &mut StoreTx, runs: &[NewRun], now: i64) -> 
     Ok(inserted)
 }
 
+/// [`Runs::claim_due_runs`](crate::store::Runs::claim_due_runs) on SQLite.
 pub(crate) async fn claim_due_runs(
     c: &mut SqliteConnection,
     req: &ClaimRequest,
@@ -164,6 +171,7 @@ pub(crate) async fn claim_due_runs(
     Ok(runs)
 }
 
+/// [`Runs::try_lock_runs`](crate::store::Runs::try_lock_runs) on SQLite.
 pub(crate) async fn try_lock_runs(c: &mut SqliteConnection, ids: &[RunId]) -> Result<Vec<RunId>> {
     // One writer at a time: every row is free to this transaction.
     let rows: Vec<(RunId,)> = sqlx::query_as(
@@ -175,6 +183,7 @@ pub(crate) async fn try_lock_runs(c: &mut SqliteConnection, ids: &[RunId]) -> Re
     Ok(rows.into_iter().map(|(id,)| id).collect())
 }
 
+/// [`Runs::delete_pending_runs`](crate::store::Runs::delete_pending_runs) on SQLite.
 pub(crate) async fn delete_pending_runs(
     c: &mut SqliteConnection,
     task: TaskId,
@@ -193,6 +202,7 @@ pub(crate) async fn delete_pending_runs(
     Ok(done.rows_affected())
 }
 
+/// [`Runs::running_runs_on_executors`](crate::store::Runs::running_runs_on_executors) on SQLite.
 pub(crate) async fn running_runs_on_executors(
     c: &mut SqliteConnection,
     executors: &[ExecutorId],
@@ -207,6 +217,7 @@ pub(crate) async fn running_runs_on_executors(
     .await?)
 }
 
+/// [`Runs::running_runs_missing_from`](crate::store::Runs::running_runs_missing_from) on SQLite.
 pub(crate) async fn running_runs_missing_from(
     c: &mut SqliteConnection,
     executor: ExecutorId,
@@ -228,6 +239,7 @@ pub(crate) async fn running_runs_missing_from(
     Ok(rows.into_iter().map(|(id,)| id).collect())
 }
 
+/// [`Runs::lock_chain_runs`](crate::store::Runs::lock_chain_runs) on SQLite.
 pub(crate) async fn lock_chain_runs(
     c: &mut SqliteConnection,
     chain_root: RunId,

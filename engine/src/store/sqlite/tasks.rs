@@ -9,6 +9,7 @@ use crate::store::tx::StoreTx;
 use crate::store::{Result, sum_per_task};
 use crate::task::{Task, TaskId};
 
+/// [`Tasks::lock_tasks`](crate::store::Tasks::lock_tasks) on SQLite.
 pub(crate) async fn lock_tasks(c: &mut SqliteConnection, ids: &[TaskId]) -> Result<Vec<Task>> {
     Ok(sqlx::query_as(
         "SELECT * FROM tasks WHERE id IN (SELECT value FROM json_each($1)) ORDER BY id",
@@ -18,6 +19,7 @@ pub(crate) async fn lock_tasks(c: &mut SqliteConnection, ids: &[TaskId]) -> Resu
     .await?)
 }
 
+/// [`Tasks::add_fires_scheduled_many`](crate::store::Tasks::add_fires_scheduled_many) on SQLite.
 pub(crate) async fn add_fires_scheduled_many(
     tx: &mut StoreTx,
     counts: &[(TaskId, i64)],
@@ -28,6 +30,7 @@ pub(crate) async fn add_fires_scheduled_many(
     Ok(())
 }
 
+/// [`Tasks::lock_tasks_for_update`](crate::store::Tasks::lock_tasks_for_update) on SQLite.
 pub(crate) async fn lock_tasks_for_update(
     c: &mut SqliteConnection,
     ids: &[TaskId],
@@ -36,6 +39,7 @@ pub(crate) async fn lock_tasks_for_update(
     lock_tasks(c, ids).await
 }
 
+/// [`Tasks::lock_tasks_with_children`](crate::store::Tasks::lock_tasks_with_children) on SQLite.
 pub(crate) async fn lock_tasks_with_children(
     c: &mut SqliteConnection,
     ids: &[TaskId],
@@ -51,6 +55,7 @@ pub(crate) async fn lock_tasks_with_children(
     Ok((tasks, parents.into_iter().map(|(t,)| t).collect()))
 }
 
+/// [`Tasks::child_task_ids`](crate::store::Tasks::child_task_ids) on SQLite.
 pub(crate) async fn child_task_ids(
     c: &mut SqliteConnection,
     parents: &[TaskId],
