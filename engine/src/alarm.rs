@@ -41,6 +41,8 @@ text_enum!(
         /// Raised by an app's wrapper (a handler, or the wrapper itself, e.g. no engine
         /// reachable); the wrapper's own kind is `details.app_kind`.
         App = "app",
+        /// Due runs of an app wait for capacity: its live executors are full (or draining).
+        Backlog = "backlog",
     }
 );
 

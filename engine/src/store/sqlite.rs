@@ -17,9 +17,10 @@ use tokio::sync::broadcast;
 
 use super::shared::{check_or, fk_or, found, is_fk, tx_impl, unique_or};
 use super::{
-    Backend, ClaimRequest, Completion, DueListener, MigrationReport, Result, Revival, Scope,
-    StartClaimed, StartedRun, Store, StoreError, Tx, UserUpdate, apply_migrations, like_escape,
-    page_limit, sum_per_task,
+    Backend, CapacityBacklog, ClaimApp, ClaimCandidate, ClaimRequest, Completion, DueListener,
+    MigrationReport, Result, Revival, Scope, StartClaimed, StartedRun, Store, StoreError, Tx,
+    UserUpdate, apply_migrations, claim_windows, like_escape, page_limit, pick_claims,
+    sum_per_task,
 };
 use crate::alarm::{
     Alarm, AlarmEvent, AlarmEventId, AlarmEventKind, AlarmFilter, AlarmId, NewAlarm,
@@ -353,28 +354,139 @@ tx_impl!(SqliteTx, for_update = "", skip_locked = "", {
 
     async fn claim_due_runs(&mut self, req: &ClaimRequest) -> Result<Vec<Run>> {
         let groups = serde_json::Value::from(req.groups.clone()).to_string();
-        let mut runs: Vec<Run> = sqlx::query_as(
-                "UPDATE runs SET state = 'claimed', claim_owner = $1, lease_until = $2, fence = fence + 1,
-                     claimed_at = $3
-                 WHERE id IN (
-                     SELECT id FROM runs
-                     WHERE node_group IN (SELECT value FROM json_each($4)) AND due_at <= $5
-                       AND state IN ('pending', 'claimed') AND (state = 'pending' OR lease_until <= $3)
-                       AND started_at IS NULL AND finished_at IS NULL
-                     ORDER BY due_at, priority DESC, id
-                     LIMIT $6)
-                 RETURNING *",
+        // The apps of the groups' tenants with their executors' capacity and the runs they
+        // hold (as on PostgreSQL).
+        let apps: Vec<ClaimApp> = sqlx::query_as(
+            "WITH pairs AS (
+                 SELECT DISTINCT node_group, app_id FROM runs
+                 WHERE node_group IN (SELECT value FROM json_each($1))
+                   AND started_at IS NULL AND finished_at IS NULL AND app_id IS NOT NULL
+             )
+             SELECT p.node_group, a.id AS app_id, a.tenant_id, t.weight,
+                 (SELECT count(*) FROM executors e
+                  WHERE e.app_id = a.id AND e.state IN ('up', 'draining')) AS live,
+                 (SELECT COALESCE(sum(e.capacity), 0) FROM executors e
+                  WHERE e.app_id = a.id AND e.state = 'up') AS capacity,
+                 (SELECT count(*) FROM runs r
+                  WHERE r.app_id = a.id AND r.started_at IS NOT NULL AND r.finished_at IS NULL) AS running
+             FROM pairs p JOIN apps a ON a.id = p.app_id JOIN tenants t ON t.id = a.tenant_id",
+        )
+        .bind(&groups)
+        .fetch_all(&mut *self.tx)
+        .await?;
+        let windows = claim_windows(&apps, req.limit);
+        // One writer at a time: each app's window is read, the turns are taken here, and the
+        // picked runs are claimed in one statement (checked again all the same).
+        let mut fronts = Vec::with_capacity(windows.len());
+        for w in &windows {
+            let candidates: Vec<ClaimCandidate> = sqlx::query_as(
+                "SELECT id, due_at, priority, state, lease_until FROM runs
+                 WHERE node_group = $1 AND app_id = $2 AND due_at <= $3
+                   AND started_at IS NULL AND finished_at IS NULL
+                   AND ($5 OR state = 'pending' OR lease_until <= $6)
+                 ORDER BY due_at, priority DESC, id
+                 LIMIT $4",
             )
-            .bind(&req.node)
-            .bind(req.now.saturating_add(req.lease_ms))
-            .bind(req.now)
-            .bind(groups)
+            .bind(&w.node_group)
+            .bind(w.app_id)
             .bind(req.now.saturating_add(req.horizon_ms))
-            .bind(req.limit)
+            .bind(w.window)
+            .bind(w.in_flight_counts)
+            .bind(req.now)
             .fetch_all(&mut *self.tx)
             .await?;
+            fronts.push((w, candidates));
+        }
+        let picked = pick_claims(&fronts, req.now, req.limit);
+        if picked.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut runs: Vec<Run> = sqlx::query_as(
+            "UPDATE runs SET state = 'claimed', claim_owner = $1, lease_until = $2, fence = fence + 1,
+                 claimed_at = $3
+             WHERE id IN (SELECT value FROM json_each($4))
+               AND state IN ('pending', 'claimed') AND (state = 'pending' OR lease_until <= $3)
+               AND started_at IS NULL AND finished_at IS NULL
+             RETURNING *",
+        )
+        .bind(&req.node)
+        .bind(req.now.saturating_add(req.lease_ms))
+        .bind(req.now)
+        .bind(serde_json::Value::from(picked).to_string())
+        .fetch_all(&mut *self.tx)
+        .await?;
         runs.sort_by_key(|r| (r.due_at, -r.priority, r.id));
         Ok(runs)
+    }
+
+    async fn capacity_backlogs(
+        &mut self,
+        due_before: i64,
+        count_limit: i64,
+    ) -> Result<Vec<CapacityBacklog>> {
+        Ok(sqlx::query_as(
+            "WITH s AS (
+                 SELECT a.id AS app_id, a.tenant_id, b.alarm_key,
+                     (SELECT count(*) FROM executors x
+                      WHERE x.app_id = a.id AND x.state IN ('up', 'draining')) AS live,
+                     (SELECT COALESCE(sum(x.capacity), 0) FROM executors x
+                      WHERE x.app_id = a.id AND x.state = 'up') AS capacity,
+                     (SELECT count(*) FROM runs x
+                      WHERE x.app_id = a.id AND x.started_at IS NOT NULL AND x.finished_at IS NULL) AS running,
+                     (SELECT count(*) FROM (
+                         SELECT 1 FROM runs x
+                         WHERE x.node_group = t.node_group AND x.app_id = a.id AND x.due_at < $1 AND x.state = 'pending'
+                           AND x.started_at IS NULL AND x.finished_at IS NULL
+                         LIMIT $2)) AS waiting,
+                     (SELECT min(x.due_at) FROM runs x
+                      WHERE x.node_group = t.node_group AND x.app_id = a.id AND x.due_at < $1 AND x.state = 'pending'
+                        AND x.started_at IS NULL AND x.finished_at IS NULL) AS oldest_due_at
+                 FROM apps a JOIN tenants t ON t.id = a.tenant_id LEFT JOIN app_backlogs b ON b.app_id = a.id
+             )
+             SELECT app_id, tenant_id, waiting, oldest_due_at,
+                 (live > 0 AND capacity <= running) AS full, alarm_key
+             FROM s
+             WHERE (live > 0 AND capacity <= running AND waiting > 0) OR alarm_key IS NOT NULL
+             ORDER BY app_id",
+        )
+        .bind(due_before)
+        .bind(count_limit)
+        .fetch_all(&mut *self.tx)
+        .await?)
+    }
+
+    async fn open_backlog(&mut self, app: AppId, alarm_key: &str, now: i64) -> Result<bool> {
+        let done = sqlx::query(
+            "INSERT INTO app_backlogs (app_id, alarm_key, opened_at) VALUES ($1, $2, $3)
+             ON CONFLICT (app_id) DO NOTHING",
+        )
+        .bind(app)
+        .bind(alarm_key)
+        .bind(now)
+        .execute(&mut *self.tx)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn close_backlog(&mut self, app: AppId) -> Result<Option<String>> {
+        let row: Option<(String,)> =
+            sqlx::query_as("DELETE FROM app_backlogs WHERE app_id = $1 RETURNING alarm_key")
+                .bind(app)
+                .fetch_optional(&mut *self.tx)
+                .await?;
+        Ok(row.map(|(k,)| k))
+    }
+
+    async fn set_tenant_weight(&mut self, tenant: TenantId, weight: i32) -> Result<()> {
+        let done = sqlx::query("UPDATE tenants SET weight = $2 WHERE id = $1")
+            .bind(tenant)
+            .bind(weight)
+            .execute(&mut *self.tx)
+            .await
+            .map_err(|e| check_or(e, || format!("weight {weight} (at least 1)")))?;
+        found((done.rows_affected() == 1).then_some(()), || {
+            format!("tenant {tenant}")
+        })
     }
 
     async fn child_task_ids(&mut self, parents: &[TaskId]) -> Result<Vec<TaskId>> {

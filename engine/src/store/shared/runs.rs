@@ -19,8 +19,9 @@ macro_rules! run_ops {
                 sqlx::query_as(
                     "INSERT INTO runs (tenant_id, task_id, node_group, scheduled_at, due_at, attempt, shard_index,
                          shard_total, trigger_kind, state, priority, parent_run_id, chain_root_id, params,
-                         triggered_by, created_at)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'pending', $10, $11, $12, $13, $14, $15)
+                         triggered_by, created_at, app_id)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'pending', $10, $11, $12, $13, $14, $15,
+                         (SELECT k.app_id FROM tasks k WHERE k.id = $2))
                      ON CONFLICT (task_id, scheduled_at, attempt, shard_index) DO NOTHING
                      RETURNING *",
                 )
