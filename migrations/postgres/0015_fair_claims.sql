@@ -1,8 +1,10 @@
 -- Fair, capacity-aware claims.
 --
--- A claim reads the apps of the node's groups with their free capacity, then each app's due
--- runs through an index keyed by the app, so an app whose executors are full is not read at
--- all and one tenant's backlog never stands in front of another tenant's due runs.
+-- A claim finds the apps with runs waiting in the node's groups (a skip scan of the claim
+-- index) with their free capacity, then reads each app's due runs through the same index keyed
+-- by group and app, so an app whose executors are full is not read at all and one tenant's
+-- backlog never stands in front of another tenant's due runs (docs/engine.md, "Claim order and
+-- capacity").
 --
 -- `runs.app_id` is the app of the run's task, copied on insert (and moved with the task when
 -- the task moves to another app). It has no foreign key: the task's already ties the run to
@@ -10,7 +12,7 @@
 ALTER TABLE runs ADD COLUMN app_id BIGINT;
 UPDATE runs r SET app_id = t.app_id FROM tasks t WHERE t.id = r.task_id;
 
--- The claimable runs per app in due order. Same predicate as 0014: a claim (pending ->
+-- The claimable runs per group and app in due order. Same predicate as 0014: a claim (pending ->
 -- claimed) and a release change no indexed column, so they stay heap-only updates.
 DROP INDEX IF EXISTS runs_claimable;
 CREATE INDEX runs_claimable ON runs (node_group, app_id, due_at)
