@@ -15,7 +15,7 @@
 use serde::{Deserialize, Serialize};
 use sqlx::types::Json;
 
-use crate::app::{Executor, ExecutorId};
+use crate::app::{AppId, Executor, ExecutorId};
 use crate::clock::ms_to_datetime;
 use crate::macros::{id_type, text_enum};
 use crate::node::EngineNode;
@@ -43,6 +43,8 @@ text_enum!(
         /// Raised by an app's wrapper (a handler, or the wrapper itself, e.g. no engine
         /// reachable); the wrapper's own kind is `details.app_kind`.
         App = "app",
+        /// Due runs of an app wait for capacity: its live executors are full (or draining).
+        Backlog = "backlog",
     }
 );
 
@@ -427,6 +429,45 @@ impl NewAlarm {
             "policy": task.misfire_policy.as_str(),
             "fired_missed": fired_missed,
             "skipped_missed": skipped_missed,
+        });
+        a.dedupe_key = Some(dedupe_key);
+        a
+    }
+
+    /// `backlog`: `waiting` due runs of app `app` wait for capacity, its live executors full
+    /// or draining; the oldest was due at `oldest_due_at` (`now`: when judged). `counted_up_to`:
+    /// the most runs counted (the message says "at least" when `waiting` reached it).
+    /// `dedupe_key`: the backlog episode's key (one alarm per episode).
+    pub fn backlog(
+        tenant_id: TenantId,
+        app: AppId,
+        waiting: i64,
+        counted_up_to: i64,
+        oldest_due_at: i64,
+        now: i64,
+        dedupe_key: String,
+    ) -> Self {
+        let at_least = if waiting >= counted_up_to {
+            "at least "
+        } else {
+            ""
+        };
+        let mut a = Self::new(
+            Some(tenant_id),
+            AlarmKind::Backlog,
+            Severity::Warning,
+            format!(
+                "app {app}: {at_least}{waiting} due run(s) wait for capacity, the oldest due at {} ({} ms late); its live executors are full or draining",
+                ms_to_datetime(oldest_due_at).to_rfc3339(),
+                now - oldest_due_at
+            ),
+        );
+        a.details = serde_json::json!({
+            "app_id": app,
+            "waiting": waiting,
+            "waiting_counted_up_to": counted_up_to,
+            "oldest_due_at": oldest_due_at,
+            "late_ms": now - oldest_due_at,
         });
         a.dedupe_key = Some(dedupe_key);
         a

@@ -41,6 +41,9 @@ use crate::task::{MisfirePolicy, OverlapPolicy, Task, TaskId};
 
 /// How often a run waiting behind its predecessor (overlap policy `serial`) looks again.
 pub const SERIAL_RECHECK_MS: i64 = 500;
+/// A run that started this much later than it was due is taken to have waited for its app's
+/// capacity: its result signals the nodes to claim (the capacity it frees may be taken at once).
+pub const LATE_START_MS: i64 = 100;
 /// The most missed occurrences `fire_all` looks through.
 const MAX_MISSED_SCAN: usize = 100_000;
 /// Runs read per page while looking for a later occurrence of a late one's task.

@@ -245,7 +245,13 @@ pub async fn finish_runs(
             .chain(&effects.children)
             .chain(&effects.next_occurrence)
             .any(|r| r.due_at <= now + crate::store::DUE_SOON_MS);
-        if soon && !due_soon.contains(&run.node_group) {
+        // A run that started late most likely waited for its app's capacity, which it now
+        // frees: the nodes claim at once instead of at their next poll, keeping the
+        // executors of an app with a backlog busy.
+        let freed = run
+            .started_at
+            .is_some_and(|s| s - run.due_at > crate::claimer::LATE_START_MS);
+        if (soon || freed) && !due_soon.contains(&run.node_group) {
             due_soon.push(run.node_group.clone());
         }
         out.push(Ok(Finished::Applied {

@@ -9,6 +9,9 @@
 //!   allows) and `executor_lost` is raised;
 //! - reports engine nodes that stopped heartbeating (`node_lost`);
 //! - raises `not_started` for runs still waiting past their task's start timeout;
+//! - raises one `backlog` alarm per episode of an app whose due runs wait for capacity (its
+//!   live executors are full or draining and a pending run is more than
+//!   [`BACKLOG_AFTER_MS`] late), resolved when no run waits that long any more;
 //! - takes the cancel requests people made through the console for runs an executor instance
 //!   may hold ([`WatchReport::cancel_requested`]: the caller tells those instances);
 //! - purges manual triggers' idempotency keys older than their window
@@ -22,7 +25,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use mthpt_wrapper::protocol::{HealthResponse, paths};
 
 use crate::alarm::NewAlarm;
-use crate::app::{Executor, ExecutorId};
+use crate::app::{AppId, Executor, ExecutorId};
 use crate::claimer::Cancellation;
 use crate::clock::{Clock, ms_to_datetime};
 use crate::directory::Directory;
@@ -53,6 +56,13 @@ impl Default for WatchConfig {
     }
 }
 
+/// How late an app's oldest pending run must be, while the app's executors are full, for a
+/// `backlog` alarm: long enough that a burst the executors absorb in a few seconds is not one.
+pub const BACKLOG_AFTER_MS: i64 = 10_000;
+
+/// Waiting runs an app's backlog alarm counts at most (its details say "at least" beyond).
+pub const BACKLOG_COUNT_LIMIT: i64 = 10_000;
+
 /// How often idempotency keys are purged (while there is no backlog).
 pub const TRIGGER_KEY_PURGE_EVERY_MS: i64 = 60_000;
 
@@ -79,6 +89,10 @@ pub struct WatchReport {
     pub cancel_requested: Vec<Cancellation>,
     /// Idempotency keys purged.
     pub trigger_keys_purged: u64,
+    /// Backlog episodes opened (an alarm raised each), by app.
+    pub backlogs_raised: Vec<AppId>,
+    /// Backlog episodes closed (their alarms resolved), by app.
+    pub backlogs_resolved: Vec<AppId>,
 }
 
 /// Asks executor instances directly whether they are alive.
@@ -181,6 +195,8 @@ pub struct Watchdog {
     directory: Option<Arc<Directory>>,
     /// Where live run events go (after the commit).
     run_events: RunEvents,
+    /// How late a waiting run makes a backlog ([`BACKLOG_AFTER_MS`]).
+    backlog_after_ms: i64,
 }
 
 impl Watchdog {
@@ -193,7 +209,14 @@ impl Watchdog {
             next_purge: Arc::new(AtomicI64::new(i64::MIN)),
             directory: None,
             run_events: RunEvents::default(),
+            backlog_after_ms: BACKLOG_AFTER_MS,
         }
+    }
+
+    /// Raises `backlog` for runs waiting this long instead of [`BACKLOG_AFTER_MS`].
+    pub fn with_backlog_after(mut self, ms: i64) -> Self {
+        self.backlog_after_ms = ms;
+        self
     }
 
     /// Publishes the state changes of the runs it ends to `events`.
@@ -221,6 +244,7 @@ impl Watchdog {
         self.executors(now, jitter, &mut report).await?;
         self.nodes(now, &mut report).await?;
         self.start_timeouts(now, &mut report).await?;
+        self.backlogs(now, &mut report).await?;
         self.cancel_requests(now, &mut report).await?;
         self.purge_trigger_keys(now, &mut report).await?;
         Ok(report)
@@ -417,6 +441,48 @@ impl Watchdog {
             let alarm = NewAlarm::not_started(&run, now);
             if tx.insert_alarm(&alarm, now).await?.is_some() {
                 report.not_started.push(run);
+            }
+        }
+        tx.commit().await
+    }
+
+    /// Opens a backlog episode (and raises its one alarm) for each app whose executors are
+    /// full while a pending run is more than `backlog_after_ms` late; closes the episode (and
+    /// resolves the alarm) once no run waits that long. The runs are never claimed while the
+    /// app is full, so this, not `not_started` alone, is what tells of them.
+    async fn backlogs(&self, now: i64, report: &mut WatchReport) -> Result<()> {
+        let mut tx = self.store.begin().await?;
+        let backlogs = tx
+            .capacity_backlogs(
+                now.saturating_sub(self.backlog_after_ms),
+                BACKLOG_COUNT_LIMIT,
+            )
+            .await?;
+        for b in backlogs {
+            match &b.alarm_key {
+                None if b.full && b.waiting > 0 => {
+                    let key = format!("backlog:{}:{now}", b.app_id);
+                    if !tx.open_backlog(b.app_id, &key, now).await? {
+                        continue;
+                    }
+                    let alarm = NewAlarm::backlog(
+                        b.tenant_id,
+                        b.app_id,
+                        b.waiting,
+                        BACKLOG_COUNT_LIMIT,
+                        b.oldest_due_at.unwrap_or(now),
+                        now,
+                        key,
+                    );
+                    tx.insert_alarm(&alarm, now).await?;
+                    report.backlogs_raised.push(b.app_id);
+                }
+                Some(key) if b.waiting == 0 => {
+                    tx.close_backlog(b.app_id).await?;
+                    tx.resolve_alarm_by_key(b.tenant_id, key, now).await?;
+                    report.backlogs_resolved.push(b.app_id);
+                }
+                _ => {}
             }
         }
         tx.commit().await

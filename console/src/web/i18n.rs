@@ -155,6 +155,11 @@ pub static CATALOG: &[(&str, &str, &str)] = &[
     ("alarm.kind.executor_lost", "executor lost", "执行器失联"),
     ("alarm.kind.node_lost", "engine node lost", "引擎节点失联"),
     ("alarm.kind.misfire", "misfire", "错过触发"),
+    (
+        "alarm.kind.backlog",
+        "backlog waiting for capacity",
+        "积压等待容量",
+    ),
     ("severity.info", "info", "提示"),
     ("severity.warning", "warning", "警告"),
     ("severity.critical", "critical", "严重"),

@@ -34,7 +34,9 @@
 //! | `apps.rs` | [`Apps`]: apps and executor instances |
 //! | `tasks.rs` | [`Tasks`]: tasks and dependencies |
 //! | `runs.rs` | [`Runs`]: inserting, claiming, reading, fenced transitions, results, progress, cancel requests, watchdog queries |
+//! | `claims.rs` | how a claim shares capacity out: the apps a claim reads ([`ClaimApp`]), their windows ([`claim_windows`]) and turns |
 //! | `completion.rs` | the checks a result passes and the plan of a batch of results |
+//! | `backlogs.rs` | [`Backlogs`]: episodes of an app's due runs waiting for capacity (the watchdog's `backlog` alarm) |
 //! | `alarms.rs` | [`Alarms`]: alarms (the outbox) |
 //! | `nodes.rs` | [`Nodes`]: engine nodes |
 //! | `audit.rs` | [`Audit`]: the audit trail |
@@ -57,7 +59,9 @@
 mod alarms;
 mod apps;
 mod audit;
+mod backlogs;
 mod channels;
+mod claims;
 mod completion;
 mod nodes;
 mod ops;
@@ -80,7 +84,9 @@ use async_trait::async_trait;
 pub use self::alarms::Alarms;
 pub use self::apps::Apps;
 pub use self::audit::Audit;
+pub use self::backlogs::{Backlogs, CapacityBacklog};
 pub use self::channels::{Channels, MetricsSnapshot};
+pub use self::claims::{ClaimApp, ClaimWindow, claim_windows};
 pub use self::nodes::Nodes;
 pub use self::ops::CreatedTask;
 pub use self::pg::PgStore;
@@ -369,6 +375,7 @@ pub trait Tx:
     + Apps
     + Tasks
     + Runs
+    + Backlogs
     + Alarms
     + Nodes
     + Audit

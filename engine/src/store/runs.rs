@@ -45,6 +45,12 @@ pub trait Runs: Send {
     /// Claims up to `limit` runs of the given groups that are pending, or claimed with an
     /// expired lease, and due within the horizon: state `claimed`, lease, new fencing token.
     /// Concurrent claimers get disjoint sets. Returned in due order.
+    ///
+    /// Fair and capacity-aware: the apps with runs waiting in the groups are read first with
+    /// their executors' free capacity ([`ClaimApp`](super::ClaimApp)); an app whose live
+    /// executors are full is not read at all, the others at most their free capacity
+    /// ([`claim_windows`](super::claim_windows)); the apps' runs take turns, each tenant in
+    /// proportion to its weight, due order (then priority) holding within an app.
     async fn claim_due_runs(&mut self, req: &ClaimRequest) -> Result<Vec<Run>>;
     /// Moves a claimed run on, proving the claim with its [`Fence`]; [`StoreError::Fenced`]
     /// when the lease expired or another node claimed it since.
@@ -174,8 +180,9 @@ impl Runs for StoreTx {
         on_conn!(self, |c| sqlx::query_as(
             "INSERT INTO runs (tenant_id, task_id, node_group, scheduled_at, due_at, attempt, shard_index,
                  shard_total, trigger_kind, state, priority, parent_run_id, chain_root_id, params,
-                 triggered_by, created_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'pending', $10, $11, $12, $13, $14, $15)
+                 triggered_by, created_at, app_id)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'pending', $10, $11, $12, $13, $14, $15,
+                 (SELECT k.app_id FROM tasks k WHERE k.id = $2))
              ON CONFLICT (task_id, scheduled_at, attempt, shard_index) DO NOTHING
              RETURNING *",
         )

@@ -206,7 +206,21 @@ impl Tasks for StoreTx {
             .await)
             .map_err(|e| unique_or(e, || format!("a task named {:?} already exists", def.name)))?;
         match row {
-            Some(task) => Ok(task),
+            Some(task) => {
+                let task: Task = task;
+                // Runs not started yet go with the task to its (new) app: claims count
+                // them against that app's capacity.
+                on_conn!(self, |c| sqlx::query(
+                    "UPDATE runs SET app_id = $2 WHERE task_id = $1 AND app_id <> $2
+                       AND started_at IS NULL AND finished_at IS NULL",
+                )
+                .bind(task.id)
+                .bind(task.app_id)
+                .execute(&mut **c)
+                .await
+                .map(|done| done.rows_affected()))?;
+                Ok(task)
+            }
             None => Err(self
                 .task_write_refused(tenant, id, expected_version)
                 .await?

@@ -6,7 +6,7 @@
 use async_trait::async_trait;
 use sqlx::types::Json;
 
-use super::tx::{Dialect, Locking, StoreTx, found, on_conn, unique_or};
+use super::tx::{Dialect, Locking, StoreTx, check_or, found, on_conn, unique_or};
 use super::{Result, StoreError};
 use crate::tenant::{NewTenant, Tenant, TenantId, TenantUpdate};
 
@@ -28,6 +28,9 @@ pub trait Tenants: Send {
     async fn delete_tenant(&mut self, id: TenantId) -> Result<()>;
     /// Serialises changes that must see a tenant's whole state (dependency edits).
     async fn lock_tenant(&mut self, id: TenantId) -> Result<()>;
+    /// Sets a tenant's claim weight (at least 1): its share of each claim relative to the other
+    /// tenants with due runs in its group.
+    async fn set_tenant_weight(&mut self, tenant: TenantId, weight: i32) -> Result<()>;
 }
 
 #[async_trait]
@@ -140,6 +143,19 @@ impl Tenants for StoreTx {
             .fetch_optional(&mut **c)
             .await)?;
         found(row, || format!("tenant {id}")).map(|_| ())
+    }
+
+    async fn set_tenant_weight(&mut self, tenant: TenantId, weight: i32) -> Result<()> {
+        let done = on_conn!(self, |c| sqlx::query(
+            "UPDATE tenants SET weight = $2 WHERE id = $1"
+        )
+        .bind(tenant)
+        .bind(weight)
+        .execute(&mut **c)
+        .await
+        .map(|done| done.rows_affected()))
+        .map_err(|e| check_or(e, || format!("weight {weight} (at least 1)")))?;
+        found((done == 1).then_some(()), || format!("tenant {tenant}"))
     }
 }
 

@@ -59,6 +59,7 @@ on_both_backends!(
     watching::late_success_finished_before_the_deadline_wins_over_the_timeout,
     watching::silent_node_is_reported_once,
     watching::run_not_started_in_time_raises_one_alarm,
+    watching::backlog_waiting_for_capacity_raises_one_alarm_per_episode,
 );
 
 /// A node frozen in the middle of a transaction (a paused process, a partition) holds its row

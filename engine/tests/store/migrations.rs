@@ -25,7 +25,8 @@ const PREVIOUS_SET: i64 = 12;
 /// The instant the test treats as now.
 const NOW: i64 = 1_790_000_000_000;
 
-/// The previous release's rows: a tenant, an app with one executor, a task and its chain child,
+/// The previous release's rows: a tenant, an app with one executor (room for the runs due
+/// after the migration: claims are capacity-aware since 0015), a task and its chain child,
 /// and fourteen runs — pending (due and not yet due), claimed (lease over; lease held with the
 /// executor chosen), running (past and within its deadline), each final state, a chain child
 /// and a retry waiting.
@@ -36,7 +37,7 @@ INSERT INTO apps (tenant_id, name, secret, created_at, updated_at)
     VALUES (1, 'billing', 'secret-of-billing', 1789990000000, 1789990000000);
 INSERT INTO executors (tenant_id, app_id, instance_id, base_url, capacity, running, handlers,
         labels, state, registered_at, last_heartbeat_at)
-    VALUES (1, 1, 'host-1', 'http://127.0.0.1:9', 4, 2, '[\"nightly\"]', '{}', 'up',
+    VALUES (1, 1, 'host-1', 'http://127.0.0.1:9', 8, 2, '[\"nightly\"]', '{}', 'up',
         1789990000000, 1789999999000);
 INSERT INTO tasks (tenant_id, app_id, name, handler, params, schedule_kind, misfire_policy,
         misfire_threshold_ms, misfire_max_catch_up, overlap_policy, routing, max_retries,

@@ -11,6 +11,7 @@
 pub mod cost;
 pub mod database;
 pub mod figures;
+pub mod neighbour;
 pub mod nodes;
 pub mod steps;
 pub mod wrappers;
@@ -49,6 +50,9 @@ pub enum Scenario {
     /// Fixed-rate tasks whose offered rate rises step by step until lateness p99 passes 1 s;
     /// the highest rate held.
     MaxSustainable,
+    /// One tenant with a backlog and 20x overload on a small instance beside four quiet tenants
+    /// on their own instances; the quiet tenants' lateness and the claim's time.
+    NoisyNeighbour,
 }
 
 impl Scenario {
@@ -61,6 +65,7 @@ impl Scenario {
             Scenario::LongTasks => "long-tasks",
             Scenario::Rss100k => "rss-100k",
             Scenario::MaxSustainable => "max-sustainable",
+            Scenario::NoisyNeighbour => "noisy-neighbour",
         }
     }
 }
@@ -111,6 +116,8 @@ pub struct BenchConfig {
     pub start_rate: u64,
     pub rate_growth: f64,
     pub step: Duration,
+    /// `noisy-neighbour`: runs of the noisy tenant already due when the nodes start.
+    pub backlog: u64,
 }
 
 /// The default database of a scenario on the local server.
@@ -156,6 +163,7 @@ impl BenchConfig {
             start_rate: 1_000,
             rate_growth: 1.25,
             step: Duration::from_secs(30),
+            backlog: 100_000,
         };
         match scenario {
             Scenario::Throughput => {
@@ -185,6 +193,10 @@ impl BenchConfig {
                 c.engine.claim_batch = 2_000;
                 c.duration = Duration::from_secs(600);
                 c.drain_timeout = Duration::from_secs(60);
+            }
+            Scenario::NoisyNeighbour => {
+                // Each quiet tenant's runs per second.
+                c.tasks = 200;
             }
         }
         c

@@ -103,6 +103,9 @@ struct Args {
     /// max-sustainable: how long each step lasts, seconds (default 30; at least 3).
     #[arg(long)]
     step_seconds: Option<f64>,
+    /// noisy-neighbour: the noisy tenant's runs already due (default 100000).
+    #[arg(long)]
+    backlog: Option<u64>,
 }
 
 fn secs(s: f64) -> Duration {
@@ -141,6 +144,7 @@ fn config(args: Args) -> anyhow::Result<BenchConfig> {
         long_timeout_ms => c.long_timeout_ms,
         start_rate => c.start_rate,
         rate_growth => c.rate_growth,
+        backlog => c.backlog,
     );
     if let Some(s) = args.duration {
         c.duration = secs(s);
@@ -181,6 +185,10 @@ fn config(args: Args) -> anyhow::Result<BenchConfig> {
 async fn main() -> ExitCode {
     let outcome = async {
         let config = config(Args::parse())?;
+        if config.scenario == Scenario::NoisyNeighbour {
+            let report = bench::neighbour::run(&config, config.backlog).await?;
+            return anyhow::Ok(serde_json::to_string(&report)?);
+        }
         let report = bench::run(&config).await?;
         anyhow::Ok(serde_json::to_string(&report)?)
     }

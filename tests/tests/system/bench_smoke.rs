@@ -88,6 +88,10 @@ fn small(scenario: Scenario, work: &tempfile::TempDir) -> BenchConfig {
             c.step = Duration::from_millis(4_500);
             c.duration = Duration::from_secs(12);
         }
+        Scenario::NoisyNeighbour => {
+            c.tasks = 20;
+            c.backlog = 2_000;
+        }
     }
     c
 }
@@ -189,4 +193,27 @@ async fn max_sustainable_scenario_reports_every_step_and_the_highest_rate_held()
             steps[0]["offered_per_sec"]
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn noisy_neighbour_scenario_reports_each_quiet_tenants_lateness() {
+    mthpt_tests::init_logs();
+    let work = tempfile::tempdir().unwrap();
+    let config = small(Scenario::NoisyNeighbour, &work);
+    let report = bench::neighbour::run(&config, config.backlog)
+        .await
+        .unwrap();
+    let json = serde_json::to_value(&report).unwrap();
+    assert_eq!(
+        report.quiet.len(),
+        bench::neighbour::QUIET_TENANTS,
+        "{json}"
+    );
+    for q in &report.quiet {
+        assert!(q.scheduled > 0, "{json}");
+        assert_eq!(q.not_dispatched, 0, "{json}");
+    }
+    assert!(report.noisy_backlog > 0, "{json}");
+    assert!(report.noisy_completed_per_sec > 0.0, "{json}");
+    assert!(report.claim_ms_p50 > 0.0, "{json}");
 }

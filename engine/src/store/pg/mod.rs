@@ -3,6 +3,7 @@
 
 pub(super) mod alarms;
 pub(super) mod apps;
+pub(super) mod backlogs;
 pub(super) mod runs;
 pub(super) mod tasks;
 

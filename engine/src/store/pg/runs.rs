@@ -7,6 +7,7 @@ use sqlx::types::Json;
 use super::raw_ids;
 use crate::app::{AppId, ExecutorId};
 use crate::run::{Fence, NewRun, Run, RunCompletion, RunId, TriggerKind};
+use crate::store::claims::{ClaimApp, claim_windows};
 use crate::store::completion::plan_completions;
 use crate::store::tx::{fk_or, found};
 use crate::store::{ClaimRequest, Completion, Result, StartClaimed, StartedRun};
@@ -218,9 +219,10 @@ pub(crate) async fn insert_runs(
     sqlx::query_as(
         "INSERT INTO runs (tenant_id, task_id, node_group, scheduled_at, due_at, attempt, shard_index,
              shard_total, trigger_kind, state, priority, parent_run_id, chain_root_id, params,
-             triggered_by, created_at)
+             triggered_by, created_at, app_id)
          SELECT tenant_id, task_id, node_group, scheduled_at, due_at, attempt, shard_index, shard_total,
-             trigger_kind, 'pending', priority, parent_run_id, chain_root_id, params, triggered_by, $15
+             trigger_kind, 'pending', priority, parent_run_id, chain_root_id, params, triggered_by, $15,
+             (SELECT k.app_id FROM tasks k WHERE k.id = t.task_id)
          FROM UNNEST($1::bigint[], $2::bigint[], $3::text[], $4::bigint[], $5::bigint[], $6::int[],
              $7::int[], $8::int[], $9::text[], $10::int[], $11::bigint[], $12::bigint[], $13::jsonb[],
              $14::text[])
@@ -255,31 +257,100 @@ pub(crate) async fn insert_runs(
     .map_err(|e| fk_or(e, || "a task or tenant of these runs".to_owned()))
 }
 
-/// [`Runs::claim_due_runs`](crate::store::Runs::claim_due_runs) on PostgreSQL.
+/// [`Runs::claim_due_runs`](crate::store::Runs::claim_due_runs) on PostgreSQL: the apps'
+/// windows ([`claim_windows`]) are ranked and claimed in one statement.
 pub(crate) async fn claim_due_runs(c: &mut PgConnection, req: &ClaimRequest) -> Result<Vec<Run>> {
+    let apps = claim_apps(c, &req.groups).await?;
+    let windows = claim_windows(&apps, req.limit);
+    if windows.is_empty() {
+        return Ok(Vec::new());
+    }
+    // Per app: the room its window leaves (the claimed runs with a live lease among its
+    // first `win` runs in due order are in flight), then up to that many claimable runs
+    // in due order, locked, skipping those another claimer holds; the apps' runs take
+    // turns; the first `limit` turns are claimed.
     let mut runs: Vec<Run> = sqlx::query_as(
-        "UPDATE runs SET state = 'claimed', claim_owner = $1, lease_until = $2, fence = fence + 1,
-             claimed_at = $3
-         WHERE id IN (
-             SELECT id FROM runs
-             WHERE node_group = ANY($4) AND due_at <= $5 AND state IN ('pending', 'claimed')
-               AND started_at IS NULL AND finished_at IS NULL
-               AND (state = 'pending' OR lease_until <= $3)
-             ORDER BY due_at, priority DESC, id
-             LIMIT $6
-             FOR UPDATE SKIP LOCKED)
+        "WITH w AS (
+             SELECT * FROM UNNEST($1::text[], $2::bigint[], $3::bigint[], $4::float8[], $10::bool[])
+               AS w(node_group, app_id, win, step, counted)
+         ), room AS (
+             SELECT w.node_group, w.app_id, w.step, w.win - (
+                 SELECT count(*) FROM (
+                     SELECT r.state, r.lease_until FROM runs r
+                     WHERE r.node_group = w.node_group AND r.app_id = w.app_id AND r.due_at <= $5
+                       AND r.started_at IS NULL AND r.finished_at IS NULL
+                     ORDER BY r.due_at LIMIT CASE WHEN w.counted THEN w.win ELSE 0 END) x
+                 WHERE x.state = 'claimed' AND x.lease_until > $6) AS room
+             FROM w
+         ), front AS (
+             SELECT f.id, f.due_at, f.priority, room.app_id, room.step
+             FROM room CROSS JOIN LATERAL (
+                 SELECT r.id, r.due_at, r.priority FROM runs r
+                 WHERE r.node_group = room.node_group AND r.app_id = room.app_id AND r.due_at <= $5
+                   AND r.started_at IS NULL AND r.finished_at IS NULL
+                   AND r.state IN ('pending', 'claimed') AND (r.state = 'pending' OR r.lease_until <= $6)
+                 ORDER BY r.due_at, r.priority DESC, r.id
+                 LIMIT GREATEST(LEAST(room.room, $7), 0)
+                 FOR UPDATE SKIP LOCKED) f
+         ), pick AS (
+             SELECT id FROM (
+                 SELECT id, due_at, priority,
+                     row_number() OVER (PARTITION BY app_id ORDER BY due_at, priority DESC, id) * step AS turn
+                 FROM front) ranked
+             ORDER BY turn, due_at, priority DESC, id
+             LIMIT $7
+         )
+         UPDATE runs SET state = 'claimed', claim_owner = $8, lease_until = $9, fence = fence + 1,
+             claimed_at = $6
+         WHERE id IN (SELECT id FROM pick)
          RETURNING *",
     )
+    .bind(windows.iter().map(|w| w.node_group.clone()).collect::<Vec<_>>())
+    .bind(windows.iter().map(|w| w.app_id.0).collect::<Vec<_>>())
+    .bind(windows.iter().map(|w| w.window).collect::<Vec<_>>())
+    .bind(windows.iter().map(|w| w.step).collect::<Vec<_>>())
+    .bind(req.now.saturating_add(req.horizon_ms))
+    .bind(req.now)
+    .bind(req.limit)
     .bind(&req.node)
     .bind(req.now.saturating_add(req.lease_ms))
-    .bind(req.now)
-    .bind(&req.groups)
-    .bind(req.now.saturating_add(req.horizon_ms))
-    .bind(req.limit)
+    .bind(windows.iter().map(|w| w.in_flight_counts).collect::<Vec<_>>())
     .fetch_all(&mut *c)
     .await?;
     runs.sort_by_key(|r| (r.due_at, -r.priority, r.id));
     Ok(runs)
+}
+
+/// The apps with runs waiting in `groups` (a skip scan of `runs_claimable`: one index probe
+/// per app, however many runs wait), with their executors' capacity and the runs they hold.
+async fn claim_apps(c: &mut PgConnection, groups: &[String]) -> Result<Vec<ClaimApp>> {
+    Ok(sqlx::query_as(
+        "WITH RECURSIVE pairs (node_group, app_id) AS (
+             SELECT g.node_group, (
+                 SELECT r.app_id FROM runs r
+                 WHERE r.node_group = g.node_group AND r.started_at IS NULL AND r.finished_at IS NULL
+                 ORDER BY r.app_id LIMIT 1)
+             FROM UNNEST($1::text[]) AS g(node_group)
+           UNION ALL
+             SELECT p.node_group, (
+                 SELECT r.app_id FROM runs r
+                 WHERE r.node_group = p.node_group AND r.app_id > p.app_id
+                   AND r.started_at IS NULL AND r.finished_at IS NULL
+                 ORDER BY r.app_id LIMIT 1)
+             FROM pairs p WHERE p.app_id IS NOT NULL
+         )
+         SELECT p.node_group, a.id AS app_id, a.tenant_id, t.weight,
+             (SELECT count(*) FROM executors e
+              WHERE e.app_id = a.id AND e.state IN ('up', 'draining')) AS live,
+             (SELECT COALESCE(sum(e.capacity), 0)::bigint FROM executors e
+              WHERE e.app_id = a.id AND e.state = 'up') AS capacity,
+             (SELECT count(*) FROM runs r
+              WHERE r.app_id = a.id AND r.started_at IS NOT NULL AND r.finished_at IS NULL) AS running
+         FROM pairs p JOIN apps a ON a.id = p.app_id JOIN tenants t ON t.id = a.tenant_id",
+    )
+    .bind(groups)
+    .fetch_all(&mut *c)
+    .await?)
 }
 
 /// [`Runs::try_lock_runs`](crate::store::Runs::try_lock_runs) on PostgreSQL.

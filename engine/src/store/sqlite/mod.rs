@@ -5,6 +5,7 @@
 
 pub(super) mod alarms;
 pub(super) mod apps;
+pub(super) mod backlogs;
 pub(super) mod runs;
 pub(super) mod tasks;
 
@@ -78,7 +79,17 @@ impl Store for SqliteStore {
     }
 
     async fn migrate(&self) -> Result<MigrationReport> {
-        apply_migrations(&MIGRATOR, &self.pool).await
+        let report = apply_migrations(&MIGRATOR, &self.pool).await?;
+        if !report.applied.is_empty() {
+            // A connection opened before a migration changed a table prepares its first
+            // statement against the schema it read then: SQLite prepares it again when it runs,
+            // but the driver keeps the old column list (`SELECT *` of a table that gained a
+            // column then fails). The idle connections are closed; new ones read the schema.
+            while let Some(conn) = self.pool.try_acquire() {
+                let _ = conn.close().await;
+            }
+        }
+        Ok(report)
     }
 
     async fn begin(&self) -> Result<Box<dyn Tx>> {

@@ -8,6 +8,7 @@ use super::json_ids;
 use crate::app::{AppId, ExecutorId};
 use crate::run::{ClaimedTransition, Fence, NewRun, Run, RunCompletion, RunId, TriggerKind};
 use crate::store::Runs;
+use crate::store::claims::{ClaimApp, ClaimCandidate, claim_windows, pick_claims};
 use crate::store::tx::{StoreTx, found};
 use crate::store::{ClaimRequest, Completion, Result, StartClaimed, StartedRun, StoreError};
 use crate::task::TaskId;
@@ -141,34 +142,79 @@ pub(crate) async fn insert_runs(tx: &mut StoreTx, runs: &[NewRun], now: i64) -> 
     Ok(inserted)
 }
 
-/// [`Runs::claim_due_runs`](crate::store::Runs::claim_due_runs) on SQLite.
+/// [`Runs::claim_due_runs`](crate::store::Runs::claim_due_runs) on SQLite. One writer at a
+/// time: each app's window is read, the turns are taken here ([`pick_claims`]), and the picked
+/// runs are claimed in one statement (checked again all the same).
 pub(crate) async fn claim_due_runs(
     c: &mut SqliteConnection,
     req: &ClaimRequest,
 ) -> Result<Vec<Run>> {
-    let groups = serde_json::Value::from(req.groups.clone()).to_string();
+    let apps = claim_apps(c, &req.groups).await?;
+    let windows = claim_windows(&apps, req.limit);
+    let mut fronts = Vec::with_capacity(windows.len());
+    for w in &windows {
+        let candidates: Vec<ClaimCandidate> = sqlx::query_as(
+            "SELECT id, due_at, priority, state, lease_until FROM runs
+             WHERE node_group = $1 AND app_id = $2 AND due_at <= $3
+               AND started_at IS NULL AND finished_at IS NULL
+               AND ($5 OR state = 'pending' OR lease_until <= $6)
+             ORDER BY due_at, priority DESC, id
+             LIMIT $4",
+        )
+        .bind(&w.node_group)
+        .bind(w.app_id)
+        .bind(req.now.saturating_add(req.horizon_ms))
+        .bind(w.window)
+        .bind(w.in_flight_counts)
+        .bind(req.now)
+        .fetch_all(&mut *c)
+        .await?;
+        fronts.push((w, candidates));
+    }
+    let picked = pick_claims(&fronts, req.now, req.limit);
+    if picked.is_empty() {
+        return Ok(Vec::new());
+    }
     let mut runs: Vec<Run> = sqlx::query_as(
         "UPDATE runs SET state = 'claimed', claim_owner = $1, lease_until = $2, fence = fence + 1,
-                 claimed_at = $3
-             WHERE id IN (
-                 SELECT id FROM runs
-                 WHERE node_group IN (SELECT value FROM json_each($4)) AND due_at <= $5
-                   AND state IN ('pending', 'claimed') AND (state = 'pending' OR lease_until <= $3)
-                   AND started_at IS NULL AND finished_at IS NULL
-                 ORDER BY due_at, priority DESC, id
-                 LIMIT $6)
-             RETURNING *",
+             claimed_at = $3
+         WHERE id IN (SELECT value FROM json_each($4))
+           AND state IN ('pending', 'claimed') AND (state = 'pending' OR lease_until <= $3)
+           AND started_at IS NULL AND finished_at IS NULL
+         RETURNING *",
     )
     .bind(&req.node)
     .bind(req.now.saturating_add(req.lease_ms))
     .bind(req.now)
-    .bind(groups)
-    .bind(req.now.saturating_add(req.horizon_ms))
-    .bind(req.limit)
+    .bind(serde_json::Value::from(picked).to_string())
     .fetch_all(&mut *c)
     .await?;
     runs.sort_by_key(|r| (r.due_at, -r.priority, r.id));
     Ok(runs)
+}
+
+/// The apps with runs waiting in `groups`, with their executors' capacity and the runs they
+/// hold (as on PostgreSQL).
+async fn claim_apps(c: &mut SqliteConnection, groups: &[String]) -> Result<Vec<ClaimApp>> {
+    let groups = serde_json::Value::from(groups.to_vec()).to_string();
+    Ok(sqlx::query_as(
+        "WITH pairs AS (
+             SELECT DISTINCT node_group, app_id FROM runs
+             WHERE node_group IN (SELECT value FROM json_each($1))
+               AND started_at IS NULL AND finished_at IS NULL AND app_id IS NOT NULL
+         )
+         SELECT p.node_group, a.id AS app_id, a.tenant_id, t.weight,
+             (SELECT count(*) FROM executors e
+              WHERE e.app_id = a.id AND e.state IN ('up', 'draining')) AS live,
+             (SELECT COALESCE(sum(e.capacity), 0) FROM executors e
+              WHERE e.app_id = a.id AND e.state = 'up') AS capacity,
+             (SELECT count(*) FROM runs r
+              WHERE r.app_id = a.id AND r.started_at IS NOT NULL AND r.finished_at IS NULL) AS running
+         FROM pairs p JOIN apps a ON a.id = p.app_id JOIN tenants t ON t.id = a.tenant_id",
+    )
+    .bind(&groups)
+    .fetch_all(&mut *c)
+    .await?)
 }
 
 /// [`Runs::try_lock_runs`](crate::store::Runs::try_lock_runs) on SQLite.

@@ -2,11 +2,13 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use mthpt_engine::alarm::{AlarmFilter, AlarmKind};
-use mthpt_engine::app::{Executor, ExecutorHeartbeat, ExecutorId};
+use mthpt_engine::app::{Executor, ExecutorHeartbeat, ExecutorId, ExecutorState};
 use mthpt_engine::claimer::{ClaimConfig, Claimer};
 use mthpt_engine::node::{NodeHeartbeat, NodeState};
 use mthpt_engine::outcome::{Finish, Finished, finish_run};
-use mthpt_engine::run::{ClaimedTransition, ReportedBy, Run, RunCompletion, RunState, TriggerKind};
+use mthpt_engine::run::{
+    ClaimedTransition, NewRun, ReportedBy, Run, RunCompletion, RunState, TriggerKind,
+};
 use mthpt_engine::store::{Scope, Store};
 use mthpt_engine::task::{DependencyCondition, Task, TaskId};
 use mthpt_engine::watchdog::{Probe, WatchConfig, Watchdog};
@@ -628,4 +630,118 @@ pub async fn late_success_finished_before_the_deadline_wins_over_the_timeout(
         .await
         .unwrap();
     assert_eq!(left.len(), 1, "its retry stays");
+}
+
+/// Due runs of an app whose executors are full wait unclaimed: one `backlog` alarm per episode,
+/// resolved when none waits any more; draining the app's last instance opens a new episode.
+pub async fn backlog_waiting_for_capacity_raises_one_alarm_per_episode(store: Arc<dyn Store>) {
+    let w = world(&*store, "acme").await;
+    let (task, _) = create_task(&*store, &w, &manual(w.app.id, "job")).await;
+    let waiting = |n: i64, due: i64| -> Vec<NewRun> {
+        (0..n)
+            .map(|i| NewRun::occurrence(&task, "default", due + i, TriggerKind::Manual))
+            .collect()
+    };
+    in_tx!(&*store, |tx| tx
+        .insert_runs(&waiting(6, T0 - MINUTE), T0)
+        .await
+        .unwrap());
+    let e = executor(&*store, w.app.id, "host-1", T0).await;
+    let claimer = Claimer::new(
+        store.clone(),
+        ClaimConfig {
+            node: "node-a".into(),
+            groups: vec!["default".into()],
+            horizon_ms: 0,
+            lease_ms: 5 * SECOND,
+            batch: 10,
+        },
+    );
+    let fires = claimer.run_once(T0).await.unwrap().fires;
+    assert_eq!(fires.len(), 4, "the instance's capacity");
+    for f in &fires {
+        in_tx!(&*store, |tx| tx
+            .transition_claimed(
+                &f.run.fence().unwrap(),
+                &ClaimedTransition::Started {
+                    executor_id: e.id,
+                    dispatched_at: T0,
+                    deadline_at: None
+                },
+                T0
+            )
+            .await
+            .unwrap());
+    }
+    let wd = watchdog(&store);
+    let report = wd.run_once(T0 + SECOND, 0.0).await.unwrap();
+    assert_eq!(report.backlogs_raised, vec![w.app.id]);
+    assert!(
+        wd.run_once(T0 + 2 * SECOND, 0.0)
+            .await
+            .unwrap()
+            .backlogs_raised
+            .is_empty(),
+        "one alarm per episode"
+    );
+    assert_eq!(
+        alarm_kinds(&*store, Scope::Tenant(w.tenant.id)).await,
+        vec![AlarmKind::Backlog]
+    );
+
+    // Two finish: their capacity takes the two waiting runs, and the episode is over.
+    for f in &fires[..2] {
+        in_tx!(&*store, |tx| tx
+            .complete_run(
+                f.run.id,
+                None,
+                &RunCompletion {
+                    state: RunState::Succeeded,
+                    output: None,
+                    error: None,
+                    log: None,
+                    started_at: Some(T0),
+                    finished_at: T0 + 2 * SECOND,
+                    reported_by: None,
+                }
+            )
+            .await
+            .unwrap());
+    }
+    assert_eq!(
+        claimer.run_once(T0 + 2 * SECOND).await.unwrap().fires.len(),
+        2
+    );
+    let report = wd.run_once(T0 + 3 * SECOND, 0.0).await.unwrap();
+    assert_eq!(report.backlogs_resolved, vec![w.app.id]);
+    let alarms = read(&*store)
+        .await
+        .list_alarms(Scope::Tenant(w.tenant.id), &AlarmFilter::default())
+        .await
+        .unwrap();
+    assert!(alarms.iter().all(|a| a.resolved_at.is_some()));
+
+    // The last instance drains: new due runs wait, a new episode opens.
+    in_tx!(&*store, |tx| tx
+        .set_executor_state(w.app.id, "host-1", ExecutorState::Draining, T0 + 3 * SECOND)
+        .await
+        .unwrap());
+    in_tx!(&*store, |tx| tx
+        .insert_runs(&waiting(3, T0 - 30 * SECOND), T0 + 3 * SECOND)
+        .await
+        .unwrap());
+    assert!(
+        claimer
+            .run_once(T0 + 3 * SECOND)
+            .await
+            .unwrap()
+            .fires
+            .is_empty()
+    );
+    let report = wd.run_once(T0 + 4 * SECOND, 0.0).await.unwrap();
+    assert_eq!(report.backlogs_raised, vec![w.app.id]);
+    assert_eq!(
+        alarm_kinds(&*store, Scope::Tenant(w.tenant.id)).await,
+        vec![AlarmKind::Backlog, AlarmKind::Backlog]
+    );
 }

@@ -3,8 +3,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use futures::future::join_all;
-use mthpt_engine::run::{RunFilter, RunId, RunState};
-use mthpt_engine::store::{Backend, ClaimRequest, Store};
+use mthpt_engine::app::ExecutorState;
+use mthpt_engine::run::{Run, RunCompletion, RunFilter, RunId, RunState};
+use mthpt_engine::store::{Backend, ClaimRequest, StartClaimed, Store, StoreError};
 
 use crate::in_tx;
 use crate::support::fixtures::*;
@@ -107,4 +108,187 @@ pub async fn concurrent_claimers_claim_every_run_exactly_once(store: Arc<dyn Sto
         }
     }
     assert_eq!(seen, RUNS);
+}
+
+fn fair_req(node: &str, now: i64, limit: i64) -> ClaimRequest {
+    ClaimRequest {
+        node: node.into(),
+        groups: vec!["default".into()],
+        now,
+        horizon_ms: 0,
+        lease_ms: 10 * MINUTE,
+        limit,
+    }
+}
+
+async fn claim_now(store: &dyn Store, req: &ClaimRequest) -> Vec<Run> {
+    in_tx!(store, |tx| tx.claim_due_runs(req).await.unwrap())
+}
+
+/// `n` runs of one manual task of `w`'s app, due one millisecond apart from `first_due`.
+async fn due_runs(store: &dyn Store, w: &World, name: &str, n: i64, first_due: i64) -> Vec<Run> {
+    let (task, _) = create_task(store, w, &manual(w.app.id, name)).await;
+    let runs: Vec<_> = (0..n)
+        .map(|i| occurrence(w, &task, first_due + i))
+        .collect();
+    let mut inserted = Vec::new();
+    for chunk in runs.chunks(2_000) {
+        inserted.extend(in_tx!(store, |tx| tx.insert_runs(chunk, T0).await.unwrap()));
+    }
+    assert_eq!(inserted.len() as i64, n);
+    inserted.sort_by_key(|r| r.due_at);
+    inserted
+}
+
+/// Tenant `noisy` has 10,000 runs due before tenant `quiet`'s one: quiet's is in the very next
+/// claim all the same, whether noisy's app has no instance (its capacity unknown) or a full one.
+pub async fn another_tenants_backlog_does_not_hold_back_a_due_run(store: Arc<dyn Store>) {
+    let store = &*store;
+    let noisy = world(store, "noisy").await;
+    let quiet = world(store, "quiet").await;
+    due_runs(store, &noisy, "flood", RUNS, T0 - RUNS - SECOND).await;
+    let mine = due_runs(store, &quiet, "tick", 1, T0).await;
+
+    let first = claim_now(store, &fair_req("node-1", T0, 64)).await;
+    assert_eq!(first.len(), 64);
+    assert!(
+        first.iter().any(|r| r.id == mine[0].id),
+        "the quiet tenant's due run is in the first claim"
+    );
+    assert_eq!(
+        first
+            .iter()
+            .filter(|r| r.tenant_id == noisy.tenant.id)
+            .count(),
+        63,
+        "the rest of the claim goes to the backlog"
+    );
+
+    // The same with noisy's executors full: its backlog is not even read.
+    let e = executor(store, noisy.app.id, "host-1", T0).await;
+    let later = due_runs(store, &quiet, "tock", 1, T0 + SECOND).await;
+    let second = claim_now(store, &fair_req("node-1", T0 + SECOND, 64)).await;
+    assert_eq!(
+        second.iter().map(|r| r.id).collect::<Vec<_>>(),
+        vec![later[0].id],
+        "noisy's 63 claimed runs with a live lease fill its capacity (4)"
+    );
+    assert!(e.capacity < 63);
+}
+
+/// An app whose live instances are full gets nothing; as its runs finish, the freed capacity is
+/// claimed in due order; draining the last instance stops claims again; an expired lease makes
+/// a claimed run claimable again, with a new fence.
+pub async fn runs_of_an_app_at_capacity_wait_and_freed_capacity_is_claimed_in_due_order(
+    store: Arc<dyn Store>,
+) {
+    let store = &*store;
+    let w = world(store, "acme").await;
+    let runs = due_runs(store, &w, "job", 10, T0 - MINUTE).await;
+    let e = executor(store, w.app.id, "host-1", T0).await;
+    assert_eq!(e.capacity, 4);
+
+    let first = claim_now(store, &fair_req("node-1", T0, 64)).await;
+    let ids = |rs: &[Run]| rs.iter().map(|r| r.id).collect::<Vec<_>>();
+    assert_eq!(ids(&first), ids(&runs[..4]), "the capacity, in due order");
+    assert!(
+        claim_now(store, &fair_req("node-2", T0 + 1, 64))
+            .await
+            .is_empty(),
+        "claimed and in flight: no room"
+    );
+
+    // Two start, one of them finishes: one slot frees, and the next run in due order fills it.
+    let started = in_tx!(store, |tx| tx
+        .start_claimed_runs(
+            &first[..2]
+                .iter()
+                .map(|r| StartClaimed {
+                    fence: r.fence().unwrap(),
+                    executor_id: e.id,
+                    dispatched_at: T0 + 2,
+                    deadline_at: None,
+                })
+                .collect::<Vec<_>>(),
+            T0 + 2,
+        )
+        .await
+        .unwrap());
+    assert_eq!(started.len(), 2);
+    assert!(
+        claim_now(store, &fair_req("node-2", T0 + 3, 64))
+            .await
+            .is_empty(),
+        "two running and two claimed fill the capacity"
+    );
+    let done = RunCompletion {
+        state: RunState::Succeeded,
+        output: None,
+        error: None,
+        log: None,
+        started_at: Some(T0 + 2),
+        finished_at: T0 + 4,
+        reported_by: None,
+    };
+    in_tx!(store, |tx| tx
+        .complete_run(first[0].id, None, &done)
+        .await
+        .unwrap());
+    let freed = claim_now(store, &fair_req("node-2", T0 + 5, 64)).await;
+    assert_eq!(ids(&freed), vec![runs[4].id]);
+
+    // A claim whose lease ended is in flight no more: the run is claimed again, fenced anew.
+    let after_lease = T0 + 11 * MINUTE;
+    let reclaimed = claim_now(store, &fair_req("node-3", after_lease, 64)).await;
+    assert_eq!(
+        ids(&reclaimed),
+        vec![first[2].id, first[3].id, runs[4].id],
+        "the expired claims come back first, in due order, up to the free capacity (3)"
+    );
+    assert!(reclaimed.iter().all(|r| r.fence == 2));
+
+    // The last instance drains: no capacity at all, nothing is claimed, even after the leases.
+    in_tx!(store, |tx| tx
+        .set_executor_state(w.app.id, "host-1", ExecutorState::Draining, after_lease)
+        .await
+        .unwrap());
+    let much_later = after_lease + 11 * MINUTE;
+    assert!(
+        claim_now(store, &fair_req("node-3", much_later, 64))
+            .await
+            .is_empty()
+    );
+}
+
+/// Two tenants with plenty due, weights 3 and 1: a claim of 40 takes 30 and 10.
+pub async fn tenant_weights_give_proportional_shares_of_a_claim(store: Arc<dyn Store>) {
+    let store = &*store;
+    let heavy = world(store, "heavy").await;
+    let light = world(store, "light").await;
+    in_tx!(store, |tx| tx
+        .set_tenant_weight(heavy.tenant.id, 3)
+        .await
+        .unwrap());
+    let mut tx = store.begin().await.unwrap();
+    assert!(matches!(
+        tx.set_tenant_weight(light.tenant.id, 0).await,
+        Err(StoreError::InvalidState(_))
+    ));
+    drop(tx);
+    // The light tenant's runs are all older: due order alone would give it everything.
+    due_runs(store, &light, "old", 1_000, T0 - 10 * MINUTE).await;
+    due_runs(store, &heavy, "new", 1_000, T0 - MINUTE).await;
+
+    let got = claim_now(store, &fair_req("node-1", T0, 40)).await;
+    let of = |w: &World| got.iter().filter(|r| r.tenant_id == w.tenant.id).count();
+    assert_eq!((of(&heavy), of(&light)), (30, 10));
+    // Due order holds within each tenant.
+    for w in [&heavy, &light] {
+        let dues: Vec<i64> = got
+            .iter()
+            .filter(|r| r.tenant_id == w.tenant.id)
+            .map(|r| r.due_at)
+            .collect();
+        assert!(dues.windows(2).all(|p| p[0] < p[1]));
+    }
 }

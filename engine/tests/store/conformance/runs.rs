@@ -195,9 +195,10 @@ pub async fn expired_lease_fences_the_old_claimer_and_another_node_reclaims(stor
 pub async fn every_claimed_transition_needs_the_current_fence(store: Arc<dyn Store>) {
     let store = &*store;
     let (w, _, _) = with_runs(store, 7).await;
-    let e = executor(store, w.app.id, "host-1", T0).await;
+    // Claimed before an instance (capacity 4) registers: more than it could take.
     let claimed = claim(store, &claim_req("node-a", T0)).await;
     assert_eq!(claimed.len(), 7);
+    let e = executor(store, w.app.id, "host-1", T0).await;
     let now = T0 + SECOND;
     let transitions = [
         ClaimedTransition::Started {
@@ -300,8 +301,9 @@ pub async fn every_claimed_transition_needs_the_current_fence(store: Arc<dyn Sto
 pub async fn batch_start_and_release_move_only_runs_still_held(store: Arc<dyn Store>) {
     let store = &*store;
     let (w, _, runs) = with_runs(store, 5).await;
-    let e = executor(store, w.app.id, "host-1", T0).await;
+    // Claimed before an instance (capacity 4) registers: more than it could take.
     let claimed = claim(store, &claim_req("node-a", T0)).await;
+    let e = executor(store, w.app.id, "host-1", T0).await;
     let fences: Vec<Fence> = claimed.iter().map(|r| r.fence().unwrap()).collect();
     let stale = Fence {
         token: fences[1].token + 1,
@@ -1142,9 +1144,10 @@ pub async fn cancel_requests_reach_runs_an_executor_may_hold_once(store: Arc<dyn
 pub async fn every_transition_keeps_a_runs_times_in_step_with_its_state(store: Arc<dyn Store>) {
     let store = &*store;
     let (w, _, runs) = with_runs(store, 9).await;
-    let e = executor(store, w.app.id, "host-1", T0).await;
+    // Claimed before an instance (capacity 4) registers: more than it could take.
     let claimed = claim(store, &claim_req("node-a", T0)).await;
     assert_eq!(claimed.len(), 9);
+    let e = executor(store, w.app.id, "host-1", T0).await;
     let fence = |i: usize| claimed[i].fence().unwrap();
     let reason = || "test".to_owned();
     let start = |i: usize| StartClaimed {

@@ -1,0 +1,350 @@
+//! `noisy-neighbour`: one tenant's backlog beside quiet tenants in the same node group.
+//!
+//! Tenant `noisy` has one wrapper instance of small capacity ([`NOISY_CAPACITY`]) whose runs
+//! sleep [`NOISY_RUN_MS`], a backlog of `--backlog` runs already due, and fixed-rate tasks
+//! offering [`NOISY_OVERLOAD`] times what its instance can take. Tenants `quiet1`..`quiet4` each
+//! have their own instance and offer `--tasks` no-op runs a second (default 200). The report
+//! gives each quiet tenant's lateness, the noisy tenant's completed rate, the time a claim takes
+//! beside the backlog (timed here, in a transaction rolled back) and PostgreSQL's CPU per run.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use mthpt_engine::run::{NewRun, TriggerKind};
+use mthpt_engine::schedule::ScheduleSpec;
+use mthpt_engine::store::{ClaimRequest, PgStore, Store};
+use mthpt_engine::task::TaskDefinition;
+use serde::Serialize;
+
+use super::cost::{CostPerRun, CostProbe};
+use super::database::{self, TaskPlan};
+use super::figures::Lateness;
+use super::nodes::NodeProcess;
+use super::wrappers::{BenchWrappers, NOOP, SLEEP};
+use super::{BenchConfig, now_ms, progress, round1, sleep_until_ms};
+use crate::Tenancy;
+
+/// Runs the noisy tenant's instance takes at once.
+pub const NOISY_CAPACITY: u32 = 2;
+/// How long each noisy run sleeps, ms: the instance completes about
+/// `NOISY_CAPACITY * 1000 / NOISY_RUN_MS` runs a second.
+pub const NOISY_RUN_MS: i64 = 100;
+/// The noisy tenant's tasks offer this many times what its instance completes.
+pub const NOISY_OVERLOAD: u64 = 20;
+/// Quiet tenants.
+pub const QUIET_TENANTS: usize = 4;
+/// Claims timed per measurement.
+const CLAIM_SAMPLES: usize = 20;
+
+/// One quiet tenant's figures.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct QuietTenant {
+    pub tenant: String,
+    /// Occurrences of its tasks scheduled in the window.
+    pub scheduled: u64,
+    /// Of those, not dispatched by the end of the drain.
+    pub not_dispatched: u64,
+    /// Dispatch time minus scheduled time.
+    pub lateness_ms: Lateness,
+}
+
+/// What `noisy-neighbour` prints.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NeighbourReport {
+    pub scenario: String,
+    pub nodes: usize,
+    pub duration_s: f64,
+    /// Runs of the noisy tenant waiting when the window began (the `--backlog`, less what the
+    /// warm-up took).
+    pub noisy_backlog: u64,
+    /// What the noisy tenant's instance completes at most, runs/s, and what its tasks offer.
+    pub noisy_capacity_per_sec: f64,
+    pub noisy_offered_per_sec: f64,
+    /// Noisy runs that succeeded in the window, per second.
+    pub noisy_completed_per_sec: f64,
+    pub quiet: Vec<QuietTenant>,
+    /// One claim transaction's time (apps, windows, turns; rolled back) beside the backlog, ms.
+    pub claim_ms_p50: f64,
+    pub claim_ms_max: f64,
+    /// Runs completed in the window (all tenants), and what they cost PostgreSQL and the WAL.
+    pub runs_completed: u64,
+    pub pg_cpu_us_per_run: Option<f64>,
+    pub wal_bytes_per_run: f64,
+}
+
+fn fixed_rate(
+    prefix: &str,
+    count: usize,
+    handler: &str,
+    params: serde_json::Value,
+    every_ms: i64,
+    now: i64,
+) -> Vec<TaskPlan> {
+    let n = i64::try_from(count.max(1)).unwrap_or(i64::MAX);
+    (0..count)
+        .map(|k| {
+            let k64 = i64::try_from(k).unwrap_or(0);
+            TaskPlan {
+                name: format!("{prefix}{k:06}"),
+                handler: handler.to_owned(),
+                params: params.clone(),
+                schedule: ScheduleSpec::FixedRate {
+                    every_ms,
+                    anchor_at: Some(now + k64 * every_ms / n),
+                },
+                timeout_ms: None,
+            }
+        })
+        .collect()
+}
+
+/// Writes `count` runs of one manual task of `t`, all due a minute ago.
+async fn backlog(store: &dyn Store, t: &Tenancy, count: u64) -> anyhow::Result<()> {
+    if count == 0 {
+        return Ok(());
+    }
+    let mut def = TaskDefinition::new(t.app.id, "backlog", SLEEP, ScheduleSpec::Manual);
+    def.params = serde_json::json!({ "ms": NOISY_RUN_MS });
+    let task = crate::create(store, t, &def).await?;
+    let now = now_ms();
+    let mut written = 0u64;
+    while written < count {
+        let n = (count - written).min(2_000);
+        let runs: Vec<NewRun> = (0..n)
+            .map(|i| {
+                let at = now - 60_000 + i64::try_from(written + i).unwrap_or(0) % 60_000;
+                let mut r =
+                    NewRun::occurrence(&task, &t.tenant.node_group, at, TriggerKind::Manual);
+                // Distinct occurrences: the key is (task, scheduled time, attempt, shard).
+                r.scheduled_at = now - 1_000_000_000 + i64::try_from(written + i).unwrap_or(0);
+                r
+            })
+            .collect();
+        let mut tx = store.begin().await?;
+        tx.insert_runs(&runs, now).await?;
+        tx.commit().await?;
+        written += n;
+    }
+    Ok(())
+}
+
+/// Times `CLAIM_SAMPLES` claims as a node would make them, each rolled back.
+async fn time_claims(store: &dyn Store, batch: i64) -> anyhow::Result<(f64, f64)> {
+    let mut samples = Vec::with_capacity(CLAIM_SAMPLES);
+    for _ in 0..CLAIM_SAMPLES {
+        let req = ClaimRequest {
+            node: "bench-probe".to_owned(),
+            groups: vec!["default".to_owned()],
+            now: now_ms(),
+            horizon_ms: 0,
+            lease_ms: 2_000,
+            limit: batch,
+        };
+        let mut tx = store.begin().await?;
+        let t = Instant::now();
+        tx.claim_due_runs(&req).await?;
+        samples.push(t.elapsed().as_secs_f64() * 1_000.0);
+        drop(tx);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    samples.sort_by(f64::total_cmp);
+    let p50 = samples[samples.len() / 2];
+    let max = samples.last().copied().unwrap_or(0.0);
+    Ok((
+        (p50 * 1_000.0).round() / 1_000.0,
+        (max * 1_000.0).round() / 1_000.0,
+    ))
+}
+
+async fn quiet_lateness(
+    pg: &PgStore,
+    t: &Tenancy,
+    from: i64,
+    until: i64,
+) -> anyhow::Result<QuietTenant> {
+    let rows: Vec<(Option<i64>,)> = sqlx::query_as(
+        "SELECT dispatched_at - scheduled_at FROM runs
+         WHERE tenant_id = $1 AND trigger_kind = 'schedule' AND attempt = 1
+           AND scheduled_at >= $2 AND scheduled_at < $3",
+    )
+    .bind(t.tenant.id)
+    .bind(from)
+    .bind(until)
+    .fetch_all(pg.pool())
+    .await?;
+    let scheduled = rows.len() as u64;
+    let late: Vec<i64> = rows.into_iter().filter_map(|(l,)| l).collect();
+    Ok(QuietTenant {
+        tenant: t.tenant.name.clone(),
+        scheduled,
+        not_dispatched: scheduled - late.len() as u64,
+        lateness_ms: Lateness::of(late),
+    })
+}
+
+async fn count(
+    pg: &PgStore,
+    sql: &'static str,
+    tenant: i64,
+    a: i64,
+    b: i64,
+) -> anyhow::Result<u64> {
+    let (n,): (i64,) = sqlx::query_as(sql)
+        .bind(tenant)
+        .bind(a)
+        .bind(b)
+        .fetch_one(pg.pool())
+        .await?;
+    Ok(u64::try_from(n).unwrap_or(0))
+}
+
+/// Runs the scenario: `config.tasks` is each quiet tenant's runs a second (tasks every 1 s),
+/// `backlog` the noisy tenant's waiting runs.
+pub async fn run(config: &BenchConfig, backlog_runs: u64) -> anyhow::Result<NeighbourReport> {
+    super::nodes::check_mthpt(&config.mthpt)?;
+    std::fs::create_dir_all(&config.work_dir)?;
+    let spools = config.work_dir.join("spool");
+    if spools.exists() {
+        std::fs::remove_dir_all(&spools)?;
+    }
+    let pg = database::fresh(&config.database_url).await?;
+    let store: Arc<dyn Store> = Arc::new(pg.clone());
+    let noisy = crate::tenancy(&*store, "noisy", "flood").await?;
+    let mut quiet = Vec::with_capacity(QUIET_TENANTS);
+    for i in 1..=QUIET_TENANTS {
+        quiet.push(crate::tenancy(&*store, &format!("quiet{i}"), "tick").await?);
+    }
+    let noisy_capacity = f64::from(NOISY_CAPACITY) * 1_000.0 / NOISY_RUN_MS as f64;
+    let noisy_tasks = (noisy_capacity as u64 * NOISY_OVERLOAD) as usize;
+    let now = now_ms();
+    let params = serde_json::json!({ "ms": NOISY_RUN_MS });
+    database::load(
+        store.clone(),
+        &noisy,
+        fixed_rate("n", noisy_tasks, SLEEP, params, 1_000, now),
+    )
+    .await?;
+    for q in &quiet {
+        database::load(
+            store.clone(),
+            q,
+            fixed_rate("q", config.tasks, NOOP, serde_json::json!({}), 1_000, now),
+        )
+        .await?;
+    }
+    let loading = Instant::now();
+    backlog(&*store, &noisy, backlog_runs).await?;
+    progress(format_args!(
+        "noisy-neighbour: {backlog_runs} backlog runs written in {:.1} s; {noisy_tasks} noisy tasks, {} tasks per quiet tenant",
+        loading.elapsed().as_secs_f64(),
+        config.tasks
+    ));
+    let idle_claim = time_claims(&*store, config.engine.claim_batch).await?;
+    progress(format_args!(
+        "claim before the nodes start (backlog due, no instance yet): p50 {} ms",
+        idle_claim.0
+    ));
+
+    let http = reqwest::Client::new();
+    let mut nodes = Vec::with_capacity(config.nodes);
+    for i in 0..config.nodes {
+        let mut node = NodeProcess::spawn(
+            &config.mthpt,
+            &format!("bench-node-{i}"),
+            &config.database_url,
+            &config.engine,
+            &config.work_dir,
+        )?;
+        node.ready(&http, Duration::from_secs(30)).await?;
+        nodes.push(node);
+    }
+    let urls: Vec<String> = nodes.iter().map(|n| n.url.clone()).collect();
+    let mut wrappers = vec![BenchWrappers::start(
+        &noisy,
+        &urls,
+        1,
+        NOISY_CAPACITY,
+        config.result_linger,
+        &spools.join("noisy"),
+    )?];
+    for q in &quiet {
+        wrappers.push(BenchWrappers::start(
+            q,
+            &urls,
+            1,
+            config.capacity,
+            config.result_linger,
+            &spools.join(&q.tenant.name),
+        )?);
+    }
+    for w in &wrappers {
+        w.registered(Duration::from_secs(30)).await?;
+    }
+
+    let result = async {
+        let mut probe = CostProbe::connect(&config.database_url).await?;
+        let warmup_ms = i64::try_from(config.warmup.as_millis()).unwrap_or(i64::MAX);
+        let window_ms = i64::try_from(config.duration.as_millis()).unwrap_or(i64::MAX);
+        let from = (now_ms() + warmup_ms + 999) / 1_000 * 1_000;
+        let until = from + window_ms;
+        sleep_until_ms(from).await;
+        let waiting = count(
+            &pg,
+            "SELECT count(*) FROM runs WHERE tenant_id = $1 AND started_at IS NULL AND finished_at IS NULL AND due_at BETWEEN $2 AND $3",
+            noisy.tenant.id.0,
+            0,
+            from,
+        )
+        .await?;
+        let cost_start = probe.sample().await?;
+        progress(format_args!("measuring {} s from {from}; noisy backlog {waiting}", config.duration.as_secs_f64()));
+        let claim = time_claims(&*store, config.engine.claim_batch).await?;
+        sleep_until_ms(until).await;
+        let cost_end = probe.sample().await?;
+        probe.close().await;
+        let completed = database::succeeded_between(&pg, from, until).await?;
+        let noisy_done = count(
+            &pg,
+            "SELECT count(*) FROM runs WHERE tenant_id = $1 AND state = 'succeeded' AND finished_at >= $2 AND finished_at < $3",
+            noisy.tenant.id.0,
+            from,
+            until,
+        )
+        .await?;
+        // The quiet tenants' runs of the window may still be dispatched for a moment.
+        sleep_until_ms(until + 2_000).await;
+        let mut quiet_figures = Vec::with_capacity(quiet.len());
+        for q in &quiet {
+            quiet_figures.push(quiet_lateness(&pg, q, from, until).await?);
+        }
+        let costs = CostPerRun::between(&cost_start, &cost_end, completed);
+        let secs = config.duration.as_secs_f64();
+        anyhow::Ok(NeighbourReport {
+            scenario: "noisy-neighbour".to_owned(),
+            nodes: config.nodes,
+            duration_s: secs,
+            noisy_backlog: waiting,
+            noisy_capacity_per_sec: round1(noisy_capacity),
+            noisy_offered_per_sec: round1(noisy_tasks as f64),
+            noisy_completed_per_sec: round1(noisy_done as f64 / secs),
+            quiet: quiet_figures,
+            claim_ms_p50: claim.0,
+            claim_ms_max: claim.1,
+            runs_completed: completed,
+            pg_cpu_us_per_run: costs.pg_cpu_us_per_run,
+            wal_bytes_per_run: costs.wal_bytes_per_run,
+        })
+    }
+    .await;
+    for node in nodes {
+        let _ = node.stop(Duration::from_secs(15)).await;
+    }
+    for w in wrappers {
+        w.stop().await;
+    }
+    store.close().await;
+    if config.drop_database {
+        database::drop_database(&config.database_url).await?;
+    }
+    result
+}
