@@ -15,3 +15,7 @@ ALTER TABLE tenants ADD COLUMN max_tasks BIGINT
     CHECK (max_tasks IS NULL OR max_tasks > 0);
 ALTER TABLE tenants ADD COLUMN max_waiting_runs BIGINT
     CHECK (max_waiting_runs IS NULL OR max_waiting_runs > 0);
+
+-- Alarms of a tenant reaching a quota: kind 'quota'.
+ALTER TABLE alarms DROP CONSTRAINT alarms_kind_check;
+ALTER TABLE alarms ADD CONSTRAINT alarms_kind_check CHECK (kind IN ('run_failed', 'retries_exhausted', 'timed_out', 'not_started', 'executor_lost', 'node_lost', 'misfire', 'app', 'quota'));

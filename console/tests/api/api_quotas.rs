@@ -153,11 +153,12 @@ async fn quotas_are_set_by_operators_and_read_by_the_tenant_only(app: TestApp) {
         "refused changes changed nothing"
     );
 
-    let mut tx = app.store().begin().await.unwrap();
-    let audit = tx
-        .list_audit(Scope::Tenant(acme.id), None, 100)
-        .await
-        .unwrap();
+    let audit = {
+        let mut tx = app.store().begin_read().await.unwrap();
+        tx.list_audit(Scope::Tenant(acme.id), None, 100)
+            .await
+            .unwrap()
+    };
     assert!(
         audit.iter().any(|e| e.action == "tenant.quotas"),
         "the change is audited"
