@@ -45,6 +45,9 @@ text_enum!(
         App = "app",
         /// Due runs of an app wait for capacity: its live executors are full (or draining).
         Backlog = "backlog",
+        /// A tenant reached one of its quotas (see [`crate::quota`]): once per episode,
+        /// resolved when its usage is back under the quota.
+        Quota = "quota",
     }
 );
 
@@ -364,6 +367,37 @@ impl NewAlarm {
             executor.id, executor.last_heartbeat_at
         ));
         a
+    }
+
+    /// `quota`: a change of `tenant` was refused for `exceeded` (`now`: the first refusal of
+    /// the episode, which the dedupe key names: one alarm per tenant, quota and episode).
+    pub fn quota(
+        tenant: TenantId,
+        tenant_name: &str,
+        exceeded: &crate::quota::QuotaExceeded,
+        now: i64,
+    ) -> Self {
+        let mut a = Self::new(
+            Some(tenant),
+            AlarmKind::Quota,
+            Severity::Warning,
+            format!(
+                "tenant {tenant_name} reached its quota {} ({}); further work beyond it is refused until usage is back under it",
+                exceeded.quota, exceeded.limit
+            ),
+        );
+        a.details = serde_json::json!({
+            "tenant": tenant_name,
+            "quota": exceeded.quota.as_str(),
+            "limit": exceeded.limit,
+        });
+        a.dedupe_key = Some(Self::quota_key(tenant, exceeded.quota, now));
+        a
+    }
+
+    /// The dedupe key of the `quota` alarm of an episode that began at `began`.
+    pub fn quota_key(tenant: TenantId, quota: crate::quota::Quota, began: i64) -> String {
+        format!("quota:{tenant}:{quota}:{began}")
     }
 
     /// `node_lost`: engine `node` stopped heartbeating (`now`: when judged). One per node and

@@ -22,6 +22,7 @@ pub mod metrics;
 pub mod node;
 pub mod notify;
 pub mod outcome;
+pub mod quota;
 pub mod relay;
 pub mod results;
 pub mod rollup;

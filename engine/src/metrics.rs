@@ -4,7 +4,8 @@
 //! Prometheus recorder in place once per process (tests run several nodes, a console and
 //! wrappers in one process: they share it), and [`route`] serves its text at `GET /metrics`.
 //! Every metric and label is listed in `docs/metrics.md`; labels only take values from
-//! bounded sets (states, triggers, outcomes, configured app keys), never run or tenant ids.
+//! bounded sets (states, triggers, outcomes, configured app keys and tenant names), never run
+//! or tenant ids.
 //!
 //! The functions here are what the hot paths call: one line each, no allocation for labels
 //! (they are `&'static str`), nothing that waits. Gauges that need the database (outbox
@@ -169,6 +170,14 @@ fn describe() {
         "Finished runs deleted by retention (their statistics stay in the rollups)"
     );
     describe_gauge!(
+        "mthpt_tenant_waiting_runs",
+        "Runs due and not yet claimed, per tenant (cluster-wide)"
+    );
+    describe_counter!(
+        "mthpt_tenant_quota_hits_total",
+        "Changes refused for a tenant's quota, per tenant and quota"
+    );
+    describe_gauge!(
         "mthpt_rollup_lag_seconds",
         Unit::Seconds,
         "How far behind now the most lagging tenant's rollup watermark is, as of this node's last rollup pass"
@@ -181,6 +190,12 @@ pub fn rollup_pass(deleted: u64, max_lag_ms: i64) {
         counter!("mthpt_runs_deleted_total").increment(deleted);
     }
     gauge!("mthpt_rollup_lag_seconds").set(max_lag_ms.max(0) as f64 / 1000.0);
+}
+
+/// A change of `tenant` refused for `quota` (the quota's name, see [`crate::quota::Quota`]).
+pub fn quota_hit(tenant: &str, quota: &'static str) {
+    counter!("mthpt_tenant_quota_hits_total", "tenant" => tenant.to_owned(), "quota" => quota)
+        .increment(1);
 }
 
 /// `n` live run events taken by the bus.
@@ -302,7 +317,11 @@ static LIVE_APPS: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
 pub async fn refresh_gauges(store: &dyn Store, now: i64) -> Result<()> {
     let mut tx = store.begin_read().await?;
     let snapshot = tx.metrics_snapshot().await?;
+    let waiting = crate::store::Tenants::waiting_runs_by_tenant(&mut *tx, now).await?;
     drop(tx);
+    for (tenant, n) in waiting {
+        gauge!("mthpt_tenant_waiting_runs", "tenant" => tenant).set(n as f64);
+    }
     gauge!("mthpt_outbox_backlog").set(snapshot.outbox_backlog as f64);
     let age = snapshot
         .outbox_oldest_at

@@ -30,6 +30,13 @@ pub struct Problem {
     /// Field errors; empty unless `code` is `validation_failed`.
     #[serde(default)]
     pub errors: Vec<FieldProblem>,
+    /// For `quota_exceeded`: the quota reached (`max_concurrent_runs`, `max_fires_per_second`,
+    /// `max_tasks`, `max_waiting_runs`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quota: Option<String>,
+    /// For `quota_exceeded`: the quota's value.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit: Option<i64>,
     /// The request id (`urn:mthpt:request:<id>`), also logged and sent as `X-Request-Id`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub instance: Option<String>,
@@ -44,6 +51,8 @@ pub fn problem(e: &ApiError, request_id: Option<&str>) -> Problem {
         detail: e.detail.clone(),
         code: e.code,
         errors: e.errors.clone(),
+        quota: e.quota.as_ref().map(|q| q.quota.as_str().to_owned()),
+        limit: e.quota.as_ref().map(|q| q.limit),
         instance: request_id.map(|id| format!("urn:mthpt:request:{id}")),
     }
 }

@@ -79,6 +79,7 @@ pub struct ApplyQuery {
     (status = 404, body = Problem, content_type = "application/problem+json"),
     (status = 409, body = Problem, content_type = "application/problem+json"),
     (status = 422, description = "errors name the entry, e.g. tasks[3].schedule.expr", body = Problem, content_type = "application/problem+json"),
+    (status = 429, description = "a tenant quota is reached: `quota` and `limit` name it", body = Problem, content_type = "application/problem+json"),
 ))]
 #[post("/tenants/{tenant}/tasks/apply")]
 async fn apply_tasks(
@@ -107,6 +108,7 @@ async fn apply_tasks(
     (status = 200, body = Plan),
     (status = 404, body = Problem, content_type = "application/problem+json"),
     (status = 422, body = Problem, content_type = "application/problem+json"),
+    (status = 429, description = "a tenant quota is reached: `quota` and `limit` name it", body = Problem, content_type = "application/problem+json"),
 ))]
 #[post("/tenants/{tenant}/tasks/import")]
 async fn import_tasks(

@@ -175,6 +175,7 @@ async fn list_tasks(
     (status = 403, body = Problem, content_type = "application/problem+json"),
     (status = 409, description = "name taken", body = Problem, content_type = "application/problem+json"),
     (status = 422, body = Problem, content_type = "application/problem+json"),
+    (status = 429, description = "a tenant quota is reached: `quota` and `limit` name it", body = Problem, content_type = "application/problem+json"),
 ))]
 #[post("/tenants/{tenant}/tasks")]
 async fn create_task(
@@ -323,6 +324,7 @@ pub struct TriggerBody {
     (status = 200, description = "replayed: the run of an earlier request with this key", body = RunBody),
     (status = 404, body = Problem, content_type = "application/problem+json"),
     (status = 409, body = Problem, content_type = "application/problem+json"),
+    (status = 429, description = "a tenant quota is reached (`max_waiting_runs`, or `max_fires_per_second` with `Retry-After`)", headers(("Retry-After" = String, description = "seconds, for the rate quota")), body = Problem, content_type = "application/problem+json"),
 ))]
 #[post("/tenants/{tenant}/tasks/{id}/trigger")]
 async fn trigger_task(

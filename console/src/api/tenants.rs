@@ -1,6 +1,6 @@
 //! `/tenants`: tenants and their node group (operators; a tenant user sees its own).
 
-use actix_web::{HttpResponse, delete, get, patch, post, web};
+use actix_web::{HttpResponse, delete, get, patch, post, put, web};
 use chrono::{DateTime, Utc};
 use mthpt_engine::tenant::{DEFAULT_NODE_GROUP, MAX_RETENTION_MS, NewTenant, Tenant, TenantUpdate};
 use serde::{Deserialize, Serialize};
@@ -9,14 +9,18 @@ use utoipa::ToSchema;
 use super::at;
 use super::auth::Caller;
 use super::error::{ApiError, ApiResult, Problem};
-use crate::service::{Services, tenants};
+use crate::service::quotas::QuotaReport;
+use crate::service::{Services, quotas, tenants};
+use mthpt_engine::quota::TenantQuotas;
 
 pub fn routes(cfg: &mut utoipa_actix_web::service_config::ServiceConfig<'_>) {
     cfg.service(list_tenants)
         .service(create_tenant)
         .service(get_tenant)
         .service(update_tenant)
-        .service(delete_tenant);
+        .service(delete_tenant)
+        .service(get_quotas)
+        .service(set_quotas);
 }
 
 /// A tenant as the API shows it.
@@ -199,4 +203,122 @@ async fn delete_tenant(
 ) -> ApiResult<HttpResponse> {
     tenants::delete(&services, &caller, &path).await?;
     Ok(HttpResponse::NoContent().finish())
+}
+
+/// A tenant's quotas; `null` is unlimited. Each is a positive integer.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct QuotasBody {
+    /// Runs claimed or running at once (enforced by the claim; see docs/api.md).
+    #[serde(default)]
+    pub max_concurrent_runs: Option<i64>,
+    /// Fires per second: the refill rate of the tenant's token bucket (manual triggers beyond
+    /// it get `429` with `Retry-After`).
+    #[serde(default)]
+    pub max_fires_per_second: Option<i64>,
+    /// How many fires the bucket holds (a burst after a quiet spell); needs
+    /// `max_fires_per_second`; `null`: one second's worth.
+    #[serde(default)]
+    pub fire_burst: Option<i64>,
+    /// Tasks the tenant may have (creating one more gets `429`).
+    #[serde(default)]
+    pub max_tasks: Option<i64>,
+    /// Runs due and not yet claimed (a manual trigger beyond it gets `429`).
+    #[serde(default)]
+    pub max_waiting_runs: Option<i64>,
+}
+
+impl From<TenantQuotas> for QuotasBody {
+    fn from(q: TenantQuotas) -> Self {
+        Self {
+            max_concurrent_runs: q.max_concurrent_runs,
+            max_fires_per_second: q.max_fires_per_second,
+            fire_burst: q.fire_burst,
+            max_tasks: q.max_tasks,
+            max_waiting_runs: q.max_waiting_runs,
+        }
+    }
+}
+
+impl From<QuotasBody> for TenantQuotas {
+    fn from(q: QuotasBody) -> Self {
+        Self {
+            max_concurrent_runs: q.max_concurrent_runs,
+            max_fires_per_second: q.max_fires_per_second,
+            fire_burst: q.fire_burst,
+            max_tasks: q.max_tasks,
+            max_waiting_runs: q.max_waiting_runs,
+        }
+    }
+}
+
+/// What a tenant uses now, against its quotas.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct UsageBody {
+    pub tasks: i64,
+    /// Runs due and not yet claimed.
+    pub waiting_runs: i64,
+    /// Runs claimed or running.
+    pub running_runs: i64,
+}
+
+/// A tenant's quotas and its usage.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct QuotaReportBody {
+    pub tenant: String,
+    pub quotas: QuotasBody,
+    pub usage: UsageBody,
+}
+
+impl From<QuotaReport> for QuotaReportBody {
+    fn from(r: QuotaReport) -> Self {
+        Self {
+            tenant: r.tenant.name,
+            quotas: r.quotas.into(),
+            usage: UsageBody {
+                tasks: r.usage.tasks,
+                waiting_runs: r.usage.waiting_runs,
+                running_runs: r.usage.running_runs,
+            },
+        }
+    }
+}
+
+/// A tenant's quotas and its usage against them (operators, and the tenant's own users).
+#[utoipa::path(tag = "tenants", params(("tenant" = String, Path, description = "tenant name")), responses(
+    (status = 200, body = QuotaReportBody),
+    (status = 404, body = Problem, content_type = "application/problem+json"),
+))]
+#[get("/tenants/{tenant}/quotas")]
+async fn get_quotas(
+    services: web::Data<Services>,
+    caller: Caller,
+    path: web::Path<String>,
+) -> ApiResult<web::Json<QuotaReportBody>> {
+    Ok(web::Json(
+        quotas::get(&services, &caller, &path).await?.into(),
+    ))
+}
+
+/// Replaces a tenant's quotas (operators); a quota left out or `null` is unlimited.
+#[utoipa::path(tag = "tenants", params(("tenant" = String, Path, description = "tenant name")),
+    request_body = QuotasBody, responses(
+    (status = 200, body = QuotaReportBody),
+    (status = 403, body = Problem, content_type = "application/problem+json"),
+    (status = 404, body = Problem, content_type = "application/problem+json"),
+    (status = 422, body = Problem, content_type = "application/problem+json"),
+))]
+#[put("/tenants/{tenant}/quotas")]
+async fn set_quotas(
+    services: web::Data<Services>,
+    caller: Caller,
+    path: web::Path<String>,
+    body: web::Json<QuotasBody>,
+) -> ApiResult<web::Json<QuotaReportBody>> {
+    let wanted = TenantQuotas::from(body.into_inner());
+    Ok(web::Json(
+        quotas::set(&services, &caller, &path, &wanted)
+            .await?
+            .into(),
+    ))
 }

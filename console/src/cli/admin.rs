@@ -56,6 +56,71 @@ pub enum TenantCommand {
         /// Host names, IP addresses or `*.domain` wildcards.
         hosts: Vec<String>,
     },
+    /// Show a tenant's quotas and its usage against them.
+    Quotas { name: String },
+    /// Change a tenant's quotas (operators): each given quota is set to a positive integer or
+    /// `unlimited`; quotas not given stay as they are.
+    SetQuotas {
+        name: String,
+        /// Runs claimed or running at once.
+        #[arg(long, value_name = "N|unlimited", value_parser = parse_limit)]
+        max_concurrent_runs: Option<Limit>,
+        /// Fires per second (a token bucket).
+        #[arg(long, value_name = "N|unlimited", value_parser = parse_limit)]
+        max_fires_per_second: Option<Limit>,
+        /// Fires the bucket holds (burst) [default: one second's worth].
+        #[arg(long, value_name = "N|unlimited", value_parser = parse_limit)]
+        fire_burst: Option<Limit>,
+        /// Tasks the tenant may have.
+        #[arg(long, value_name = "N|unlimited", value_parser = parse_limit)]
+        max_tasks: Option<Limit>,
+        /// Runs due and not yet claimed.
+        #[arg(long, value_name = "N|unlimited", value_parser = parse_limit)]
+        max_waiting_runs: Option<Limit>,
+    },
+}
+
+/// A quota on the command line: a number, or `unlimited`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limit(pub Option<i64>);
+
+fn parse_limit(s: &str) -> Result<Limit, String> {
+    if s.eq_ignore_ascii_case("unlimited") {
+        return Ok(Limit(None));
+    }
+    s.parse::<i64>()
+        .map(|n| Limit(Some(n)))
+        .map_err(|_| format!("{s:?} is neither a number nor `unlimited`"))
+}
+
+/// Prints a tenant's quotas and usage: one line per quota, `used / limit`.
+fn print_quotas(out: &Output, report: &Value) {
+    if out.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(report).unwrap_or_default()
+        );
+        return;
+    }
+    let q = &report["quotas"];
+    let u = &report["usage"];
+    let limit = |key: &str| match &q[key] {
+        Value::Null => "unlimited".to_owned(),
+        v => v.to_string(),
+    };
+    println!("{:<22} {}", "tenant", text(report, "tenant"));
+    for (quota, used) in [
+        ("max_concurrent_runs", Some("running_runs")),
+        ("max_fires_per_second", None),
+        ("fire_burst", None),
+        ("max_tasks", Some("tasks")),
+        ("max_waiting_runs", Some("waiting_runs")),
+    ] {
+        match used {
+            Some(used) => println!("{quota:<22} {} / {}", text(u, used), limit(quota)),
+            None => println!("{quota:<22} {}", limit(quota)),
+        }
+    }
 }
 
 /// `mthpt app …`
@@ -314,6 +379,41 @@ pub async fn tenant(args: TenantArgs) -> ExitCode {
                         )
                         .await?;
                     print_tenant(&args.out, t);
+                }
+                TenantCommand::Quotas { name } => {
+                    let report = c
+                        .call(
+                            Method::GET,
+                            &format!("/tenants/{}/quotas", segment(&name)),
+                            None,
+                        )
+                        .await?;
+                    print_quotas(&args.out, &report);
+                }
+                TenantCommand::SetQuotas {
+                    name,
+                    max_concurrent_runs,
+                    max_fires_per_second,
+                    fire_burst,
+                    max_tasks,
+                    max_waiting_runs,
+                } => {
+                    let path = format!("/tenants/{}/quotas", segment(&name));
+                    let current = c.call(Method::GET, &path, None).await?;
+                    let mut body = current["quotas"].clone();
+                    for (key, given) in [
+                        ("max_concurrent_runs", max_concurrent_runs),
+                        ("max_fires_per_second", max_fires_per_second),
+                        ("fire_burst", fire_burst),
+                        ("max_tasks", max_tasks),
+                        ("max_waiting_runs", max_waiting_runs),
+                    ] {
+                        if let Some(Limit(value)) = given {
+                            body[key] = json!(value);
+                        }
+                    }
+                    let report = c.call(Method::PUT, &path, Some(&body)).await?;
+                    print_quotas(&args.out, &report);
                 }
             }
             Ok(())

@@ -8,6 +8,7 @@
 
 use std::fmt;
 
+use mthpt_engine::quota::QuotaExceeded;
 use mthpt_engine::store::StoreError;
 use mthpt_engine::validate::FieldError;
 use serde::Serialize;
@@ -70,6 +71,9 @@ codes! {
     PreconditionRequired = ("precondition_required", 428, "A version precondition is required"),
     /// The body is larger than the server accepts.
     PayloadTooLarge = ("payload_too_large", 413, "The request body is too large"),
+    /// The change would go beyond one of the tenant's quotas; `quota` and `limit` name it
+    /// (the rate quota also sends `Retry-After`).
+    QuotaExceeded = ("quota_exceeded", 429, "A tenant quota is reached"),
     /// Too many attempts; retry later.
     RateLimited = ("rate_limited", 429, "Too many requests"),
     /// The database cannot be reached or is overloaded; retry later.
@@ -106,6 +110,8 @@ pub struct ApiError {
     pub internal: Option<String>,
     /// Extra response headers (e.g. `Retry-After`).
     pub headers: Vec<(&'static str, String)>,
+    /// For `quota_exceeded`: which quota, and its value (boxed: most errors have none).
+    pub quota: Option<Box<QuotaExceeded>>,
 }
 
 impl ApiError {
@@ -117,6 +123,7 @@ impl ApiError {
             errors: Vec::new(),
             internal: None,
             headers: Vec::new(),
+            quota: None,
         }
     }
 
@@ -172,6 +179,26 @@ impl ApiError {
     pub fn with_header(mut self, name: &'static str, value: impl Into<String>) -> Self {
         self.headers.push((name, value.into()));
         self
+    }
+}
+
+impl From<QuotaExceeded> for ApiError {
+    fn from(e: QuotaExceeded) -> Self {
+        let mut err = Self {
+            quota: Some(Box::new(e)),
+            ..Self::new(
+                Code::QuotaExceeded,
+                format!(
+                    "the tenant's quota {} is {}; this would go beyond it",
+                    e.quota, e.limit
+                ),
+            )
+        };
+        if let Some(ms) = e.retry_after_ms {
+            // Whole seconds, rounded up: a client that waits that long finds a token.
+            err = err.with_header("Retry-After", ((ms + 999) / 1000).max(1).to_string());
+        }
+        err
     }
 }
 

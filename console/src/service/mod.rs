@@ -13,6 +13,7 @@ pub mod channels;
 pub mod credentials;
 pub mod error;
 pub mod nodes;
+pub mod quotas;
 pub mod runs;
 pub mod sessions;
 pub mod stats;
@@ -46,6 +47,7 @@ pub struct Services {
     pub clock: Arc<dyn Clock>,
     pub events: EventHub,
     run_events: Arc<OnceLock<RunEvents>>,
+    quotas: Arc<quotas::QuotaState>,
 }
 
 impl Services {
@@ -57,6 +59,7 @@ impl Services {
             clock,
             events: EventHub::with_wrapper_check(check),
             run_events: Arc::default(),
+            quotas: Arc::default(),
         }
     }
 
@@ -79,6 +82,11 @@ impl Services {
         if let Some(events) = self.run_events.get() {
             events.emit(RunEvent::state_of(run, at));
         }
+    }
+
+    /// This process's buckets of fires and quota episodes (see [`quotas`]).
+    pub fn quota_state(&self) -> &quotas::QuotaState {
+        &self.quotas
     }
 
     /// Milliseconds since the epoch, from the injected clock.

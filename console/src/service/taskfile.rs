@@ -237,6 +237,25 @@ pub async fn apply(
     dry_run: bool,
 ) -> ApiResult<Plan> {
     let tenant = tenant_access(services, caller, tenant, Action::Administer).await?;
+    let applied = apply_to(services, caller, &tenant, file, prune, dry_run).await;
+    super::quotas::after_check(
+        services,
+        &tenant,
+        &[mthpt_engine::quota::Quota::MaxTasks],
+        applied,
+    )
+    .await
+}
+
+/// [`apply`] to a tenant the caller may administer; each task created is within `max_tasks`.
+async fn apply_to(
+    services: &Services,
+    caller: &Caller,
+    tenant: &Tenant,
+    file: &TaskFile,
+    prune: bool,
+    dry_run: bool,
+) -> ApiResult<Plan> {
     let now = services.now();
     let mut tx = services.write().await?;
     let apps = tx.list_apps(tenant.id).await?;
@@ -319,7 +338,7 @@ pub async fn apply(
     for (parent, child) in &dep_removals {
         let (p, c) = (id_of(&ids, parent)?, id_of(&ids, child)?);
         tx.delete_dependency(tenant.id, p, c).await?;
-        audit_dependency(tx.as_mut(), caller, &tenant, "dependency.remove", p, c, now).await?;
+        audit_dependency(tx.as_mut(), caller, tenant, "dependency.remove", p, c, now).await?;
     }
     for task in &doomed {
         tx.delete_task(tenant.id, task.id, task.version, now)
@@ -327,7 +346,7 @@ pub async fn apply(
         audit_task(
             tx.as_mut(),
             caller,
-            &tenant,
+            tenant,
             "task.delete",
             task.id,
             json!({ "name": task.name, "by": "apply" }),
@@ -338,12 +357,13 @@ pub async fn apply(
     for ((step, def), item) in work.iter().zip(&plan.items) {
         match step {
             Step::Create => {
+                super::quotas::check_new_task(tx.as_mut(), tenant, now).await?;
                 let created = tx.create_task(tenant.id, def, now).await?;
                 ids.insert(def.name.clone(), created.task.id);
                 audit_task(
                     tx.as_mut(),
                     caller,
-                    &tenant,
+                    tenant,
                     "task.create",
                     created.task.id,
                     json!({ "name": def.name, "by": "apply" }),
@@ -360,7 +380,7 @@ pub async fn apply(
                 audit_task(
                     tx.as_mut(),
                     caller,
-                    &tenant,
+                    tenant,
                     "task.update",
                     task.id,
                     json!({ "changed": item.changes, "by": "apply" }),
@@ -375,7 +395,7 @@ pub async fn apply(
         let (p, c) = (id_of(&ids, &dep.parent)?, id_of(&ids, &dep.child)?);
         tx.add_dependency(tenant.id, p, c, dep.condition, now)
             .await?;
-        audit_dependency(tx.as_mut(), caller, &tenant, "dependency.add", p, c, now).await?;
+        audit_dependency(tx.as_mut(), caller, tenant, "dependency.add", p, c, now).await?;
     }
     tx.commit().await?;
     plan.applied = true;

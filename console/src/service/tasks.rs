@@ -20,9 +20,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use utoipa::ToSchema;
 
-use super::{Change, Services, audit};
+use super::{Change, Services, audit, quotas};
 use crate::service::access::{Action, Caller, tenant_access};
 use crate::service::error::{ApiError, ApiResult};
+use mthpt_engine::quota::Quota;
 
 /// How long an `Idempotency-Key` of a trigger is remembered (engines purge older keys).
 pub const IDEMPOTENCY_WINDOW_MS: i64 = mthpt_engine::store::TRIGGER_KEY_WINDOW_MS;
@@ -349,10 +350,14 @@ pub async fn create(
 ) -> ApiResult<TaskView> {
     let tenant = tenant_access(services, caller, tenant, Action::Administer).await?;
     let now = services.now();
-    let mut tx = services.write().await?;
-    let task = create_in(tx.as_mut(), caller, &tenant, spec, now).await?;
-    tx.commit().await?;
-    Ok(task)
+    let created = async {
+        let mut tx = services.write().await?;
+        let task = create_in(tx.as_mut(), caller, &tenant, spec, now).await?;
+        tx.commit().await?;
+        Ok(task)
+    }
+    .await;
+    quotas::after_check(services, &tenant, &[Quota::MaxTasks], created).await
 }
 
 /// Creates a task inside a caller's transaction (task files create many in one).
@@ -365,6 +370,7 @@ pub async fn create_in(
 ) -> ApiResult<TaskView> {
     let apps = tx.list_apps(tenant.id).await?;
     let def = spec.resolve(&apps)?;
+    quotas::check_new_task(tx, tenant, now).await?;
     let created = tx.create_task(tenant.id, &def, now).await?;
     audit(
         tx,
@@ -572,8 +578,30 @@ pub async fn trigger(
     {
         return Ok(found);
     }
+    let triggered = trigger_new(services, caller, &tenant, id, params, idempotency_key, now).await;
+    quotas::after_check(
+        services,
+        &tenant,
+        &[Quota::MaxFiresPerSecond, Quota::MaxWaitingRuns],
+        triggered,
+    )
+    .await
+}
+
+/// [`trigger`] once the request is known not to be a replay: within the tenant's quotas.
+async fn trigger_new(
+    services: &Services,
+    caller: &Caller,
+    tenant: &Tenant,
+    id: TaskId,
+    params: Option<serde_json::Value>,
+    idempotency_key: Option<&str>,
+    now: i64,
+) -> ApiResult<Triggered> {
+    let since = now - IDEMPOTENCY_WINDOW_MS;
+    quotas::take_fire(services, tenant, now).await?;
     let mut tx = services.write().await?;
-    let run = trigger_in(tx.as_mut(), caller, &tenant, id, params, now).await?;
+    let run = trigger_in(tx.as_mut(), caller, tenant, id, params, now).await?;
     if let Some(key) = idempotency_key {
         let remembered = TriggerKey {
             tenant_id: tenant.id,
@@ -585,7 +613,7 @@ pub async fn trigger(
         if !tx.insert_trigger_key(&remembered, since).await? {
             // A concurrent request with the same key won: undo this run, answer with that one.
             drop(tx);
-            return replay(services, &tenant, id, key, since)
+            return replay(services, tenant, id, key, since)
                 .await?
                 .ok_or_else(|| ApiError::internal("idempotency key taken but not found"));
         }
@@ -624,7 +652,7 @@ async fn replay(
     }))
 }
 
-/// Triggers a task inside a caller's transaction.
+/// Triggers a task inside a caller's transaction, within the tenant's `max_waiting_runs`.
 pub async fn trigger_in(
     tx: &mut dyn Tx,
     caller: &Caller,
@@ -633,6 +661,7 @@ pub async fn trigger_in(
     params: Option<serde_json::Value>,
     now: i64,
 ) -> ApiResult<Run> {
+    quotas::check_new_waiting_run(tx, tenant, now).await?;
     let run = tx
         .trigger_task(tenant.id, id, params, &caller.actor(), now)
         .await?;

@@ -1,24 +1,27 @@
 //! Platform pages (operators only): `/nodes`, the engine nodes with their groups and heartbeat
-//! age, and `/tenants`, the tenants with a form to create one.
+//! age, and `/tenants`, the tenants with their quotas (usage against each, a form to set them)
+//! and a form to create one.
 
 use std::collections::HashMap;
 
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, web};
 use askama::Template;
+use mthpt_engine::quota::TenantQuotas;
 use mthpt_engine::tenant::{DEFAULT_NODE_GROUP, NewTenant};
 
 use super::executors::age;
 use super::{Ctx, Layout, html, local_path, see_other, urlencode};
 use crate::service::access::{Action, Target, authorize};
 use crate::service::error::{ApiError, Code};
-use crate::service::{nodes, tenants};
+use crate::service::{nodes, quotas, tenants};
 use crate::{or_error, page_ctx};
 
 pub fn routes(cfg: &mut web::ServiceConfig) {
     cfg.route("/nodes", web::get().to(node_list))
         .route("/tenants", web::get().to(tenant_list))
-        .route("/tenants", web::post().to(tenant_create));
+        .route("/tenants", web::post().to(tenant_create))
+        .route("/tenants/{tenant}/quotas", web::post().to(quotas_set));
 }
 
 /// The frame of a page that is about no tenant (platform pages, the user's own account).
@@ -97,6 +100,30 @@ pub struct TenantRow {
     pub disabled: bool,
     pub link: String,
     pub created: String,
+    /// Usage against quota, e.g. `3 / 100` (`∞`: unlimited).
+    pub tasks: String,
+    pub waiting: String,
+    pub running: String,
+    /// The quotas as the form shows them (empty: unlimited).
+    pub q_max_tasks: String,
+    pub q_max_waiting_runs: String,
+    pub q_max_concurrent_runs: String,
+    pub q_max_fires_per_second: String,
+    pub q_fire_burst: String,
+    /// The form's action.
+    pub quotas_action: String,
+}
+
+/// `used / limit`, `∞` for no limit.
+fn against(used: i64, limit: Option<i64>) -> String {
+    match limit {
+        Some(l) => format!("{used} / {l}"),
+        None => format!("{used} / ∞"),
+    }
+}
+
+fn shown(limit: Option<i64>) -> String {
+    limit.map(|l| l.to_string()).unwrap_or_default()
 }
 
 #[derive(Template)]
@@ -117,16 +144,28 @@ async fn tenants_page(
         ctx,
         authorize(&ctx.caller, Action::Platform, Target::Platform)
     );
-    let list = or_error!(ctx, tenants::list(&ctx.services, &ctx.caller).await);
+    let list = or_error!(ctx, quotas::list(&ctx.services, &ctx.caller).await);
     let rows = list
         .into_iter()
-        .map(|t| TenantRow {
-            link: format!("/t/{}/tasks", urlencode(&t.name)),
-            display_name: t.display_name,
-            node_group: t.node_group,
-            disabled: t.disabled,
-            created: ctx.time(t.created_at),
-            name: t.name,
+        .map(|r| {
+            let (t, q, u) = (r.tenant, r.quotas, r.usage);
+            TenantRow {
+                link: format!("/t/{}/tasks", urlencode(&t.name)),
+                quotas_action: format!("/tenants/{}/quotas", urlencode(&t.name)),
+                display_name: t.display_name,
+                node_group: t.node_group,
+                disabled: t.disabled,
+                created: ctx.time(t.created_at),
+                name: t.name,
+                tasks: against(u.tasks, q.max_tasks),
+                waiting: against(u.waiting_runs, q.max_waiting_runs),
+                running: against(u.running_runs, q.max_concurrent_runs),
+                q_max_tasks: shown(q.max_tasks),
+                q_max_waiting_runs: shown(q.max_waiting_runs),
+                q_max_concurrent_runs: shown(q.max_concurrent_runs),
+                q_max_fires_per_second: shown(q.max_fires_per_second),
+                q_fire_burst: shown(q.fire_burst),
+            }
         })
         .collect();
     let l = own_layout(ctx, ctx.tr.t("tenants.title"), local_path(req), "tenants");
@@ -182,6 +221,41 @@ async fn tenant_create(
             }
             None => ctx.error(&e),
         },
+    }
+}
+
+/// Sets a tenant's quotas from its row's form (empty field: unlimited).
+async fn quotas_set(
+    req: HttpRequest,
+    path: web::Path<String>,
+    input: web::Form<HashMap<String, String>>,
+) -> HttpResponse {
+    let ctx = page_ctx!(req);
+    let mut wanted = TenantQuotas::default();
+    for (field, slot) in [
+        ("max_tasks", &mut wanted.max_tasks),
+        ("max_waiting_runs", &mut wanted.max_waiting_runs),
+        ("max_concurrent_runs", &mut wanted.max_concurrent_runs),
+        ("max_fires_per_second", &mut wanted.max_fires_per_second),
+        ("fire_burst", &mut wanted.fire_burst),
+    ] {
+        let text = input.get(field).map(|v| v.trim()).unwrap_or_default();
+        if text.is_empty() {
+            continue;
+        }
+        match text.parse::<i64>() {
+            Ok(n) => *slot = Some(n),
+            Err(_) => {
+                return ctx.error(&ApiError::field(
+                    field,
+                    "must be a positive integer or empty",
+                ));
+            }
+        }
+    }
+    match quotas::set(&ctx.services, &ctx.caller, &path, &wanted).await {
+        Ok(_) => see_other("/tenants"),
+        Err(e) => ctx.error(&e),
     }
 }
 

@@ -13,6 +13,7 @@ mod api_channels;
 mod api_cross_tenant;
 mod api_effects;
 mod api_hostile_names;
+mod api_quotas;
 mod api_retention;
 mod api_session;
 mod api_skeleton;

@@ -679,3 +679,57 @@ async fn static_files_carry_an_etag_and_an_unchanged_one_costs_a_304_without_bod
     assert_eq!(missing.status(), StatusCode::NOT_FOUND);
     app.stop().await;
 }
+
+/// The tenants page shows each tenant's usage against its quotas; an operator sets them with
+/// the row's form (an empty field is unlimited), a tenant admin's forged post is refused.
+#[tokio::test]
+async fn operators_set_quotas_on_the_tenants_page_and_see_usage_against_them() {
+    let app = spawn_app(Backend::Sqlite).await;
+    let (acme_tenant, _task) = acme(&app).await;
+    app.user(Some(&acme_tenant), "adam", Role::TenantAdmin)
+        .await;
+    let admin = sign_in(&app, "adam").await;
+    let root = sign_in(&app, "root").await;
+
+    let (status, html) = page(&app, &root, "/tenants").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(html.contains("id=\"tenant-quotas\""), "{html}");
+    assert!(html.contains("1 / ∞"), "one task, no quota: {html}");
+
+    let res = post(
+        &app,
+        &root,
+        "/tenants/acme/quotas",
+        form(&[("max_tasks", "7"), ("max_waiting_runs", "")]),
+    )
+    .await;
+    assert_eq!(res.status(), StatusCode::SEE_OTHER);
+    let (_, html) = page(&app, &root, "/tenants").await;
+    assert!(
+        html.contains("1 / 7"),
+        "usage against the new quota: {html}"
+    );
+    for lang in ["en", "zh-CN"] {
+        let (_, html) = page(&app, &format!("{root}; mthpt_lang={lang}"), "/tenants").await;
+        assert!(!html.contains('⟦'), "an untranslated key ({lang})");
+    }
+
+    let res = post(
+        &app,
+        &admin,
+        "/tenants/acme/quotas",
+        form(&[("max_tasks", "1000")]),
+    )
+    .await;
+    assert_eq!(res.status(), StatusCode::FORBIDDEN);
+    let read = app
+        .op(Method::GET, "/api/v1/tenants/acme/quotas")
+        .send()
+        .await
+        .unwrap()
+        .json::<serde_json::Value>()
+        .await
+        .unwrap();
+    assert_eq!(read["quotas"]["max_tasks"], json!(7));
+    app.stop().await;
+}

@@ -315,3 +315,63 @@ async fn ops_secret(app: &mthpt_console::testing::TestApp) -> String {
         .unwrap()
         .secret
 }
+
+#[tokio::test]
+async fn an_operator_sets_tenant_quotas_from_the_command_line() {
+    let app = spawn_app(Backend::Sqlite).await;
+    let (url, op) = (app.base_url.clone(), app.operator_token.clone());
+    let acme = app.tenant("acme").await;
+
+    let shown = stdout(&mthpt(&url, &op, &["tenant", "quotas", "acme"]).await);
+    assert_eq!(field(&shown, "max_tasks"), "0 / unlimited", "{shown}");
+
+    let set = stdout(
+        &mthpt(
+            &url,
+            &op,
+            &[
+                "tenant",
+                "set-quotas",
+                "acme",
+                "--max-tasks",
+                "10",
+                "--max-fires-per-second",
+                "5",
+            ],
+        )
+        .await,
+    );
+    assert_eq!(field(&set, "max_tasks"), "0 / 10", "{set}");
+    assert_eq!(field(&set, "max_fires_per_second"), "5", "{set}");
+
+    // Quotas not given stay; `unlimited` clears one.
+    let set = stdout(
+        &mthpt(
+            &url,
+            &op,
+            &["tenant", "set-quotas", "acme", "--max-tasks", "unlimited"],
+        )
+        .await,
+    );
+    assert_eq!(field(&set, "max_tasks"), "0 / unlimited", "{set}");
+    assert_eq!(field(&set, "max_fires_per_second"), "5", "{set}");
+
+    // A tenant admin may read but not set them.
+    let (_, admin) = app
+        .user(Some(&acme), "ada", mthpt_engine::tenant::Role::TenantAdmin)
+        .await;
+    stdout(&mthpt(&url, &admin, &["tenant", "quotas", "acme"]).await);
+    let refused = mthpt(
+        &url,
+        &admin,
+        &["tenant", "set-quotas", "acme", "--max-tasks", "99"],
+    )
+    .await;
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("forbidden"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    app.stop().await;
+}

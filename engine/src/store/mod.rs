@@ -28,7 +28,7 @@
 //! |---|---|
 //! | `mod.rs` | the seam: [`Store`], [`Tx`] (the union of the traits below), [`StoreError`], request and result types |
 //! | `tx.rs` | `StoreTx` (either backend's transaction), `on_conn!`, `Locking`, commit and due signals, error mapping |
-//! | `tenants.rs` | [`Tenants`]: tenants |
+//! | `tenants.rs` | [`Tenants`]: tenants, their quotas and usage counts |
 //! | `users.rs` | [`Users`]: users and API tokens |
 //! | `sessions.rs` | [`Sessions`]: console sessions and sign-in attempts |
 //! | `apps.rs` | [`Apps`]: apps and executor instances |

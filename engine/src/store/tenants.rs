@@ -1,4 +1,5 @@
-//! Tenants (operator operations): create, read, list, change, delete, and the lock that
+//! Tenants (operator operations): create, read, list, change, delete, their quotas and what
+//! they use against them, and the lock that
 //! serialises changes needing a tenant's whole state (dependency edits).
 //!
 //! Every operation here is written once for both backends; neither has its own.
@@ -8,6 +9,7 @@ use sqlx::types::Json;
 
 use super::tx::{Dialect, Locking, StoreTx, check_or, found, on_conn, unique_or};
 use super::{Result, StoreError};
+use crate::quota::{TenantQuotas, TenantUsage};
 use crate::tenant::{NewTenant, Tenant, TenantId, TenantUpdate};
 
 /// Tenants, for operators: one row per customer of the cluster.
@@ -31,6 +33,21 @@ pub trait Tenants: Send {
     /// Sets a tenant's claim weight (at least 1): its share of each claim relative to the other
     /// tenants with due runs in its group.
     async fn set_tenant_weight(&mut self, tenant: TenantId, weight: i32) -> Result<()>;
+    /// A tenant's quotas (`None`: unlimited).
+    async fn get_tenant_quotas(&mut self, id: TenantId) -> Result<TenantQuotas>;
+    /// Replaces a tenant's quotas (validated) and returns them.
+    async fn set_tenant_quotas(
+        &mut self,
+        id: TenantId,
+        quotas: &TenantQuotas,
+        now: i64,
+    ) -> Result<TenantQuotas>;
+    /// What a tenant uses at `now`: its tasks, its runs due and not yet claimed, its runs
+    /// claimed or running.
+    async fn tenant_usage(&mut self, id: TenantId, now: i64) -> Result<TenantUsage>;
+    /// Runs due and not yet claimed at `now`, per tenant name (every tenant, zeros included),
+    /// for the `mthpt_tenant_waiting_runs` gauge.
+    async fn waiting_runs_by_tenant(&mut self, now: i64) -> Result<Vec<(String, i64)>>;
 }
 
 #[async_trait]
@@ -156,6 +173,76 @@ impl Tenants for StoreTx {
         .map(|done| done.rows_affected()))
         .map_err(|e| check_or(e, || format!("weight {weight} (at least 1)")))?;
         found((done == 1).then_some(()), || format!("tenant {tenant}"))
+    }
+
+    async fn get_tenant_quotas(&mut self, id: TenantId) -> Result<TenantQuotas> {
+        let row = on_conn!(self, |c| sqlx::query_as(
+            "SELECT max_concurrent_runs, max_fires_per_second, fire_burst, max_tasks,
+                 max_waiting_runs
+             FROM tenants WHERE id = $1"
+        )
+        .bind(id)
+        .fetch_optional(&mut **c)
+        .await)?;
+        found(row, || format!("tenant {id}"))
+    }
+
+    async fn set_tenant_quotas(
+        &mut self,
+        id: TenantId,
+        quotas: &TenantQuotas,
+        now: i64,
+    ) -> Result<TenantQuotas> {
+        quotas.validate()?;
+        let row = on_conn!(self, |c| sqlx::query_as(
+            "UPDATE tenants SET max_concurrent_runs = $2, max_fires_per_second = $3,
+                 fire_burst = $4, max_tasks = $5, max_waiting_runs = $6, updated_at = $7
+             WHERE id = $1
+             RETURNING max_concurrent_runs, max_fires_per_second, fire_burst, max_tasks,
+                 max_waiting_runs"
+        )
+        .bind(id)
+        .bind(quotas.max_concurrent_runs)
+        .bind(quotas.max_fires_per_second)
+        .bind(quotas.fire_burst)
+        .bind(quotas.max_tasks)
+        .bind(quotas.max_waiting_runs)
+        .bind(now)
+        .fetch_optional(&mut **c)
+        .await)?;
+        found(row, || format!("tenant {id}"))
+    }
+
+    async fn tenant_usage(&mut self, id: TenantId, now: i64) -> Result<TenantUsage> {
+        let (tasks, waiting_runs, running_runs): (i64, i64, i64) =
+            on_conn!(self, |c| sqlx::query_as(
+                "SELECT
+                 (SELECT COUNT(*) FROM tasks WHERE tenant_id = $1 AND deleted_at IS NULL),
+                 (SELECT COUNT(*) FROM runs
+                  WHERE tenant_id = $1 AND state = 'pending' AND due_at <= $2),
+                 (SELECT COUNT(*) FROM runs
+                  WHERE tenant_id = $1 AND state IN ('claimed', 'running'))"
+            )
+            .bind(id)
+            .bind(now)
+            .fetch_one(&mut **c)
+            .await)?;
+        Ok(TenantUsage {
+            tasks,
+            waiting_runs,
+            running_runs,
+        })
+    }
+
+    async fn waiting_runs_by_tenant(&mut self, now: i64) -> Result<Vec<(String, i64)>> {
+        Ok(on_conn!(self, |c| sqlx::query_as(
+            "SELECT t.name, (SELECT COUNT(*) FROM runs r
+                             WHERE r.tenant_id = t.id AND r.state = 'pending' AND r.due_at <= $1)
+             FROM tenants t ORDER BY t.name"
+        )
+        .bind(now)
+        .fetch_all(&mut **c)
+        .await)?)
     }
 }
 

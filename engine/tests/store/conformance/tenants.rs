@@ -597,3 +597,125 @@ pub async fn audit_events_are_appended_and_listed_newest_first(store: Arc<dyn St
         7
     );
 }
+
+pub async fn tenant_quotas_are_unlimited_until_set_and_validated(store: Arc<dyn Store>) {
+    use mthpt_engine::quota::TenantQuotas;
+    let store = &*store;
+    let w = world(store, "acme").await;
+    let other = world(store, "other").await;
+    let mut tx = read(store).await;
+    assert_eq!(
+        tx.get_tenant_quotas(w.tenant.id).await.unwrap(),
+        TenantQuotas::default()
+    );
+    drop(tx);
+
+    let quotas = TenantQuotas {
+        max_concurrent_runs: Some(4),
+        max_fires_per_second: Some(10),
+        fire_burst: Some(20),
+        max_tasks: Some(100),
+        max_waiting_runs: Some(50),
+    };
+    let set = in_tx!(store, |tx| tx
+        .set_tenant_quotas(w.tenant.id, &quotas, T0 + 1)
+        .await
+        .unwrap());
+    assert_eq!(set, quotas);
+    let mut tx = read(store).await;
+    assert_eq!(tx.get_tenant_quotas(w.tenant.id).await.unwrap(), quotas);
+    assert_eq!(
+        tx.get_tenant_quotas(other.tenant.id).await.unwrap(),
+        TenantQuotas::default(),
+        "another tenant's quotas are its own"
+    );
+    assert_eq!(tx.get_tenant(w.tenant.id).await.unwrap().updated_at, T0 + 1);
+    drop(tx);
+
+    let mut tx = store.begin().await.unwrap();
+    let bad = tx
+        .set_tenant_quotas(
+            w.tenant.id,
+            &TenantQuotas {
+                max_tasks: Some(0),
+                ..TenantQuotas::default()
+            },
+            T0,
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(bad, StoreError::Invalid(ref f) if f.field == "max_tasks"),
+        "{bad}"
+    );
+    let missing = tx
+        .set_tenant_quotas(mthpt_engine::tenant::TenantId(9_999), &quotas, T0)
+        .await
+        .unwrap_err();
+    assert!(matches!(missing, StoreError::NotFound(_)), "{missing}");
+    drop(tx);
+
+    in_tx!(store, |tx| tx
+        .set_tenant_quotas(w.tenant.id, &TenantQuotas::default(), T0 + 2)
+        .await
+        .unwrap());
+    let mut tx = read(store).await;
+    assert_eq!(
+        tx.get_tenant_quotas(w.tenant.id).await.unwrap(),
+        TenantQuotas::default()
+    );
+}
+
+pub async fn tenant_usage_counts_tasks_waiting_and_running_runs_of_that_tenant(
+    store: Arc<dyn Store>,
+) {
+    use mthpt_engine::quota::TenantUsage;
+    use mthpt_engine::store::ClaimRequest;
+    let store = &*store;
+    let w = world(store, "acme").await;
+    let other = world(store, "other").await;
+    let (task, _) = create_task(store, &w, &manual(w.app.id, "one")).await;
+    create_task(store, &w, &manual(w.app.id, "two")).await;
+    let (foreign, _) = create_task(store, &other, &manual(other.app.id, "one")).await;
+    for at in [T0 - 3, T0 - 2, T0 - 1] {
+        insert(store, &occurrence(&w, &task, at)).await;
+    }
+    // Not yet due: not waiting.
+    insert(store, &occurrence(&w, &task, T0 + 60_000)).await;
+    insert(store, &occurrence(&other, &foreign, T0 - 1)).await;
+
+    let mut tx = read(store).await;
+    assert_eq!(
+        tx.tenant_usage(w.tenant.id, T0).await.unwrap(),
+        TenantUsage {
+            tasks: 2,
+            waiting_runs: 3,
+            running_runs: 0
+        }
+    );
+    drop(tx);
+
+    let claimed = in_tx!(store, |tx| tx
+        .claim_due_runs(&ClaimRequest {
+            node: "node-1".into(),
+            groups: vec!["default".into()],
+            now: T0,
+            horizon_ms: 0,
+            lease_ms: 60_000,
+            limit: 2,
+        })
+        .await
+        .unwrap());
+    let mine = claimed
+        .iter()
+        .filter(|r| r.tenant_id == w.tenant.id)
+        .count() as i64;
+    let mut tx = read(store).await;
+    let usage = tx.tenant_usage(w.tenant.id, T0).await.unwrap();
+    assert_eq!(usage.tasks, 2);
+    assert_eq!(usage.running_runs, mine);
+    assert_eq!(usage.waiting_runs, 3 - mine);
+    let theirs = tx.tenant_usage(other.tenant.id, T0).await.unwrap();
+    assert_eq!(theirs.tasks, 1);
+    assert_eq!(theirs.waiting_runs + theirs.running_runs, 1);
+}
