@@ -35,7 +35,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use crate::alarm::{AlarmKind, NewAlarm, Severity};
+use crate::alarm::NewAlarm;
 use crate::run::{
     ClaimedTransition, NewRun, Run, RunCompletion, RunFilter, RunId, RunState, TriggerKind,
 };
@@ -374,38 +374,18 @@ impl Claimer {
             }
             decision.continue_after = Some(missed.last().copied().unwrap_or(run.scheduled_at));
         }
-        let what = match task.misfire_policy {
-            MisfirePolicy::FireOnceNow => "fired once now; missed occurrences dropped".to_owned(),
-            MisfirePolicy::Skip => "skipped; the schedule continues from now".to_owned(),
-            MisfirePolicy::FireAll => format!(
-                "catching up: {} occurrence(s) fire, {} skipped (bound {})",
-                usize::from(decision.fire) + fired_missed,
-                skipped_missed + usize::from(!decision.fire),
-                task.misfire_max_catch_up
-            ),
-        };
-        let mut alarm = NewAlarm::new(
-            Some(task.tenant_id),
-            AlarmKind::Misfire,
-            Severity::Warning,
-            format!(
-                "task {:?}: occurrence due at {} found {late_ms} ms late; {what}",
-                task.name,
-                crate::clock::ms_to_datetime(run.due_at).to_rfc3339()
-            ),
-        );
-        alarm.task_id = Some(task.id);
-        alarm.run_id = Some(run.id);
-        alarm.details = serde_json::json!({
-            "late_ms": late_ms,
-            "policy": task.misfire_policy.as_str(),
-            "fired_missed": fired_missed,
-            "skipped_missed": skipped_missed,
-        });
         // One alarm per outage: every decision of the same outage (a run judged again after a
         // refused dispatch, the next occurrence turning late while no executor takes any) has
         // the same key.
-        alarm.dedupe_key = Some(outage_key(tx, task, run).await?);
+        let alarm = NewAlarm::misfire(
+            task,
+            run,
+            late_ms,
+            decision.fire,
+            fired_missed,
+            skipped_missed,
+            outage_key(tx, task, run).await?,
+        );
         tx.insert_alarm(&alarm, now).await?;
         Ok(decision)
     }
