@@ -6,7 +6,8 @@
 //! every active task always has its next occurrence as a pending run, and a node that dies
 //! after claiming leaves nothing behind that another node cannot pick up once the lease ends.
 //!
-//! Which runs a claim takes is the store's [`Tx::claim_due_runs`]: fair between tenants (each
+//! Which runs a claim takes is the store's
+//! [`Runs::claim_due_runs`](crate::store::Runs::claim_due_runs): fair between tenants (each
 //! with due runs gets a share of every claim, by weight) and capacity-aware (no run of an app
 //! whose live executors are full is taken); see docs/engine.md, "Claim order and capacity".
 //!
