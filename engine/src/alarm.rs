@@ -395,6 +395,38 @@ impl NewAlarm {
         a
     }
 
+    /// `quota`: runs of `tenant` wait behind its concurrency or rate quota (`oldest_due_at`:
+    /// the oldest of them; `now`: when the watchdog found it, which the dedupe key names: one
+    /// alarm per tenant, quota and episode).
+    pub fn quota_held(
+        tenant: TenantId,
+        tenant_name: &str,
+        quota: crate::quota::Quota,
+        limit: i64,
+        oldest_due_at: i64,
+        now: i64,
+    ) -> Self {
+        let mut a = Self::new(
+            Some(tenant),
+            AlarmKind::Quota,
+            Severity::Warning,
+            format!(
+                "tenant {tenant_name} is at its quota {quota} ({limit}); its due runs wait, the oldest due at {} ({} ms late)",
+                ms_to_datetime(oldest_due_at).to_rfc3339(),
+                now - oldest_due_at
+            ),
+        );
+        a.details = serde_json::json!({
+            "tenant": tenant_name,
+            "quota": quota.as_str(),
+            "limit": limit,
+            "oldest_due_at": oldest_due_at,
+            "late_ms": now - oldest_due_at,
+        });
+        a.dedupe_key = Some(Self::quota_key(tenant, quota, now));
+        a
+    }
+
     /// The dedupe key of the `quota` alarm of an episode that began at `began`.
     pub fn quota_key(tenant: TenantId, quota: crate::quota::Quota, began: i64) -> String {
         format!("quota:{tenant}:{quota}:{began}")

@@ -5,12 +5,19 @@
 //!
 //! | Quota | Limits | Where it is enforced |
 //! |---|---|---|
-//! | `max_concurrent_runs` | runs claimed or running at once | the claim (see [`startable_runs`]) |
-//! | `max_fires_per_second` | fires per second, a token bucket holding `fire_burst` tokens (default: the rate) | manual triggers ([`FireBucket`], one per tenant in each console/engine process); the claim later |
+//! | `max_concurrent_runs` | runs claimed or running at once | the claim: a tenant at its quota gets no share of a claim |
+//! | `max_fires_per_second` | fires per second, a token bucket holding `fire_burst` tokens (default: the rate) | the claim takes a token per run it claims; a manual trigger is refused while the bucket is empty |
 //! | `max_tasks` | tasks of the tenant | creating a task (API and task-file apply) |
 //! | `max_waiting_runs` | runs due and not yet claimed | manual triggers |
 //!
-//! A refusal is a [`QuotaExceeded`]: the quota's name and its value.
+//! The bucket ([`FireBucket`]) is kept on the tenant's row (`fire_tokens`, `fire_tokens_at`),
+//! so every engine node and console process takes from the same one: a claim locks the rows of
+//! the rate-limited tenants it serves (skipping a row another claim holds: that tenant waits
+//! for the next claim) and writes back what it took.
+//!
+//! A refusal is a [`QuotaExceeded`]: the quota's name and its value. Runs held back at the claim
+//! are not refused: they wait, and the watchdog raises the quota's alarm once per episode when
+//! they wait long.
 
 use std::fmt;
 
@@ -165,8 +172,7 @@ fn at_most(quota: Quota, quotas: &TenantQuotas, used: i64) -> Result<(), QuotaEx
 
 /// A token bucket of fires for one tenant: it holds up to `burst` tokens and gains `rate` per
 /// second; each fire takes one. Time is an argument (epoch milliseconds), so it is stepped in
-/// tests. The bucket lives in the memory of one process: each console or engine process keeps
-/// its own, so a tenant may fire up to the rate once per process.
+/// tests. It is stored on the tenant's row ([`FireBucket::stored`], [`FireBucket::state`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct FireBucket {
     /// Tokens held at `at` (fractional: refills are continuous).
@@ -182,6 +188,23 @@ impl FireBucket {
             tokens: quotas.burst().unwrap_or(0) as f64,
             at: now,
         }
+    }
+
+    /// The bucket as stored on the tenant's row: `tokens` held at `at`, or full at `now` when
+    /// nothing was taken since the rate was set (both `None`).
+    pub fn stored(quotas: &TenantQuotas, tokens: Option<f64>, at: Option<i64>, now: i64) -> Self {
+        match (tokens, at) {
+            (Some(tokens), Some(at)) if tokens.is_finite() => Self {
+                tokens: tokens.max(0.0),
+                at,
+            },
+            _ => Self::full(quotas, now),
+        }
+    }
+
+    /// What to store on the tenant's row: the tokens held and when.
+    pub fn state(&self) -> (f64, i64) {
+        (self.tokens, self.at)
     }
 
     /// The tokens the bucket holds at `now` (refilled since it was last used, up to the burst).
@@ -207,11 +230,30 @@ impl FireBucket {
 
     /// Takes one token for one fire at `now`, or says how long until one is available.
     pub fn take_one(&mut self, quotas: &TenantQuotas, now: i64) -> Result<(), QuotaExceeded> {
-        if self.take(quotas, now, 1) == 1 {
+        self.has_one(quotas, now)?;
+        self.take(quotas, now, 1);
+        Ok(())
+    }
+
+    /// Whether the bucket holds a whole token at `now` (taking none), or how long until it does.
+    pub fn has_one(&self, quotas: &TenantQuotas, now: i64) -> Result<(), QuotaExceeded> {
+        self.has_one_after(quotas, now, 0)
+    }
+
+    /// Whether a whole token is left at `now` once `queued` fires already waiting have taken
+    /// theirs (taking none), or how long until one is.
+    pub fn has_one_after(
+        &self,
+        quotas: &TenantQuotas,
+        now: i64,
+        queued: i64,
+    ) -> Result<(), QuotaExceeded> {
+        let left = self.available(quotas, now) - queued.max(0) as f64;
+        if left >= 1.0 {
             return Ok(());
         }
         let rate = quotas.max_fires_per_second.unwrap_or(1).max(1);
-        let missing = 1.0 - self.available(quotas, now);
+        let missing = 1.0 - left;
         let wait_ms = (missing * 1000.0 / rate as f64).ceil() as i64;
         Err(QuotaExceeded {
             quota: Quota::MaxFiresPerSecond,
@@ -219,24 +261,6 @@ impl FireBucket {
             retry_after_ms: Some(wait_ms.max(1)),
         })
     }
-}
-
-/// How many runs a tenant may start now: at most `want`, within `max_concurrent_runs` given
-/// `running` runs claimed or running, and within the fires its `bucket` holds at `now` (the
-/// tokens are taken). For the claim, which asks this per tenant before taking its due runs.
-pub fn startable_runs(
-    quotas: &TenantQuotas,
-    running: i64,
-    bucket: &mut FireBucket,
-    now: i64,
-    want: i64,
-) -> i64 {
-    let by_concurrency = match quotas.max_concurrent_runs {
-        Some(max) => (max - running).max(0),
-        None => want,
-    };
-    let wanted = want.min(by_concurrency).max(0);
-    bucket.take(quotas, now, wanted)
 }
 
 #[cfg(test)]
@@ -275,32 +299,20 @@ mod tests {
     fn unlimited_tenant_may_start_all_it_wants() {
         let q = TenantQuotas::default();
         let mut bucket = FireBucket::full(&q, T0);
-        assert_eq!(startable_runs(&q, 1_000, &mut bucket, T0, 50), 50);
+        assert_eq!(bucket.take(&q, T0, 50), 50);
         assert_eq!(check_new_task(&q, i64::MAX - 1), Ok(()));
-    }
-
-    #[test]
-    fn concurrency_limits_runs_started_beside_running_ones() {
-        let q = TenantQuotas {
-            max_concurrent_runs: Some(5),
-            ..TenantQuotas::default()
-        };
-        let mut bucket = FireBucket::full(&q, T0);
-        assert_eq!(startable_runs(&q, 3, &mut bucket, T0, 10), 2);
-        assert_eq!(startable_runs(&q, 5, &mut bucket, T0, 10), 0);
-        assert_eq!(startable_runs(&q, 7, &mut bucket, T0, 10), 0);
     }
 
     #[test]
     fn bucket_allows_a_burst_then_refills_at_the_rate() {
         let q = quotas();
         let mut bucket = FireBucket::full(&q, T0);
-        assert_eq!(startable_runs(&q, 0, &mut bucket, T0, 10), 4);
-        assert_eq!(startable_runs(&q, 0, &mut bucket, T0, 10), 0);
+        assert_eq!(bucket.take(&q, T0, 10), 4);
+        assert_eq!(bucket.take(&q, T0, 10), 0);
         // Half a second at 2 per second: one token.
-        assert_eq!(startable_runs(&q, 0, &mut bucket, T0 + 500, 10), 1);
+        assert_eq!(bucket.take(&q, T0 + 500, 10), 1);
         // A long quiet spell refills only up to the burst.
-        assert_eq!(startable_runs(&q, 0, &mut bucket, T0 + 60_000, 10), 4);
+        assert_eq!(bucket.take(&q, T0 + 60_000, 10), 4);
     }
 
     #[test]

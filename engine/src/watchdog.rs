@@ -12,6 +12,9 @@
 //! - raises one `backlog` alarm per episode of an app whose due runs wait for capacity (its
 //!   live executors are full or draining and a pending run is more than
 //!   [`BACKLOG_AFTER_MS`] late), resolved when no run waits that long any more;
+//! - raises one `quota` alarm per episode of a tenant whose due runs wait that long behind its
+//!   concurrency or rate quota, and closes every quota episode (the console opens those of
+//!   refused changes) once the tenant is back under the quota, resolving its alarm;
 //! - takes the cancel requests people made through the console for runs an executor instance
 //!   may hold ([`WatchReport::cancel_requested`]: the caller tells those instances);
 //! - purges manual triggers' idempotency keys older than their window
@@ -30,10 +33,12 @@ use crate::claimer::Cancellation;
 use crate::clock::{Clock, ms_to_datetime};
 use crate::directory::Directory;
 use crate::outcome::{Finish, Finished, finish_runs, log_finished};
+use crate::quota::{FireBucket, Quota};
 use crate::run::{Run, RunId, RunState};
 use crate::run_events::RunEvents;
 use crate::store::{Result, Store, TRIGGER_KEY_WINDOW_MS};
 use crate::task::{Task, TaskId};
+use crate::tenant::TenantId;
 
 /// How long silence means death, and how much work one pass takes on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -93,6 +98,10 @@ pub struct WatchReport {
     pub backlogs_raised: Vec<AppId>,
     /// Backlog episodes closed (their alarms resolved), by app.
     pub backlogs_resolved: Vec<AppId>,
+    /// Quota episodes opened here (an alarm raised each).
+    pub quotas_raised: Vec<(TenantId, Quota)>,
+    /// Quota episodes closed (their alarms resolved).
+    pub quotas_resolved: Vec<(TenantId, Quota)>,
 }
 
 /// Asks executor instances directly whether they are alive.
@@ -245,6 +254,7 @@ impl Watchdog {
         self.nodes(now, &mut report).await?;
         self.start_timeouts(now, &mut report).await?;
         self.backlogs(now, &mut report).await?;
+        self.quotas(now, &mut report).await?;
         self.cancel_requests(now, &mut report).await?;
         self.purge_trigger_keys(now, &mut report).await?;
         Ok(report)
@@ -483,6 +493,90 @@ impl Watchdog {
                     report.backlogs_resolved.push(b.app_id);
                 }
                 _ => {}
+            }
+        }
+        tx.commit().await
+    }
+
+    /// Quota episodes: opens one (raising its alarm) for each tenant whose pending runs are
+    /// more than `backlog_after_ms` late while it is at its concurrency quota (its running
+    /// runs) or its bucket of fires is empty; closes each open one once the tenant is back
+    /// under its quota (for these two: no run that late waits and, for the rate, a token is
+    /// there; for tasks and waiting runs: its usage is under the quota; or the quota is gone).
+    async fn quotas(&self, now: i64, report: &mut WatchReport) -> Result<()> {
+        let mut tx = self.store.begin().await?;
+        let holds = tx.quota_holds().await?;
+        if holds.is_empty() {
+            return Ok(());
+        }
+        let open = tx.open_quota_episodes().await?;
+        let late_before = now.saturating_sub(self.backlog_after_ms);
+        for h in holds {
+            let quotas = h.quotas();
+            let oldest = h.oldest_waiting_due_at.filter(|d| *d < late_before);
+            let tokens = FireBucket::stored(&quotas, h.fire_tokens, h.fire_tokens_at, now)
+                .available(&quotas, now);
+            let mine: Vec<&(TenantId, String, String)> =
+                open.iter().filter(|o| o.0 == h.tenant_id).collect();
+            let usage = if mine
+                .iter()
+                .any(|o| o.1 == Quota::MaxTasks.as_str() || o.1 == Quota::MaxWaitingRuns.as_str())
+            {
+                Some(tx.tenant_usage(h.tenant_id, now).await?)
+            } else {
+                None
+            };
+            for quota in Quota::ALL {
+                let limit = quota.limit(&quotas);
+                let held = match quota {
+                    Quota::MaxConcurrentRuns => limit.is_some_and(|max| h.running >= max),
+                    Quota::MaxFiresPerSecond => limit.is_some() && tokens < 1.0,
+                    Quota::MaxTasks | Quota::MaxWaitingRuns => false,
+                };
+                let key = mine
+                    .iter()
+                    .find(|o| o.1 == quota.as_str())
+                    .map(|o| o.2.clone());
+                match (key, limit, oldest) {
+                    (None, Some(limit), Some(oldest)) if held => {
+                        let alarm = NewAlarm::quota_held(
+                            h.tenant_id,
+                            &h.tenant_name,
+                            quota,
+                            limit,
+                            oldest,
+                            now,
+                        );
+                        let Some(key) = alarm.dedupe_key.clone() else {
+                            continue;
+                        };
+                        if !tx.open_quota_episode(h.tenant_id, quota, &key, now).await? {
+                            continue;
+                        }
+                        tx.insert_alarm(&alarm, now).await?;
+                        crate::metrics::quota_hit(&h.tenant_name, quota.as_str());
+                        report.quotas_raised.push((h.tenant_id, quota));
+                    }
+                    (Some(key), limit, oldest) => {
+                        let under = match (quota, limit) {
+                            (_, None) => true,
+                            (Quota::MaxConcurrentRuns, Some(_)) => oldest.is_none(),
+                            (Quota::MaxFiresPerSecond, Some(_)) => {
+                                oldest.is_none() && tokens >= 1.0
+                            }
+                            (Quota::MaxTasks, Some(max)) => usage.is_some_and(|u| u.tasks < max),
+                            (Quota::MaxWaitingRuns, Some(max)) => {
+                                usage.is_some_and(|u| u.waiting_runs < max)
+                            }
+                        };
+                        if under {
+                            tx.close_quota_episode(h.tenant_id, quota).await?;
+                            tx.resolve_alarm_by_key(h.tenant_id, &key, now).await?;
+                            report.quotas_resolved.push((h.tenant_id, quota));
+                        }
+                    }
+                    _ => {}
+                }
             }
         }
         tx.commit().await

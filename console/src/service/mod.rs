@@ -47,7 +47,6 @@ pub struct Services {
     pub clock: Arc<dyn Clock>,
     pub events: EventHub,
     run_events: Arc<OnceLock<RunEvents>>,
-    quotas: Arc<quotas::QuotaState>,
 }
 
 impl Services {
@@ -59,7 +58,6 @@ impl Services {
             clock,
             events: EventHub::with_wrapper_check(check),
             run_events: Arc::default(),
-            quotas: Arc::default(),
         }
     }
 
@@ -82,11 +80,6 @@ impl Services {
         if let Some(events) = self.run_events.get() {
             events.emit(RunEvent::state_of(run, at));
         }
-    }
-
-    /// This process's buckets of fires and quota episodes (see [`quotas`]).
-    pub fn quota_state(&self) -> &quotas::QuotaState {
-        &self.quotas
     }
 
     /// Milliseconds since the epoch, from the injected clock.

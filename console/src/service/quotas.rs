@@ -3,19 +3,14 @@
 //!
 //! A refusal is `429 quota_exceeded` naming the quota and its value. Each refusal counts in
 //! `mthpt_tenant_quota_hits_total{tenant,quota}`; the first refusal of an episode raises a
-//! `quota` alarm, and the next check that finds the tenant back under that quota resolves it.
-//!
-//! The bucket of fires per second and the episodes are kept in this process's memory
-//! ([`QuotaState`], shared by every clone of the [`Services`]): each console process limits a
-//! tenant's manual triggers to the rate on its own.
-
-use std::collections::HashMap;
-use std::sync::Mutex;
+//! `quota` alarm (episodes are kept in the database, one open per tenant and quota, whichever
+//! console process refused), and the engine's watchdog resolves it once the tenant is back
+//! under that quota. The bucket of fires is the tenant's row's, shared with the claims.
 
 use mthpt_engine::alarm::NewAlarm;
-use mthpt_engine::quota::{self, FireBucket, Quota, QuotaExceeded, TenantQuotas, TenantUsage};
+use mthpt_engine::quota::{self, FireBucket, QuotaExceeded, TenantQuotas, TenantUsage};
 use mthpt_engine::store::Tx;
-use mthpt_engine::tenant::{Tenant, TenantId};
+use mthpt_engine::tenant::Tenant;
 use serde_json::json;
 
 use super::access::{Action, Caller, Target, authorize, tenant_access};
@@ -28,18 +23,6 @@ pub struct QuotaReport {
     pub tenant: Tenant,
     pub quotas: TenantQuotas,
     pub usage: TenantUsage,
-}
-
-/// What this process remembers about quotas: each tenant's bucket of fires and the open
-/// episodes (tenant and quota → the dedupe key of the episode's alarm).
-#[derive(Debug, Default)]
-pub struct QuotaState {
-    buckets: Mutex<HashMap<TenantId, FireBucket>>,
-    episodes: Mutex<HashMap<(TenantId, Quota), String>>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// The quotas of a tenant and its usage (anyone who may read the tenant).
@@ -103,8 +86,6 @@ pub async fn set(
     .await?;
     let usage = tx.tenant_usage(tenant.id, now).await?;
     tx.commit().await?;
-    // A changed rate starts from a full bucket.
-    lock(&services.quota_state().buckets).remove(&tenant.id);
     Ok(QuotaReport {
         tenant,
         quotas,
@@ -135,44 +116,37 @@ pub async fn check_new_waiting_run(tx: &mut dyn Tx, tenant: &Tenant, now: i64) -
     Ok(())
 }
 
-/// Takes one fire of the tenant's bucket (`max_fires_per_second`), or refuses with the time
-/// until the next token (`Retry-After`).
-pub async fn take_fire(services: &Services, tenant: &Tenant, now: i64) -> ApiResult<()> {
-    let quotas = {
-        let mut tx = services.read().await?;
-        tx.get_tenant_quotas(tenant.id).await?
-    };
-    if quotas.max_fires_per_second.is_none() {
+/// Whether the tenant's bucket of fires (`max_fires_per_second`) has a fire left for one more
+/// run: the token is taken when the run is claimed (every fire takes one there, whatever made
+/// the run), so a trigger counts the tenant's runs already waiting against the bucket, and is
+/// refused, with the time until a token is left (`Retry-After`), when they would empty it.
+pub async fn check_fire(services: &Services, tenant: &Tenant, now: i64) -> ApiResult<()> {
+    let mut tx = services.read().await?;
+    let quotas = tx.get_tenant_quotas(tenant.id).await?;
+    let Some(burst) = quotas.burst() else {
         return Ok(());
-    }
-    let mut buckets = lock(&services.quota_state().buckets);
-    let bucket = buckets
-        .entry(tenant.id)
-        .or_insert_with(|| FireBucket::full(&quotas, now));
-    bucket.take_one(&quotas, now)?;
+    };
+    let (tokens, at) = tx.fire_bucket(tenant.id).await?;
+    let waiting = tx.waiting_runs_up_to(tenant.id, now, burst).await?;
+    FireBucket::stored(&quotas, tokens, at, now).has_one_after(&quotas, now, waiting)?;
     Ok(())
 }
 
 /// What follows a checked change of `tenant`: a refusal for a quota counts as a hit and opens
-/// an episode (raising its alarm); success closes the episodes of `checked` (resolving their
-/// alarms). Failing to record is logged, never the caller's error.
+/// the quota's episode (raising its one alarm) unless one is open; the engine's watchdog
+/// closes the episode (resolving the alarm) once the tenant is back under the quota. Failing
+/// to record is logged, never the caller's error.
 pub async fn after_check<T>(
     services: &Services,
     tenant: &Tenant,
-    checked: &[Quota],
     result: ApiResult<T>,
 ) -> ApiResult<T> {
-    match &result {
-        Err(ApiError {
-            quota: Some(exceeded),
-            ..
-        }) => refused(services, tenant, exceeded).await,
-        Ok(_) => {
-            for q in checked {
-                back_under(services, tenant, *q).await;
-            }
-        }
-        Err(_) => {}
+    if let Err(ApiError {
+        quota: Some(exceeded),
+        ..
+    }) = &result
+    {
+        refused(services, tenant, exceeded).await;
     }
     result
 }
@@ -180,42 +154,23 @@ pub async fn after_check<T>(
 async fn refused(services: &Services, tenant: &Tenant, exceeded: &QuotaExceeded) {
     mthpt_engine::metrics::quota_hit(&tenant.name, exceeded.quota.as_str());
     let now = services.now();
-    let key = {
-        let mut episodes = lock(&services.quota_state().episodes);
-        if episodes.contains_key(&(tenant.id, exceeded.quota)) {
-            return;
-        }
-        let key = NewAlarm::quota_key(tenant.id, exceeded.quota, now);
-        episodes.insert((tenant.id, exceeded.quota), key.clone());
-        key
-    };
     let alarm = NewAlarm::quota(tenant.id, &tenant.name, exceeded, now);
-    debug_assert_eq!(alarm.dedupe_key.as_deref(), Some(key.as_str()));
     let raised = async {
+        let Some(key) = alarm.dedupe_key.as_deref() else {
+            return Ok(());
+        };
         let mut tx = services.write().await?;
-        tx.insert_alarm(&alarm, now).await?;
-        tx.commit().await?;
+        if tx
+            .open_quota_episode(tenant.id, exceeded.quota, key, now)
+            .await?
+        {
+            tx.insert_alarm(&alarm, now).await?;
+            tx.commit().await?;
+        }
         Ok::<(), ApiError>(())
     }
     .await;
     if let Err(e) = raised {
         tracing::warn!(tenant = %tenant.name, error = %e, "could not raise the quota alarm");
-    }
-}
-
-async fn back_under(services: &Services, tenant: &Tenant, quota: Quota) {
-    let Some(key) = lock(&services.quota_state().episodes).remove(&(tenant.id, quota)) else {
-        return;
-    };
-    let now = services.now();
-    let resolved = async {
-        let mut tx = services.write().await?;
-        tx.resolve_alarm_by_key(tenant.id, &key, now).await?;
-        tx.commit().await?;
-        Ok::<(), ApiError>(())
-    }
-    .await;
-    if let Err(e) = resolved {
-        tracing::warn!(tenant = %tenant.name, error = %e, "could not resolve the quota alarm");
     }
 }

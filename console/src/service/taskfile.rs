@@ -238,13 +238,7 @@ pub async fn apply(
 ) -> ApiResult<Plan> {
     let tenant = tenant_access(services, caller, tenant, Action::Administer).await?;
     let applied = apply_to(services, caller, &tenant, file, prune, dry_run).await;
-    super::quotas::after_check(
-        services,
-        &tenant,
-        &[mthpt_engine::quota::Quota::MaxTasks],
-        applied,
-    )
-    .await
+    super::quotas::after_check(services, &tenant, applied).await
 }
 
 /// [`apply`] to a tenant the caller may administer; each task created is within `max_tasks`.

@@ -23,7 +23,6 @@ use utoipa::ToSchema;
 use super::{Change, Services, audit, quotas};
 use crate::service::access::{Action, Caller, tenant_access};
 use crate::service::error::{ApiError, ApiResult};
-use mthpt_engine::quota::Quota;
 
 /// How long an `Idempotency-Key` of a trigger is remembered (engines purge older keys).
 pub const IDEMPOTENCY_WINDOW_MS: i64 = mthpt_engine::store::TRIGGER_KEY_WINDOW_MS;
@@ -357,7 +356,7 @@ pub async fn create(
         Ok(task)
     }
     .await;
-    quotas::after_check(services, &tenant, &[Quota::MaxTasks], created).await
+    quotas::after_check(services, &tenant, created).await
 }
 
 /// Creates a task inside a caller's transaction (task files create many in one).
@@ -579,13 +578,7 @@ pub async fn trigger(
         return Ok(found);
     }
     let triggered = trigger_new(services, caller, &tenant, id, params, idempotency_key, now).await;
-    quotas::after_check(
-        services,
-        &tenant,
-        &[Quota::MaxFiresPerSecond, Quota::MaxWaitingRuns],
-        triggered,
-    )
-    .await
+    quotas::after_check(services, &tenant, triggered).await
 }
 
 /// [`trigger`] once the request is known not to be a replay: within the tenant's quotas.
@@ -599,7 +592,7 @@ async fn trigger_new(
     now: i64,
 ) -> ApiResult<Triggered> {
     let since = now - IDEMPOTENCY_WINDOW_MS;
-    quotas::take_fire(services, tenant, now).await?;
+    quotas::check_fire(services, tenant, now).await?;
     let mut tx = services.write().await?;
     let run = trigger_in(tx.as_mut(), caller, tenant, id, params, now).await?;
     if let Some(key) = idempotency_key {

@@ -2,7 +2,7 @@
 //! their own (never another tenant's); a task create beyond `max_tasks` and a manual trigger
 //! beyond `max_waiting_runs` or `max_fires_per_second` get `429 quota_exceeded` naming the
 //! quota and its value (the rate with `Retry-After`); the first refusal raises one `quota`
-//! alarm, resolved once the tenant is back under the quota.
+//! alarm, which the engine's watchdog resolves once the tenant is back under the quota.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -12,8 +12,9 @@ use mthpt_console::testing::{TestApp, spawn_app_with_clock};
 use mthpt_engine::alarm::{AlarmFilter, AlarmKind};
 use mthpt_engine::app::NewApp;
 use mthpt_engine::clock::ManualClock;
-use mthpt_engine::store::{Backend, Scope};
+use mthpt_engine::store::{Backend, ClaimRequest, Scope};
 use mthpt_engine::tenant::Role;
+use mthpt_engine::watchdog::{WatchConfig, Watchdog};
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -218,8 +219,8 @@ async fn task_create_beyond_max_tasks_is_429_naming_the_quota(app: TestApp) {
         "{body}"
     );
 
-    // Raised: back under the quota resolves the episode's alarm.
-    put_quotas(&app, "acme", json!({ "max_tasks": 3 })).await;
+    // Raised: back under the quota (room for one more) resolves the episode's alarm.
+    put_quotas(&app, "acme", json!({ "max_tasks": 4 })).await;
     let (status, _, body) = answer(
         app.op(Method::POST, "/api/v1/tenants/acme/tasks")
             .json(&manual_task("three"))
@@ -229,7 +230,11 @@ async fn task_create_beyond_max_tasks_is_429_naming_the_quota(app: TestApp) {
     )
     .await;
     assert_eq!(status, 201, "{body}");
+    let watchdog = Watchdog::new(app.services.store.clone(), WatchConfig::default());
+    let report = watchdog.run_once(app.now(), 0.5).await.unwrap();
+    assert_eq!(report.quotas_resolved.len(), 1, "{report:?}");
     let alarms = quota_alarms(&app, "acme").await;
+    assert_eq!(alarms.len(), 1, "{alarms:?}");
     assert!(alarms[0].resolved_at.is_some(), "{alarms:?}");
     app.stop().await;
 }
@@ -257,9 +262,33 @@ async fn triggers_beyond_waiting_runs_or_rate_are_429(app: TestApp, clock: Arc<M
     assert_eq!(
         retry.as_deref(),
         Some("1"),
-        "a token in 750 ms: retry after 1 s"
+        "the run waiting takes the one token: another in 1 s"
     );
+    // The claim takes the waiting run's token from the tenant's row: a second later the
+    // bucket holds one again, and the trigger passes.
+    clock.advance_ms(250);
+    let claimed = {
+        let mut tx = app.store().begin().await.unwrap();
+        let runs = tx
+            .claim_due_runs(&ClaimRequest {
+                node: "node-1".into(),
+                groups: vec!["default".into()],
+                now: app.now(),
+                horizon_ms: 0,
+                lease_ms: 60_000,
+                limit: 10,
+            })
+            .await
+            .unwrap();
+        tx.commit().await.unwrap();
+        runs
+    };
+    assert_eq!(claimed.len(), 1);
+    let (status, _, body) = answer(app.op(Method::POST, &trigger).send().await.unwrap()).await;
+    assert_eq!(status, 429, "the claim took the token: {body}");
     clock.advance_ms(1_000);
+    let (status, _, body) = answer(app.op(Method::POST, &trigger).send().await.unwrap()).await;
+    assert_eq!(status, 201, "{body}");
 
     put_quotas(&app, "acme", json!({ "max_waiting_runs": 2 })).await;
     let (status, _, body) = answer(app.op(Method::POST, &trigger).send().await.unwrap()).await;

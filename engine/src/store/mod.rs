@@ -84,7 +84,7 @@ use async_trait::async_trait;
 pub use self::alarms::Alarms;
 pub use self::apps::Apps;
 pub use self::audit::Audit;
-pub use self::backlogs::{Backlogs, CapacityBacklog};
+pub use self::backlogs::{Backlogs, CapacityBacklog, QuotaHold};
 pub use self::channels::{Channels, MetricsSnapshot};
 pub use self::claims::{ClaimApp, ClaimWindow, claim_windows};
 pub use self::nodes::Nodes;

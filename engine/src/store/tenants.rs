@@ -45,6 +45,11 @@ pub trait Tenants: Send {
     /// What a tenant uses at `now`: its tasks, its runs due and not yet claimed, its runs
     /// claimed or running.
     async fn tenant_usage(&mut self, id: TenantId, now: i64) -> Result<TenantUsage>;
+    /// A tenant's bucket of fires as stored: the tokens it held and when (both `None`: full).
+    async fn fire_bucket(&mut self, id: TenantId) -> Result<(Option<f64>, Option<i64>)>;
+    /// A tenant's pending runs due by `now`, counted up to `limit` (of its apps, in its node
+    /// group: probes of `runs_claimable`, however long its history).
+    async fn waiting_runs_up_to(&mut self, id: TenantId, now: i64, limit: i64) -> Result<i64>;
     /// Runs due and not yet claimed at `now`, per tenant name (every tenant, zeros included),
     /// for the `mthpt_tenant_waiting_runs` gauge.
     async fn waiting_runs_by_tenant(&mut self, now: i64) -> Result<Vec<(String, i64)>>;
@@ -196,7 +201,8 @@ impl Tenants for StoreTx {
         quotas.validate()?;
         let row = on_conn!(self, |c| sqlx::query_as(
             "UPDATE tenants SET max_concurrent_runs = $2, max_fires_per_second = $3,
-                 fire_burst = $4, max_tasks = $5, max_waiting_runs = $6, updated_at = $7
+                 fire_burst = $4, max_tasks = $5, max_waiting_runs = $6, updated_at = $7,
+                 fire_tokens = NULL, fire_tokens_at = NULL
              WHERE id = $1
              RETURNING max_concurrent_runs, max_fires_per_second, fire_burst, max_tasks,
                  max_waiting_runs"
@@ -232,6 +238,34 @@ impl Tenants for StoreTx {
             waiting_runs,
             running_runs,
         })
+    }
+
+    async fn fire_bucket(&mut self, id: TenantId) -> Result<(Option<f64>, Option<i64>)> {
+        let row = on_conn!(self, |c| sqlx::query_as(
+            "SELECT fire_tokens, fire_tokens_at FROM tenants WHERE id = $1"
+        )
+        .bind(id)
+        .fetch_optional(&mut **c)
+        .await)?;
+        found(row, || format!("tenant {id}"))
+    }
+
+    async fn waiting_runs_up_to(&mut self, id: TenantId, now: i64, limit: i64) -> Result<i64> {
+        let (n,): (i64,) = on_conn!(self, |c| sqlx::query_as(
+            "SELECT count(*) FROM (
+                 SELECT 1 FROM runs r
+                 WHERE r.app_id IN (SELECT a.id FROM apps a WHERE a.tenant_id = $1)
+                   AND r.node_group = (SELECT t.node_group FROM tenants t WHERE t.id = $1)
+                   AND r.started_at IS NULL AND r.finished_at IS NULL
+                   AND r.state = 'pending' AND r.due_at <= $2
+                 LIMIT $3) x"
+        )
+        .bind(id)
+        .bind(now)
+        .bind(limit.max(0))
+        .fetch_one(&mut **c)
+        .await)?;
+        Ok(n)
     }
 
     async fn waiting_runs_by_tenant(&mut self, now: i64) -> Result<Vec<(String, i64)>> {

@@ -60,6 +60,7 @@ on_both_backends!(
     watching::silent_node_is_reported_once,
     watching::run_not_started_in_time_raises_one_alarm,
     watching::backlog_waiting_for_capacity_raises_one_alarm_per_episode,
+    watching::runs_held_back_by_a_tenant_quota_raise_one_quota_alarm_per_episode,
 );
 
 /// A node frozen in the middle of a transaction (a paused process, a partition) holds its row

@@ -67,6 +67,8 @@ on_both_backends!(
     claims::another_tenants_backlog_does_not_hold_back_a_due_run,
     claims::runs_of_an_app_at_capacity_wait_and_freed_capacity_is_claimed_in_due_order,
     claims::tenant_weights_give_proportional_shares_of_a_claim,
+    claims::a_tenant_at_its_concurrency_quota_gets_no_share_until_a_run_finishes,
+    claims::the_fire_rate_quota_limits_claims_to_the_tokens_in_the_tenants_bucket,
     alarms::alarms_are_raised_once_published_once_and_acknowledged,
     channels::channels_are_kept_per_tenant_and_deleted_with_their_log,
     channels::deliveries_follow_severity_mutes_and_tenants_and_are_claimed_once,

@@ -7,7 +7,9 @@ use sqlx::types::Json;
 use super::raw_ids;
 use crate::app::{AppId, ExecutorId};
 use crate::run::{Fence, NewRun, Run, RunCompletion, RunId, TriggerKind};
-use crate::store::claims::{ClaimApp, claim_windows};
+use crate::store::claims::{
+    ClaimApp, StoredBucket, charge_buckets, claim_windows, fire_buckets, rated_tenants,
+};
 use crate::store::completion::plan_completions;
 use crate::store::tx::{fk_or, found};
 use crate::store::{ClaimRequest, Completion, Result, StartClaimed, StartedRun};
@@ -261,29 +263,53 @@ pub(crate) async fn insert_runs(
 /// windows ([`claim_windows`]) are ranked and claimed in one statement.
 pub(crate) async fn claim_due_runs(c: &mut PgConnection, req: &ClaimRequest) -> Result<Vec<Run>> {
     let apps = claim_apps(c, &req.groups).await?;
-    let windows = claim_windows(&apps, req.limit);
+    // The buckets of the rate-limited tenants, their rows locked until the claim commits; a
+    // row another claim holds is skipped (that tenant waits for the next claim). NO KEY
+    // UPDATE: inserting runs of the tenant (a foreign key) is not held up.
+    let rated = rated_tenants(&apps);
+    let stored: Vec<StoredBucket> = if rated.is_empty() {
+        Vec::new()
+    } else {
+        sqlx::query_as(
+            "SELECT id AS tenant_id, fire_tokens, fire_tokens_at FROM tenants
+             WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE SKIP LOCKED",
+        )
+        .bind(rated.iter().map(|t| t.0).collect::<Vec<_>>())
+        .fetch_all(&mut *c)
+        .await?
+    };
+    let mut buckets = fire_buckets(&apps, &stored, req.now);
+    let windows = claim_windows(&apps, req.limit, &buckets, req.now);
     if windows.is_empty() {
         return Ok(Vec::new());
     }
-    // Per app: the room its window leaves (the claimed runs with a live lease among its
-    // first `win` runs in due order are in flight), then up to that many claimable runs
-    // in due order, locked, skipping those another claimer holds; the apps' runs take
-    // turns; the first `limit` turns are claimed.
+    // Per app: the claimed runs with a live lease among its first `win` runs in due order
+    // (in flight: `busy`) and the room its window leaves; per tenant with a quota, the room
+    // its quotas leave (the whole tokens in its bucket; its concurrency room less its busy
+    // runs); then per app up to its room of claimable runs in due order, locked, skipping
+    // those another claimer holds; the apps' runs take turns, a tenant's beyond its room
+    // dropped; the first `limit` turns are claimed.
     let mut runs: Vec<Run> = sqlx::query_as(
         "WITH w AS (
-             SELECT * FROM UNNEST($1::text[], $2::bigint[], $3::bigint[], $4::float8[], $10::bool[])
-               AS w(node_group, app_id, win, step, counted)
-         ), room AS (
-             SELECT w.node_group, w.app_id, w.step, w.win - (
+             SELECT * FROM UNNEST($1::text[], $2::bigint[], $3::bigint[], $4::float8[], $10::bool[],
+                                  $11::bigint[], $12::bigint[], $13::bigint[])
+               AS w(node_group, app_id, win, step, counted, tenant_id, concurrency_room, rate_room)
+         ), busy AS (
+             SELECT w.*, (
                  SELECT count(*) FROM (
                      SELECT r.state, r.lease_until FROM runs r
                      WHERE r.node_group = w.node_group AND r.app_id = w.app_id AND r.due_at <= $5
                        AND r.started_at IS NULL AND r.finished_at IS NULL
                      ORDER BY r.due_at LIMIT CASE WHEN w.counted THEN w.win ELSE 0 END) x
-                 WHERE x.state = 'claimed' AND x.lease_until > $6) AS room
+                 WHERE x.state = 'claimed' AND x.lease_until > $6) AS busy
              FROM w
+         ), room AS (
+             SELECT node_group, app_id, step, tenant_id, win - busy AS room FROM busy
+         ), tenant_room AS (
+             SELECT tenant_id, LEAST(min(rate_room), min(concurrency_room) - sum(busy)) AS room
+             FROM busy GROUP BY tenant_id
          ), front AS (
-             SELECT f.id, f.due_at, f.priority, room.app_id, room.step
+             SELECT f.id, f.due_at, f.priority, room.app_id, room.step, room.tenant_id
              FROM room CROSS JOIN LATERAL (
                  SELECT r.id, r.due_at, r.priority FROM runs r
                  WHERE r.node_group = room.node_group AND r.app_id = room.app_id AND r.due_at <= $5
@@ -292,11 +318,17 @@ pub(crate) async fn claim_due_runs(c: &mut PgConnection, req: &ClaimRequest) -> 
                  ORDER BY r.due_at, r.priority DESC, r.id
                  LIMIT GREATEST(LEAST(room.room, $7), 0)
                  FOR UPDATE SKIP LOCKED) f
+         ), turns AS (
+             SELECT id, due_at, priority, tenant_id,
+                 row_number() OVER (PARTITION BY app_id ORDER BY due_at, priority DESC, id) * step AS turn
+             FROM front
          ), pick AS (
              SELECT id FROM (
-                 SELECT id, due_at, priority,
-                     row_number() OVER (PARTITION BY app_id ORDER BY due_at, priority DESC, id) * step AS turn
-                 FROM front) ranked
+                 SELECT t.id, t.due_at, t.priority, t.turn, tr.room,
+                     row_number() OVER (PARTITION BY t.tenant_id
+                                        ORDER BY t.turn, t.due_at, t.priority DESC, t.id) AS nth
+                 FROM turns t JOIN tenant_room tr ON tr.tenant_id = t.tenant_id) ranked
+             WHERE room IS NULL OR nth <= room
              ORDER BY turn, due_at, priority DESC, id
              LIMIT $7
          )
@@ -315,8 +347,24 @@ pub(crate) async fn claim_due_runs(c: &mut PgConnection, req: &ClaimRequest) -> 
     .bind(&req.node)
     .bind(req.now.saturating_add(req.lease_ms))
     .bind(windows.iter().map(|w| w.in_flight_counts).collect::<Vec<_>>())
+    .bind(windows.iter().map(|w| w.tenant_id.0).collect::<Vec<_>>())
+    .bind(windows.iter().map(|w| w.concurrency_room).collect::<Vec<_>>())
+    .bind(windows.iter().map(|w| w.rate_room).collect::<Vec<_>>())
     .fetch_all(&mut *c)
     .await?;
+    let charged = charge_buckets(&apps, &mut buckets, &runs, req.now);
+    if !charged.is_empty() {
+        sqlx::query(
+            "UPDATE tenants t SET fire_tokens = u.tokens, fire_tokens_at = u.at
+             FROM UNNEST($1::bigint[], $2::float8[], $3::bigint[]) AS u(id, tokens, at)
+             WHERE t.id = u.id",
+        )
+        .bind(charged.iter().map(|b| b.0.0).collect::<Vec<_>>())
+        .bind(charged.iter().map(|b| b.1).collect::<Vec<_>>())
+        .bind(charged.iter().map(|b| b.2).collect::<Vec<_>>())
+        .execute(&mut *c)
+        .await?;
+    }
     runs.sort_by_key(|r| (r.due_at, -r.priority, r.id));
     Ok(runs)
 }
@@ -345,7 +393,12 @@ async fn claim_apps(c: &mut PgConnection, groups: &[String]) -> Result<Vec<Claim
              (SELECT COALESCE(sum(e.capacity), 0)::bigint FROM executors e
               WHERE e.app_id = a.id AND e.state = 'up') AS capacity,
              (SELECT count(*) FROM runs r
-              WHERE r.app_id = a.id AND r.started_at IS NOT NULL AND r.finished_at IS NULL) AS running
+              WHERE r.app_id = a.id AND r.started_at IS NOT NULL AND r.finished_at IS NULL) AS running,
+             t.max_concurrent_runs, t.max_fires_per_second, t.fire_burst,
+             CASE WHEN t.max_concurrent_runs IS NOT NULL THEN
+                 (SELECT count(*) FROM apps ta JOIN runs r ON r.app_id = ta.id
+                  WHERE ta.tenant_id = t.id AND r.started_at IS NOT NULL AND r.finished_at IS NULL)
+             END AS tenant_running
          FROM pairs p JOIN apps a ON a.id = p.app_id JOIN tenants t ON t.id = a.tenant_id",
     )
     .bind(groups)

@@ -8,7 +8,10 @@ use super::json_ids;
 use crate::app::{AppId, ExecutorId};
 use crate::run::{ClaimedTransition, Fence, NewRun, Run, RunCompletion, RunId, TriggerKind};
 use crate::store::Runs;
-use crate::store::claims::{ClaimApp, ClaimCandidate, claim_windows, pick_claims};
+use crate::store::claims::{
+    ClaimApp, ClaimCandidate, StoredBucket, charge_buckets, claim_windows, fire_buckets,
+    pick_claims, rated_tenants,
+};
 use crate::store::tx::{StoreTx, found};
 use crate::store::{ClaimRequest, Completion, Result, StartClaimed, StartedRun, StoreError};
 use crate::task::TaskId;
@@ -150,7 +153,21 @@ pub(crate) async fn claim_due_runs(
     req: &ClaimRequest,
 ) -> Result<Vec<Run>> {
     let apps = claim_apps(c, &req.groups).await?;
-    let windows = claim_windows(&apps, req.limit);
+    // The buckets of the rate-limited tenants (one writer: no other claim holds them).
+    let rated = rated_tenants(&apps);
+    let stored: Vec<StoredBucket> = if rated.is_empty() {
+        Vec::new()
+    } else {
+        sqlx::query_as(
+            "SELECT id AS tenant_id, fire_tokens, fire_tokens_at FROM tenants
+             WHERE id IN (SELECT value FROM json_each($1))",
+        )
+        .bind(serde_json::Value::from(rated.iter().map(|t| t.0).collect::<Vec<_>>()).to_string())
+        .fetch_all(&mut *c)
+        .await?
+    };
+    let mut buckets = fire_buckets(&apps, &stored, req.now);
+    let windows = claim_windows(&apps, req.limit, &buckets, req.now);
     let mut fronts = Vec::with_capacity(windows.len());
     for w in &windows {
         let candidates: Vec<ClaimCandidate> = sqlx::query_as(
@@ -189,6 +206,14 @@ pub(crate) async fn claim_due_runs(
     .bind(serde_json::Value::from(picked).to_string())
     .fetch_all(&mut *c)
     .await?;
+    for (tenant, tokens, at) in charge_buckets(&apps, &mut buckets, &runs, req.now) {
+        sqlx::query("UPDATE tenants SET fire_tokens = $2, fire_tokens_at = $3 WHERE id = $1")
+            .bind(tenant)
+            .bind(tokens)
+            .bind(at)
+            .execute(&mut *c)
+            .await?;
+    }
     runs.sort_by_key(|r| (r.due_at, -r.priority, r.id));
     Ok(runs)
 }
@@ -209,7 +234,12 @@ async fn claim_apps(c: &mut SqliteConnection, groups: &[String]) -> Result<Vec<C
              (SELECT COALESCE(sum(e.capacity), 0) FROM executors e
               WHERE e.app_id = a.id AND e.state = 'up') AS capacity,
              (SELECT count(*) FROM runs r
-              WHERE r.app_id = a.id AND r.started_at IS NOT NULL AND r.finished_at IS NULL) AS running
+              WHERE r.app_id = a.id AND r.started_at IS NOT NULL AND r.finished_at IS NULL) AS running,
+             t.max_concurrent_runs, t.max_fires_per_second, t.fire_burst,
+             CASE WHEN t.max_concurrent_runs IS NOT NULL THEN
+                 (SELECT count(*) FROM apps ta JOIN runs r ON r.app_id = ta.id
+                  WHERE ta.tenant_id = t.id AND r.started_at IS NOT NULL AND r.finished_at IS NULL)
+             END AS tenant_running
          FROM pairs p JOIN apps a ON a.id = p.app_id JOIN tenants t ON t.id = a.tenant_id",
     )
     .bind(&groups)

@@ -6,6 +6,7 @@ use mthpt_engine::app::{Executor, ExecutorHeartbeat, ExecutorId, ExecutorState};
 use mthpt_engine::claimer::{ClaimConfig, Claimer};
 use mthpt_engine::node::{NodeHeartbeat, NodeState};
 use mthpt_engine::outcome::{Finish, Finished, finish_run};
+use mthpt_engine::quota::{Quota, TenantQuotas};
 use mthpt_engine::run::{
     ClaimedTransition, NewRun, ReportedBy, Run, RunCompletion, RunState, TriggerKind,
 };
@@ -744,4 +745,153 @@ pub async fn backlog_waiting_for_capacity_raises_one_alarm_per_episode(store: Ar
         alarm_kinds(&*store, Scope::Tenant(w.tenant.id)).await,
         vec![AlarmKind::Backlog, AlarmKind::Backlog]
     );
+}
+
+/// Due runs waiting behind their tenant's concurrency quota (its app has room): one `quota`
+/// alarm per episode, counted against the quota, resolved when none waits that long any more.
+/// A rate quota's empty bucket opens its own episode.
+pub async fn runs_held_back_by_a_tenant_quota_raise_one_quota_alarm_per_episode(
+    store: Arc<dyn Store>,
+) {
+    let w = world(&*store, "acme").await;
+    let (task, _) = create_task(&*store, &w, &manual(w.app.id, "job")).await;
+    let waiting = |n: i64, due: i64| -> Vec<NewRun> {
+        (0..n)
+            .map(|i| NewRun::occurrence(&task, "default", due + i, TriggerKind::Manual))
+            .collect()
+    };
+    in_tx!(&*store, |tx| tx
+        .set_tenant_quotas(
+            w.tenant.id,
+            &TenantQuotas {
+                max_concurrent_runs: Some(2),
+                ..TenantQuotas::default()
+            },
+            T0
+        )
+        .await
+        .unwrap());
+    in_tx!(&*store, |tx| tx
+        .insert_runs(&waiting(4, T0 - MINUTE), T0)
+        .await
+        .unwrap());
+    let e = executor(&*store, w.app.id, "host-1", T0).await;
+    assert_eq!(e.capacity, 4, "the app has room for all four");
+    let claimer = Claimer::new(
+        store.clone(),
+        ClaimConfig {
+            node: "node-a".into(),
+            groups: vec!["default".into()],
+            horizon_ms: 0,
+            lease_ms: 5 * SECOND,
+            batch: 10,
+        },
+    );
+    let fires = claimer.run_once(T0).await.unwrap().fires;
+    assert_eq!(fires.len(), 2, "the tenant's quota");
+    for f in &fires {
+        in_tx!(&*store, |tx| tx
+            .transition_claimed(
+                &f.run.fence().unwrap(),
+                &ClaimedTransition::Started {
+                    executor_id: e.id,
+                    dispatched_at: T0,
+                    deadline_at: None
+                },
+                T0
+            )
+            .await
+            .unwrap());
+    }
+    let wd = watchdog(&store);
+    let report = wd.run_once(T0 + SECOND, 0.0).await.unwrap();
+    assert_eq!(
+        report.quotas_raised,
+        vec![(w.tenant.id, Quota::MaxConcurrentRuns)]
+    );
+    assert!(report.backlogs_raised.is_empty(), "not a capacity backlog");
+    assert!(
+        wd.run_once(T0 + 2 * SECOND, 0.0)
+            .await
+            .unwrap()
+            .quotas_raised
+            .is_empty(),
+        "one alarm per episode"
+    );
+    let alarms = read(&*store)
+        .await
+        .list_alarms(Scope::Tenant(w.tenant.id), &AlarmFilter::default())
+        .await
+        .unwrap();
+    assert_eq!(alarms.len(), 1);
+    assert_eq!(alarms[0].kind, AlarmKind::Quota);
+    assert_eq!(alarms[0].details.0["quota"], "max_concurrent_runs");
+
+    // Both finish: the two waiting are claimed, and the episode is over.
+    for f in &fires {
+        in_tx!(&*store, |tx| tx
+            .complete_run(
+                f.run.id,
+                None,
+                &RunCompletion {
+                    state: RunState::Succeeded,
+                    output: None,
+                    error: None,
+                    log: None,
+                    started_at: Some(T0),
+                    finished_at: T0 + 2 * SECOND,
+                    reported_by: None,
+                }
+            )
+            .await
+            .unwrap());
+    }
+    assert_eq!(
+        claimer.run_once(T0 + 2 * SECOND).await.unwrap().fires.len(),
+        2
+    );
+    let report = wd.run_once(T0 + 3 * SECOND, 0.0).await.unwrap();
+    assert_eq!(
+        report.quotas_resolved,
+        vec![(w.tenant.id, Quota::MaxConcurrentRuns)]
+    );
+
+    // A rate of 1 a second with 3 more waiting, due long ago: the bucket is the limit now.
+    in_tx!(&*store, |tx| tx
+        .set_tenant_quotas(
+            w.tenant.id,
+            &TenantQuotas {
+                max_fires_per_second: Some(1),
+                ..TenantQuotas::default()
+            },
+            T0 + 3 * SECOND
+        )
+        .await
+        .unwrap());
+    in_tx!(&*store, |tx| tx
+        .insert_runs(&waiting(3, T0 - 30 * SECOND), T0 + 3 * SECOND)
+        .await
+        .unwrap());
+    assert_eq!(
+        claimer.run_once(T0 + 3 * SECOND).await.unwrap().fires.len(),
+        1,
+        "one token"
+    );
+    let report = wd.run_once(T0 + 3 * SECOND + 100, 0.0).await.unwrap();
+    assert_eq!(
+        report.quotas_raised,
+        vec![(w.tenant.id, Quota::MaxFiresPerSecond)]
+    );
+    let quota_alarms = read(&*store)
+        .await
+        .list_alarms(
+            Scope::Tenant(w.tenant.id),
+            &AlarmFilter {
+                kind: Some(AlarmKind::Quota),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(quota_alarms.len(), 2);
 }

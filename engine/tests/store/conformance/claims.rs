@@ -4,6 +4,7 @@ use std::time::Instant;
 
 use futures::future::join_all;
 use mthpt_engine::app::ExecutorState;
+use mthpt_engine::quota::TenantQuotas;
 use mthpt_engine::run::{Run, RunCompletion, RunFilter, RunId, RunState};
 use mthpt_engine::store::{Backend, ClaimRequest, StartClaimed, Store, StoreError};
 
@@ -291,4 +292,135 @@ pub async fn tenant_weights_give_proportional_shares_of_a_claim(store: Arc<dyn S
             .collect();
         assert!(dues.windows(2).all(|p| p[0] < p[1]));
     }
+}
+
+fn quotas(concurrent: Option<i64>, rate: Option<i64>, burst: Option<i64>) -> TenantQuotas {
+    TenantQuotas {
+        max_concurrent_runs: concurrent,
+        max_fires_per_second: rate,
+        fire_burst: burst,
+        ..TenantQuotas::default()
+    }
+}
+
+/// A tenant with `max_concurrent_runs` 3 and 20 runs due (its app's capacity unknown): a claim
+/// takes 3, and nothing more while they are claimed or running; one finishing frees one. The
+/// other tenant's due run is claimed all along.
+pub async fn a_tenant_at_its_concurrency_quota_gets_no_share_until_a_run_finishes(
+    store: Arc<dyn Store>,
+) {
+    let store = &*store;
+    let busy = world(store, "busy").await;
+    let other = world(store, "other").await;
+    in_tx!(store, |tx| tx
+        .set_tenant_quotas(busy.tenant.id, &quotas(Some(3), None, None), T0)
+        .await
+        .unwrap());
+    let runs = due_runs(store, &busy, "job", 20, T0 - MINUTE).await;
+    let ids = |rs: &[Run]| rs.iter().map(|r| r.id).collect::<Vec<_>>();
+
+    let first = claim_now(store, &fair_req("node-1", T0, 64)).await;
+    assert_eq!(ids(&first), ids(&runs[..3]), "the quota, in due order");
+    let mine = due_runs(store, &other, "tick", 1, T0).await;
+    let second = claim_now(store, &fair_req("node-2", T0 + 1, 64)).await;
+    assert_eq!(
+        ids(&second),
+        vec![mine[0].id],
+        "three claimed in flight fill busy's quota; the other tenant is not held back"
+    );
+
+    // Two start (their claims count as running now), one finishes: one more may be claimed.
+    let e = executor(store, busy.app.id, "host-1", T0).await;
+    let started = in_tx!(store, |tx| tx
+        .start_claimed_runs(
+            &first[..2]
+                .iter()
+                .map(|r| StartClaimed {
+                    fence: r.fence().unwrap(),
+                    executor_id: e.id,
+                    dispatched_at: T0 + 2,
+                    deadline_at: None,
+                })
+                .collect::<Vec<_>>(),
+            T0 + 2,
+        )
+        .await
+        .unwrap());
+    assert_eq!(started.len(), 2);
+    assert!(
+        claim_now(store, &fair_req("node-2", T0 + 3, 64))
+            .await
+            .is_empty(),
+        "two running and one claimed: at the quota"
+    );
+    let done = RunCompletion {
+        state: RunState::Succeeded,
+        output: None,
+        error: None,
+        log: None,
+        started_at: Some(T0 + 2),
+        finished_at: T0 + 4,
+        reported_by: None,
+    };
+    in_tx!(store, |tx| tx
+        .complete_run(first[0].id, None, &done)
+        .await
+        .unwrap());
+    let freed = claim_now(store, &fair_req("node-2", T0 + 5, 64)).await;
+    assert_eq!(ids(&freed), vec![runs[3].id]);
+
+    // Lifting the quota lets the app's capacity (4) decide again: 2 running + 1 claimed + 1.
+    in_tx!(store, |tx| tx
+        .set_tenant_quotas(busy.tenant.id, &TenantQuotas::default(), T0 + 6)
+        .await
+        .unwrap());
+    let lifted = claim_now(store, &fair_req("node-2", T0 + 7, 64)).await;
+    assert_eq!(ids(&lifted), vec![runs[4].id]);
+}
+
+/// `max_fires_per_second` 5 with a burst of 10: a claim takes the 10 tokens, the next none;
+/// 400 ms later 2 more; a long quiet spell refills to the burst only. The bucket is the
+/// tenant's row's: claims of any node share it.
+pub async fn the_fire_rate_quota_limits_claims_to_the_tokens_in_the_tenants_bucket(
+    store: Arc<dyn Store>,
+) {
+    let store = &*store;
+    let rated = world(store, "rated").await;
+    let free = world(store, "free").await;
+    in_tx!(store, |tx| tx
+        .set_tenant_quotas(rated.tenant.id, &quotas(None, Some(5), Some(10)), T0)
+        .await
+        .unwrap());
+    due_runs(store, &rated, "job", 100, T0 - MINUTE).await;
+    due_runs(store, &free, "job", 100, T0 - MINUTE).await;
+    let of = |rs: &[Run], w: &World| rs.iter().filter(|r| r.tenant_id == w.tenant.id).count();
+
+    let first = claim_now(store, &fair_req("node-1", T0, 40)).await;
+    assert_eq!(
+        (of(&first, &rated), of(&first, &free)),
+        (10, 30),
+        "the burst"
+    );
+    let second = claim_now(store, &fair_req("node-2", T0 + 1, 40)).await;
+    assert_eq!(
+        (of(&second, &rated), of(&second, &free)),
+        (0, 40),
+        "an empty bucket"
+    );
+    let third = claim_now(store, &fair_req("node-1", T0 + 400, 40)).await;
+    assert_eq!(of(&third, &rated), 2, "5 per second for 0.4 s");
+    let fourth = claim_now(store, &fair_req("node-2", T0 + 10 * MINUTE, 40)).await;
+    assert_eq!(of(&fourth, &rated), 10, "refilled up to the burst only");
+
+    // Setting the quotas again starts from a full bucket.
+    in_tx!(store, |tx| tx
+        .set_tenant_quotas(
+            rated.tenant.id,
+            &quotas(None, Some(5), Some(3)),
+            T0 + 10 * MINUTE
+        )
+        .await
+        .unwrap());
+    let fifth = claim_now(store, &fair_req("node-1", T0 + 10 * MINUTE + 1, 40)).await;
+    assert_eq!(of(&fifth, &rated), 3);
 }
