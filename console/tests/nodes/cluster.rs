@@ -31,11 +31,11 @@ const WAIT: Duration = Duration::from_secs(30);
 
 /// The tests of this file run one at a time: each starts several processes, and together they
 /// would starve a small machine of CPU for longer than a lease.
-static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+pub(crate) static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// Starts `mthpt` with `args` as `name`, logging to `<dir>/<name>.log`; stopped when dropped
 /// (its log is printed if the test failed).
-fn spawn(name: &str, dir: &Path, args: &[String]) -> ChildGuard {
+pub(crate) fn spawn(name: &str, dir: &Path, args: &[String]) -> ChildGuard {
     let mut command = Command::new(env!("CARGO_BIN_EXE_mthpt"));
     command
         .args(args)
@@ -44,12 +44,12 @@ fn spawn(name: &str, dir: &Path, args: &[String]) -> ChildGuard {
     ChildGuard::spawn_logged(name, &mut command, &dir.join(format!("{name}.log"))).unwrap()
 }
 
-fn now() -> i64 {
+pub(crate) fn now() -> i64 {
     SystemClock.now_ms()
 }
 
 /// Starts `mthpt engine` as `node` with quick timings plus `extra`, and waits until it is up.
-async fn engine(
+pub(crate) async fn engine(
     db: &TestDb,
     dir: &Path,
     node: &str,
