@@ -219,13 +219,16 @@ impl TestApp {
         role: Role,
     ) -> (User, String) {
         let now = self.now();
+        // Hashed before the transaction begins: a slow hash on a loaded machine must not keep
+        // a transaction idle past the server's idle-in-transaction timeout.
+        let password_hash = hash_password(&format!("password-{username}")).unwrap();
         let mut tx = self.store().begin().await.unwrap();
         let user = tx
             .create_user(
                 &NewUser {
                     tenant_id: tenant.map(|t| t.id),
                     username: username.to_owned(),
-                    password_hash: hash_password(&format!("password-{username}")).unwrap(),
+                    password_hash,
                     role,
                 },
                 now,

@@ -56,6 +56,8 @@ async fn create(store: &dyn Store, username: &str) -> anyhow::Result<(String, St
     let now = SystemClock.now_ms();
     let password = new_password();
     let token = new_token();
+    // Hashed before the transaction begins (a transaction idle for long is ended by the server).
+    let password_hash = hash_password(&password)?;
     let mut tx = store.begin().await?;
     if tx.find_user_by_username(username).await?.is_some() {
         anyhow::bail!("user {username:?} exists already; nothing was changed");
@@ -65,7 +67,7 @@ async fn create(store: &dyn Store, username: &str) -> anyhow::Result<(String, St
             &NewUser {
                 tenant_id: None,
                 username: username.to_owned(),
-                password_hash: hash_password(&password)?,
+                password_hash,
                 role: Role::Operator,
             },
             now,

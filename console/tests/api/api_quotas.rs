@@ -64,6 +64,20 @@ async fn put_quotas(app: &TestApp, tenant: &str, quotas: Value) -> Value {
     body
 }
 
+/// The value of one sample of `GET /metrics` (`name{labels}` as Prometheus writes it).
+async fn metric(app: &TestApp, sample: &str) -> Option<f64> {
+    let text = app
+        .op(Method::GET, "/metrics")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(sample)?.trim().parse().ok())
+}
+
 async fn quota_alarms(app: &TestApp, tenant: &str) -> Vec<mthpt_engine::alarm::Alarm> {
     let mut tx = app.store().begin().await.unwrap();
     let t = tx.find_tenant_by_name(tenant).await.unwrap().unwrap().id;
@@ -201,6 +215,15 @@ async fn task_create_beyond_max_tasks_is_429_naming_the_quota(app: TestApp) {
     let alarms = quota_alarms(&app, "acme").await;
     assert_eq!(alarms.len(), 1, "one alarm per episode: {alarms:?}");
     assert_eq!(alarms[0].details.0["quota"], json!("max_tasks"));
+    assert_eq!(
+        metric(
+            &app,
+            "mthpt_tenant_quota_hits_total{tenant=\"acme\",quota=\"max_tasks\"}"
+        )
+        .await,
+        Some(2.0),
+        "each refusal counts"
+    );
 
     // A task file creating one more is refused the same way, and creates nothing.
     let (status, _, body) = answer(
@@ -298,6 +321,17 @@ async fn triggers_beyond_waiting_runs_or_rate_are_429(app: TestApp, clock: Arc<M
     assert_eq!(body["quota"], json!("max_waiting_runs"));
     assert_eq!(body["limit"], json!(2));
     assert_eq!(retry, None);
+    mthpt_engine::metrics::refresh_gauges(app.store(), app.now())
+        .await
+        .unwrap();
+    assert_eq!(
+        metric(&app, "mthpt_tenant_waiting_runs{tenant=\"acme\"}").await,
+        Some(2.0)
+    );
+    assert_eq!(
+        metric(&app, "mthpt_tenant_waiting_runs{tenant=\"other\"}").await,
+        Some(0.0)
+    );
 
     // Only that tenant is slowed.
     let (_, _, theirs) = answer(
