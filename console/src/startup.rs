@@ -1,6 +1,8 @@
 //! The console's HTTP server, built in one place: the same actix app (the API under `/api/v1`,
 //! its docs, `/metrics` and the web pages) for `mthpt console`, `mthpt standalone` and the
-//! integration tests ([`crate::testing::spawn_app`]), so tests run the production app.
+//! integration tests ([`crate::testing::spawn_app`]), so tests run the production app. The
+//! services it serves are wired here too ([`Console`]: the store, the clock, the live-event
+//! hub fed from the message bus and the announcer of run changes), and stopped in one order.
 //!
 //! ```no_run
 //! # async fn demo(services: mthpt_console::service::Services) -> std::io::Result<()> {
@@ -13,13 +15,97 @@
 //! ```
 
 use std::net::{SocketAddr, TcpListener};
+use std::sync::Arc;
 use std::time::Duration;
 
 use actix_web::dev::{Server, ServerHandle};
 use actix_web::{App, HttpServer, web};
+use mthpt_engine::bus::Bus;
+use mthpt_engine::clock::Clock;
+use mthpt_engine::store::Store;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
 
 use crate::api::{self, ApiLimits};
+use crate::events;
 use crate::service::Services;
+
+/// A console node's services and the background work that ties them to the message bus: its
+/// live-event hub fed from a subscription queue, and the run changes made here (a cancel)
+/// announced like an engine node's. `mthpt console`, `mthpt standalone` and the tests build
+/// their services here.
+#[derive(Debug)]
+pub struct Console {
+    services: Services,
+    feeders: Vec<JoinHandle<()>>,
+    announcer: Option<(watch::Sender<bool>, JoinHandle<()>)>,
+}
+
+impl Console {
+    /// Services over `store` reading the time from `clock`, on no bus yet: their hub carries no
+    /// live events and run changes are not announced.
+    pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>) -> Console {
+        Console {
+            services: Services::new(store, clock),
+            feeders: Vec::new(),
+            announcer: None,
+        }
+    }
+
+    /// How a console node runs on a bus: fed from `bus` through its own subscription `queue`,
+    /// and announcing its run changes on it.
+    pub fn on_bus(
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        bus: Arc<dyn Bus>,
+        queue: &str,
+    ) -> Console {
+        let mut console = Console::new(store, clock);
+        console.listen_to(bus.clone(), queue);
+        console.announce_on(bus);
+        console
+    }
+
+    /// The services (clones share everything: store, clock, hub, announcer).
+    pub fn services(&self) -> &Services {
+        &self.services
+    }
+
+    /// Feeds the live-event hub from `bus` through the subscription `queue`.
+    pub fn listen_to(&mut self, bus: Arc<dyn Bus>, queue: &str) {
+        self.feeders.push(events::spawn_feeder(
+            bus,
+            queue.to_owned(),
+            self.services.events.clone(),
+        ));
+    }
+
+    /// Announces the run changes made through these services on `bus`; only the first bus
+    /// counts.
+    pub fn announce_on(&mut self, bus: Arc<dyn Bus>) {
+        if self.announcer.is_some() {
+            return;
+        }
+        let (stop, stopped) = watch::channel(false);
+        let publisher = tokio::spawn(self.services.announce_runs(bus, stopped));
+        self.announcer = Some((stop, publisher));
+    }
+
+    /// Stops in the order that loses nothing: the live sockets are closed (the server need not
+    /// wait for them), `server` lets its open requests finish, then feeding ends and the
+    /// announcer publishes what those last requests changed before it stops.
+    pub async fn shutdown(self, server: &ServerHandle) {
+        self.services.events.close_sessions();
+        server.stop(true).await;
+        for feeder in &self.feeders {
+            feeder.abort();
+        }
+        if let Some((stop, publisher)) = self.announcer {
+            let _ = stop.send(true);
+            let _ = publisher.await;
+        }
+    }
+}
 
 /// How the console's HTTP server listens and serves.
 #[derive(Debug, Clone, PartialEq, Eq)]

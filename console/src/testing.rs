@@ -20,10 +20,9 @@ use mthpt_engine::tenant::{NewApiToken, NewTenant, NewUser, Role, Tenant, User};
 use mthpt_engine::testing::{self, TestDb};
 
 use crate::api::ApiLimits;
-use crate::events;
 use crate::service::Services;
 use crate::service::credentials::{hash_password, new_token, token_hash};
-use crate::startup::{Application, HttpSettings};
+use crate::startup::{Application, Console, HttpSettings};
 use mthpt_engine::bus::Bus;
 
 /// A running API over its own database.
@@ -36,7 +35,7 @@ pub struct TestApp {
     pub client: reqwest::Client,
     db: TestDb,
     server: ServerHandle,
-    feeders: Vec<tokio::task::JoinHandle<()>>,
+    console: Console,
 }
 
 /// Serves the production app over `services` on a free local port (one worker); returns its
@@ -61,19 +60,20 @@ pub struct ConsoleNode {
     pub base_url: String,
     pub services: Services,
     server: ServerHandle,
-    feeder: tokio::task::JoinHandle<()>,
+    console: Console,
 }
 
 impl ConsoleNode {
     pub fn start(store: Arc<dyn Store>, bus: Arc<dyn Bus>, queue: &str) -> ConsoleNode {
-        let services = Services::new(store, Arc::new(SystemClock));
-        let feeder = events::spawn_feeder(bus, queue.to_owned(), services.events.clone());
+        let mut console = Console::new(store, Arc::new(SystemClock));
+        console.listen_to(bus, queue);
+        let services = console.services().clone();
         let (base_url, server) = serve(services.clone(), ApiLimits::default());
         ConsoleNode {
             base_url,
             services,
             server,
-            feeder,
+            console,
         }
     }
 
@@ -83,9 +83,7 @@ impl ConsoleNode {
     }
 
     pub async fn stop(self) {
-        self.feeder.abort();
-        self.services.events.close_sessions();
-        self.server.stop(true).await;
+        self.console.shutdown(&self.server).await;
     }
 }
 
@@ -143,7 +141,8 @@ pub async fn spawn_app_on(backend: Backend, settings: TestSettings) -> TestApp {
         Backend::Postgres => testing::postgres().await,
         Backend::Sqlite => testing::sqlite().await,
     };
-    let services = Services::new(db.shared(), settings.clock);
+    let console = Console::new(db.shared(), settings.clock);
+    let services = console.services().clone();
     let (base_url, handle) = serve(services.clone(), settings.limits);
     let client = reqwest::Client::builder()
         .timeout(std::time::Duration::from_secs(30))
@@ -156,7 +155,7 @@ pub async fn spawn_app_on(backend: Backend, settings: TestSettings) -> TestApp {
         client,
         db,
         server: handle,
-        feeders: Vec::new(),
+        console,
     };
     let (_, token) = app.user(None, "root", Role::Operator).await;
     app.operator_token = token;
@@ -262,11 +261,14 @@ impl TestApp {
 
     /// Feeds this node's event hub from `bus` through the queue `queue`.
     pub fn listen_to(&mut self, bus: Arc<dyn Bus>, queue: &str) {
-        self.feeders.push(events::spawn_feeder(
-            bus,
-            queue.to_owned(),
-            self.services.events.clone(),
-        ));
+        self.console.listen_to(bus, queue);
+    }
+
+    /// Joins `bus` as a console node does ([`Console::on_bus`]): fed through the queue `queue`,
+    /// and announcing the run changes made through this app.
+    pub fn join_bus(&mut self, bus: Arc<dyn Bus>, queue: &str) {
+        self.console.listen_to(bus.clone(), queue);
+        self.console.announce_on(bus);
     }
 
     /// The WebSocket URL of live events.
@@ -281,11 +283,7 @@ impl TestApp {
 
     /// Stops the server and drops the database.
     pub async fn stop(self) {
-        for f in &self.feeders {
-            f.abort();
-        }
-        self.services.events.close_sessions();
-        self.server.stop(true).await;
+        self.console.shutdown(&self.server).await;
         self.db.cleanup().await;
     }
 }

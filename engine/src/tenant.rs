@@ -134,6 +134,60 @@ impl TenantUpdate {
     }
 }
 
+/// The largest claim weight an operator may give a tenant.
+pub const MAX_WEIGHT: i32 = 1000;
+
+/// A tenant's claim weight: its share of each claim of its node group relative to the other
+/// tenants with due runs there (a tenant of weight 3 gets three runs for every one of a tenant
+/// of weight 1; see docs/engine.md, "Claim order and capacity"). 1, the default, to
+/// [`MAX_WEIGHT`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Weight(i32);
+
+impl Weight {
+    /// Every tenant's weight until an operator changes it.
+    pub const DEFAULT: Weight = Weight(1);
+
+    /// `weight` if it is from 1 to [`MAX_WEIGHT`]; otherwise an error naming the field
+    /// `weight`.
+    pub fn new(weight: i64) -> Result<Weight, FieldError> {
+        i32::try_from(weight)
+            .ok()
+            .filter(|w| (1..=MAX_WEIGHT).contains(w))
+            .map(Weight)
+            .ok_or_else(|| {
+                FieldError::new(
+                    "weight",
+                    format!("must be a whole number from 1 to {MAX_WEIGHT}, not {weight}"),
+                )
+            })
+    }
+
+    /// A weight typed as text (a form field), as [`Weight::new`] checks it.
+    pub fn parse(text: &str) -> Result<Weight, FieldError> {
+        let text = text.trim();
+        text.parse::<i64>()
+            .map_err(|_| {
+                FieldError::new(
+                    "weight",
+                    format!("must be a whole number from 1 to {MAX_WEIGHT}, not {text:?}"),
+                )
+            })
+            .and_then(Weight::new)
+    }
+
+    /// The weight as stored.
+    pub fn get(self) -> i32 {
+        self.0
+    }
+}
+
+impl std::fmt::Display for Weight {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
 text_enum!(
     /// What a user may do.
     Role {
@@ -309,4 +363,29 @@ pub struct NewSession {
     pub id: String,
     pub user_id: UserId,
     pub expires_at: i64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn weights_from_one_to_the_maximum_are_accepted_and_others_name_the_field() {
+        assert_eq!(Weight::new(1).map(Weight::get), Ok(1));
+        assert_eq!(
+            Weight::new(i64::from(MAX_WEIGHT)).map(Weight::get),
+            Ok(MAX_WEIGHT)
+        );
+        assert_eq!(Weight::DEFAULT.get(), 1);
+        for bad in [0, -1, i64::from(MAX_WEIGHT) + 1, i64::from(i32::MAX) + 1] {
+            let e = Weight::new(bad).unwrap_err();
+            assert_eq!(e.field, "weight");
+            assert!(e.reason.contains(&bad.to_string()), "{e}");
+        }
+        assert_eq!(Weight::parse(" 12 ").map(Weight::get), Ok(12));
+        for bad in ["", "heavy", "2.5", "0"] {
+            let e = Weight::parse(bad).unwrap_err();
+            assert_eq!(e.field, "weight", "{bad:?}");
+        }
+    }
 }

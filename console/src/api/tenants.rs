@@ -10,7 +10,8 @@ use super::at;
 use super::auth::Caller;
 use super::error::{ApiError, ApiResult, Problem};
 use crate::service::quotas::QuotaReport;
-use crate::service::{Services, quotas, tenants};
+use crate::service::weights::WeightReport;
+use crate::service::{Services, quotas, tenants, weights};
 use mthpt_engine::quota::TenantQuotas;
 
 pub fn routes(cfg: &mut utoipa_actix_web::service_config::ServiceConfig<'_>) {
@@ -20,7 +21,9 @@ pub fn routes(cfg: &mut utoipa_actix_web::service_config::ServiceConfig<'_>) {
         .service(update_tenant)
         .service(delete_tenant)
         .service(get_quotas)
-        .service(set_quotas);
+        .service(set_quotas)
+        .service(get_weight)
+        .service(set_weight);
 }
 
 /// A tenant as the API shows it.
@@ -318,6 +321,75 @@ async fn set_quotas(
     let wanted = TenantQuotas::from(body.into_inner());
     Ok(web::Json(
         quotas::set(&services, &caller, &path, &wanted)
+            .await?
+            .into(),
+    ))
+}
+
+/// A tenant's claim weight: its share of each claim of its node group relative to the other
+/// tenants with due runs there (weight 3 gets three runs for every one of weight 1).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct WeightBody {
+    pub tenant: String,
+    /// 1 (every tenant's default) to 1000.
+    pub weight: i32,
+}
+
+impl From<WeightReport> for WeightBody {
+    fn from(r: WeightReport) -> Self {
+        Self {
+            tenant: r.tenant.name,
+            weight: r.weight,
+        }
+    }
+}
+
+/// A new claim weight for a tenant.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SetWeight {
+    /// A whole number from 1 to 1000.
+    #[schema(minimum = 1, maximum = 1000)]
+    pub weight: i64,
+}
+
+/// A tenant's claim weight (operators, and the tenant's own users).
+#[utoipa::path(tag = "tenants", params(("tenant" = String, Path, description = "tenant name")), responses(
+    (status = 200, body = WeightBody),
+    (status = 401, body = Problem, content_type = "application/problem+json"),
+    (status = 404, description = "no such tenant, or another tenant's", body = Problem, content_type = "application/problem+json"),
+))]
+#[get("/tenants/{tenant}/weight")]
+async fn get_weight(
+    services: web::Data<Services>,
+    caller: Caller,
+    path: web::Path<String>,
+) -> ApiResult<web::Json<WeightBody>> {
+    Ok(web::Json(
+        weights::get(&services, &caller, &path).await?.into(),
+    ))
+}
+
+/// Sets a tenant's claim weight (operators): its share of each claim of its node group
+/// relative to the other tenants with due runs there. Audited as `tenant.weight`.
+#[utoipa::path(tag = "tenants", params(("tenant" = String, Path, description = "tenant name")),
+    request_body = SetWeight, responses(
+    (status = 200, body = WeightBody),
+    (status = 400, description = "the body is not JSON", body = Problem, content_type = "application/problem+json"),
+    (status = 401, body = Problem, content_type = "application/problem+json"),
+    (status = 403, description = "not an operator", body = Problem, content_type = "application/problem+json"),
+    (status = 404, description = "no such tenant, or another tenant's", body = Problem, content_type = "application/problem+json"),
+    (status = 422, description = "`weight` is not a whole number from 1 to 1000", body = Problem, content_type = "application/problem+json"),
+))]
+#[put("/tenants/{tenant}/weight")]
+async fn set_weight(
+    services: web::Data<Services>,
+    caller: Caller,
+    path: web::Path<String>,
+    body: web::Json<SetWeight>,
+) -> ApiResult<web::Json<WeightBody>> {
+    Ok(web::Json(
+        weights::set(&services, &caller, &path, body.weight)
             .await?
             .into(),
     ))

@@ -56,6 +56,16 @@ pub enum TenantCommand {
         /// Host names, IP addresses or `*.domain` wildcards.
         hosts: Vec<String>,
     },
+    /// Show a tenant's claim weight (its share of each claim of its node group).
+    Weight { name: String },
+    /// Set a tenant's claim weight (operators): 1 (the default) to 1000; a tenant of weight 3
+    /// gets three runs of each claim for every one of a tenant of weight 1.
+    SetWeight {
+        name: String,
+        /// 1 to 1000.
+        #[arg(allow_negative_numbers = true)]
+        weight: i64,
+    },
     /// Show a tenant's quotas and its usage against them.
     Quotas { name: String },
     /// Change a tenant's quotas (operators): each given quota is set to a positive integer or
@@ -379,6 +389,26 @@ pub async fn tenant(args: TenantArgs) -> ExitCode {
                         )
                         .await?;
                     print_tenant(&args.out, t);
+                }
+                TenantCommand::Weight { name } => {
+                    let w = c
+                        .call(
+                            Method::GET,
+                            &format!("/tenants/{}/weight", segment(&name)),
+                            None,
+                        )
+                        .await?;
+                    print_one(&args.out, &w, &[("tenant", "tenant"), ("weight", "weight")]);
+                }
+                TenantCommand::SetWeight { name, weight } => {
+                    let w = c
+                        .call(
+                            Method::PUT,
+                            &format!("/tenants/{}/weight", segment(&name)),
+                            Some(&json!({ "weight": weight })),
+                        )
+                        .await?;
+                    print_one(&args.out, &w, &[("tenant", "tenant"), ("weight", "weight")]);
                 }
                 TenantCommand::Quotas { name } => {
                     let report = c

@@ -17,9 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use super::process::{LogFormat, init_logging, shutdown_signal};
 use crate::api::{self, ApiLimits};
-use crate::events;
-use crate::service::Services;
-use crate::startup::{Application, HttpSettings};
+use crate::startup::{Application, Console, HttpSettings};
 use mthpt_engine::bus::{AmqpBus, AmqpConfig};
 use mthpt_engine::runtime::default_node_id;
 
@@ -139,13 +137,8 @@ pub async fn run(args: ConsoleArgs) -> ExitCode {
         eprintln!("mthpt console: {}: {e}", redact_url(&url));
         return ExitCode::FAILURE;
     }
-    let services = Services::new(store.clone(), Arc::new(SystemClock));
-    let live = services.events.clone();
     let node = settings.node_id.clone().unwrap_or_else(default_node_id);
-    // Run changes made here (cancels) are announced on the bus like an engine's.
-    let (stop_announcing, _) = tokio::sync::watch::channel(false);
-    let mut announcer = None;
-    let feeder = match &settings.amqp_url {
+    let console = match &settings.amqp_url {
         Some(amqp) => match AmqpBus::new(AmqpConfig {
             url: amqp.clone(),
             exchange: settings.amqp_exchange.clone(),
@@ -154,11 +147,8 @@ pub async fn run(args: ConsoleArgs) -> ExitCode {
             Ok(bus) => {
                 let queue = format!("mthpt.console.{node}");
                 tracing::info!(amqp = %redact_url(amqp), %queue, "live events from RabbitMQ");
-                let bus: Arc<dyn mthpt_engine::bus::Bus> = Arc::new(bus);
-                announcer = Some(tokio::spawn(
-                    services.announce_runs(bus.clone(), stop_announcing.subscribe()),
-                ));
-                Some(events::spawn_feeder(bus, queue, services.events.clone()))
+                // Run changes made here (cancels) are announced on the bus like an engine's.
+                Console::on_bus(store.clone(), Arc::new(SystemClock), Arc::new(bus), &queue)
             }
             Err(e) => {
                 eprintln!("mthpt console: {e}");
@@ -167,7 +157,7 @@ pub async fn run(args: ConsoleArgs) -> ExitCode {
         },
         None => {
             tracing::warn!("no AMQP URL: the WebSocket at /api/v1/events carries no live events");
-            None
+            Console::new(store.clone(), Arc::new(SystemClock))
         }
     };
     let http = HttpSettings {
@@ -178,7 +168,7 @@ pub async fn run(args: ConsoleArgs) -> ExitCode {
         },
         client_request_timeout: Duration::from_millis(settings.client_request_timeout_ms),
     };
-    let app = match Application::build(services, &http) {
+    let app = match Application::build(console.services().clone(), &http) {
         Ok(app) => app,
         Err(e) => {
             eprintln!("mthpt console: cannot listen on {}: {e}", settings.bind);
@@ -190,16 +180,8 @@ pub async fn run(args: ConsoleArgs) -> ExitCode {
     let handle = app.handle();
     let serving = tokio::spawn(app.run_until_stopped());
     stop.await;
-    live.close_sessions();
-    handle.stop(true).await;
+    console.shutdown(&handle).await;
     let _ = serving.await;
-    if let Some(feeder) = feeder {
-        feeder.abort();
-    }
-    let _ = stop_announcing.send(true);
-    if let Some(announcer) = announcer {
-        let _ = announcer.await;
-    }
     store.close().await;
     ExitCode::SUCCESS
 }

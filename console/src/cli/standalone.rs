@@ -28,9 +28,8 @@ use mthpt_wrapper::{HandlerError, Wrapper};
 use serde_json::json;
 
 use super::process::{LogFormat, init_logging, shutdown_signal};
-use crate::events;
-use crate::service::{Services, credentials};
-use crate::startup::{Application, HttpSettings};
+use crate::service::credentials;
+use crate::startup::{Application, Console, HttpSettings};
 use mthpt_engine::alarm::AlarmMessage;
 use mthpt_engine::bus::{Bus, Delivery, InProcessBus};
 
@@ -86,27 +85,24 @@ async fn serve(args: StandaloneArgs) -> anyhow::Result<()> {
     let console_listener = TcpListener::bind(&args.console_listen)
         .with_context(|| format!("cannot listen on {}", args.console_listen))?;
     let console_url = format!("http://{}", console_listener.local_addr()?);
-    let services = Services::new(store.clone(), Arc::new(SystemClock));
     let bus = Arc::new(InProcessBus::new());
-    let live = services.events.clone();
-    let feeder = events::spawn_feeder(
+    let console = Console::on_bus(
+        store.clone(),
+        Arc::new(SystemClock),
         bus.clone(),
-        "standalone-console".to_owned(),
-        services.events.clone(),
+        "standalone-console",
     );
     let alarm_log = tokio::spawn(log_alarms(bus.clone()));
-    let (stop_announcing, announcing) = tokio::sync::watch::channel(false);
-    let announcer = tokio::spawn(services.announce_runs(bus.clone(), announcing));
-    let console = Application::with_listener(
-        services,
+    let console_app = Application::with_listener(
+        console.services().clone(),
         &HttpSettings {
             workers: 1,
             ..HttpSettings::default()
         },
         console_listener,
     )?;
-    let console_handle = console.handle();
-    tokio::spawn(console.run_until_stopped());
+    let console_handle = console_app.handle();
+    tokio::spawn(console_app.run_until_stopped());
     let console_banner = format!(
         "  console   {console_url} (web console; API {console_url}/api/v1, docs {console_url}/api/docs/)\n  login     {OPERATOR} / {}",
         match &login {
@@ -164,15 +160,11 @@ async fn serve(args: StandaloneArgs) -> anyhow::Result<()> {
 
     stop.await;
     alarm_log.abort();
-    feeder.abort();
-    live.close_sessions();
     if let Some((w, handle)) = wrapper {
         w.shutdown(Duration::from_secs(5)).await;
         handle.stop(true).await;
     }
-    console_handle.stop(true).await;
-    let _ = stop_announcing.send(true);
-    let _ = announcer.await;
+    console.shutdown(&console_handle).await;
     engine.shutdown().await;
     store.close().await;
     Ok(())

@@ -21,6 +21,7 @@ pub mod taskfile;
 pub mod tasks;
 pub mod tenants;
 pub mod users;
+pub mod weights;
 
 use std::future::Future;
 use std::sync::{Arc, OnceLock};

@@ -547,6 +547,13 @@ pub static CATALOG: &[(&str, &str, &str)] = &[
     ("tenants.disabled", "disabled", "已停用"),
     ("tenants.new", "New tenant", "新建租户"),
     ("tenants.create", "Create tenant", "创建租户"),
+    ("tenants.weight", "Claim weight", "调度权重"),
+    (
+        "tenants.weight_hint",
+        "Each tenant's share of every claim in its node group, relative to the other tenants with due runs: 1 (the default) to 1000.",
+        "租户在所属节点组每次认领中所占的份额，与组内其他有到期运行的租户相比：1（默认）到 1000。",
+    ),
+    ("tenants.weight_save", "Set", "设置"),
     ("quota.title", "Quotas", "配额"),
     (
         "quota.hint",

@@ -1,6 +1,6 @@
 //! Platform pages (operators only): `/nodes`, the engine nodes with their groups and heartbeat
-//! age, and `/tenants`, the tenants with their quotas (usage against each, a form to set them)
-//! and a form to create one.
+//! age, and `/tenants`, the tenants with their claim weight and their quotas (usage against
+//! each; a form to set each) and a form to create one.
 
 use std::collections::HashMap;
 
@@ -8,20 +8,21 @@ use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, web};
 use askama::Template;
 use mthpt_engine::quota::TenantQuotas;
-use mthpt_engine::tenant::{DEFAULT_NODE_GROUP, NewTenant};
+use mthpt_engine::tenant::{DEFAULT_NODE_GROUP, NewTenant, Weight};
 
 use super::executors::age;
 use super::{Ctx, Layout, html, local_path, see_other, urlencode};
 use crate::service::access::{Action, Target, authorize};
 use crate::service::error::{ApiError, Code};
-use crate::service::{nodes, quotas, tenants};
+use crate::service::{nodes, quotas, tenants, weights};
 use crate::{or_error, page_ctx};
 
 pub fn routes(cfg: &mut web::ServiceConfig) {
     cfg.route("/nodes", web::get().to(node_list))
         .route("/tenants", web::get().to(tenant_list))
         .route("/tenants", web::post().to(tenant_create))
-        .route("/tenants/{tenant}/quotas", web::post().to(quotas_set));
+        .route("/tenants/{tenant}/quotas", web::post().to(quotas_set))
+        .route("/tenants/{tenant}/weight", web::post().to(weight_set));
 }
 
 /// The frame of a page that is about no tenant (platform pages, the user's own account).
@@ -112,6 +113,19 @@ pub struct TenantRow {
     pub q_fire_burst: String,
     /// The form's action.
     pub quotas_action: String,
+    /// The claim weight as its form shows it (as typed, after a refused change).
+    pub weight: String,
+    pub weight_action: String,
+    /// Why the weight typed was refused (empty: it was not).
+    pub weight_error: String,
+}
+
+/// A weight the tenants page refused: the tenant, what was typed, and why.
+#[derive(Debug, Clone)]
+struct RefusedWeight {
+    tenant: String,
+    typed: String,
+    message: String,
 }
 
 /// `used / limit`, `∞` for no limit.
@@ -138,6 +152,7 @@ async fn tenants_page(
     ctx: &Ctx,
     req: &HttpRequest,
     f: TenantForm,
+    refused: Option<RefusedWeight>,
     status: StatusCode,
 ) -> HttpResponse {
     or_error!(
@@ -145,13 +160,27 @@ async fn tenants_page(
         authorize(&ctx.caller, Action::Platform, Target::Platform)
     );
     let list = or_error!(ctx, quotas::list(&ctx.services, &ctx.caller).await);
+    let weights: HashMap<_, _> = or_error!(ctx, weights::list(&ctx.services, &ctx.caller).await)
+        .into_iter()
+        .map(|w| (w.tenant.id, w.weight))
+        .collect();
     let rows = list
         .into_iter()
         .map(|r| {
             let (t, q, u) = (r.tenant, r.quotas, r.usage);
+            let (weight, weight_error) = match &refused {
+                Some(w) if w.tenant == t.name => (w.typed.clone(), w.message.clone()),
+                _ => (
+                    weights.get(&t.id).map(i32::to_string).unwrap_or_default(),
+                    String::new(),
+                ),
+            };
             TenantRow {
                 link: format!("/t/{}/tasks", urlencode(&t.name)),
                 quotas_action: format!("/tenants/{}/quotas", urlencode(&t.name)),
+                weight_action: format!("/tenants/{}/weight", urlencode(&t.name)),
+                weight,
+                weight_error,
                 display_name: t.display_name,
                 node_group: t.node_group,
                 disabled: t.disabled,
@@ -178,7 +207,7 @@ async fn tenant_list(req: HttpRequest) -> HttpResponse {
         node_group: DEFAULT_NODE_GROUP.to_owned(),
         ..Default::default()
     };
-    tenants_page(&ctx, &req, f, StatusCode::OK).await
+    tenants_page(&ctx, &req, f, None, StatusCode::OK).await
 }
 
 async fn tenant_create(
@@ -217,7 +246,7 @@ async fn tenant_create(
         Err(e) => match field_errors(&e, "name") {
             Some(errors) => {
                 f.errors = errors;
-                tenants_page(&ctx, &req, f, crate::http::status_of(e.code)).await
+                tenants_page(&ctx, &req, f, None, crate::http::status_of(e.code)).await
             }
             None => ctx.error(&e),
         },
@@ -255,6 +284,49 @@ async fn quotas_set(
     }
     match quotas::set(&ctx.services, &ctx.caller, &path, &wanted).await {
         Ok(_) => see_other("/tenants"),
+        Err(e) => ctx.error(&e),
+    }
+}
+
+/// Sets a tenant's claim weight from its row's form; a refused value is shown next to the
+/// field, as typed.
+async fn weight_set(
+    req: HttpRequest,
+    path: web::Path<String>,
+    input: web::Form<HashMap<String, String>>,
+) -> HttpResponse {
+    let ctx = page_ctx!(req);
+    let typed = input
+        .get("weight")
+        .map(|v| v.trim().to_owned())
+        .unwrap_or_default();
+    let result = match Weight::parse(&typed) {
+        Ok(weight) => weights::set(&ctx.services, &ctx.caller, &path, weight.get().into()).await,
+        // Text that is no weight at all: refused on the page (which only operators see) once
+        // the tenant is known to exist.
+        Err(e) => weights::get(&ctx.services, &ctx.caller, &path)
+            .await
+            .and_then(|_| Err(e.into())),
+    };
+    match result {
+        Ok(_) => see_other("/tenants"),
+        Err(e) if e.code == Code::ValidationFailed => {
+            let message = e
+                .errors
+                .iter()
+                .find(|p| p.field == "weight")
+                .map_or_else(|| e.detail.clone(), |p| p.message.clone());
+            let refused = RefusedWeight {
+                tenant: path.into_inner(),
+                typed,
+                message,
+            };
+            let f = TenantForm {
+                node_group: DEFAULT_NODE_GROUP.to_owned(),
+                ..Default::default()
+            };
+            tenants_page(&ctx, &req, f, Some(refused), crate::http::status_of(e.code)).await
+        }
         Err(e) => ctx.error(&e),
     }
 }

@@ -1,6 +1,7 @@
 //! The cross-tenant matrix: every admin endpoint × every tenant role of tenant B × a resource of
 //! tenant A answers 403 or 404, and the database is unchanged afterwards. And a viewer's unsafe
-//! request in its own tenant is 403 — on both backends.
+//! request in its own tenant is 403 (its tenant's quotas and weight included) — on both
+//! backends.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -20,6 +21,11 @@ async fn snapshot(app: &TestApp) -> String {
     let mut out = String::new();
     for t in tx.list_tenants().await.unwrap() {
         out += &format!("{t:?}\n");
+        out += &format!(
+            "  {:?} weight {}\n",
+            tx.get_tenant_quotas(t.id).await.unwrap(),
+            tx.get_tenant_weight(t.id).await.unwrap()
+        );
         for a in tx.list_apps(t.id).await.unwrap() {
             out += &format!("{a:?} secret={}\n", a.secret);
         }
@@ -105,6 +111,18 @@ async fn cross_tenant_matrix(app: TestApp) {
             Method::POST,
             "/tenants".into(),
             Some(json!({ "name": "new" })),
+        ),
+        (Method::GET, "/tenants/acme/quotas".into(), None),
+        (
+            Method::PUT,
+            "/tenants/acme/quotas".into(),
+            Some(json!({ "max_tasks": 1 })),
+        ),
+        (Method::GET, "/tenants/acme/weight".into(), None),
+        (
+            Method::PUT,
+            "/tenants/acme/weight".into(),
+            Some(json!({ "weight": 1000 })),
         ),
         (Method::GET, "/tenants/acme/apps".into(), None),
         (
@@ -273,6 +291,16 @@ async fn cross_tenant_matrix(app: TestApp) {
             Some(user.clone()),
         ),
         (Method::POST, "/tenants/other/channels".into(), Some(hook)),
+        (
+            Method::PUT,
+            "/tenants/other/quotas".into(),
+            Some(json!({ "max_tasks": 1 })),
+        ),
+        (
+            Method::PUT,
+            "/tenants/other/weight".into(),
+            Some(json!({ "weight": 1000 })),
+        ),
     ];
     for (method, path, body) in own_unsafe {
         let mut req = app.request(method.clone(), &format!("/api/v1{path}"), viewer);

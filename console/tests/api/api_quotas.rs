@@ -1,8 +1,9 @@
-//! Tenant quotas over the REST API, on both backends: operators set them, tenant users read
-//! their own (never another tenant's); a task create beyond `max_tasks` and a manual trigger
-//! beyond `max_waiting_runs` or `max_fires_per_second` get `429 quota_exceeded` naming the
-//! quota and its value (the rate with `Retry-After`); the first refusal raises one `quota`
-//! alarm, which the engine's watchdog resolves once the tenant is back under the quota.
+//! Tenant quotas over the REST API, on both backends: operators set them, tenant users of every
+//! role read their own but may not change them (403), another tenant's users get 404 for both;
+//! a task create beyond `max_tasks` and a manual trigger beyond `max_waiting_runs` or
+//! `max_fires_per_second` get `429 quota_exceeded` naming the quota and its value (the rate
+//! with `Retry-After`); the first refusal raises one `quota` alarm, which the engine's watchdog
+//! resolves once the tenant is back under the quota.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -96,6 +97,7 @@ async fn quotas_are_set_by_operators_and_read_by_the_tenant_only(app: TestApp) {
     let acme = app.tenant("acme").await;
     let other = app.tenant("other").await;
     let (_, admin) = app.user(Some(&acme), "ada", Role::TenantAdmin).await;
+    let (_, operator) = app.user(Some(&acme), "otto", Role::TenantOperator).await;
     let (_, viewer) = app.user(Some(&acme), "vic", Role::TenantViewer).await;
     let (_, stranger) = app.user(Some(&other), "olga", Role::TenantAdmin).await;
 
@@ -120,7 +122,11 @@ async fn quotas_are_set_by_operators_and_read_by_the_tenant_only(app: TestApp) {
     assert_eq!(set["quotas"]["fire_burst"], json!(4));
     assert_eq!(set["quotas"]["max_waiting_runs"], Value::Null);
 
-    for (who, token) in [("admin", &admin), ("viewer", &viewer)] {
+    for (who, token) in [
+        ("admin", &admin),
+        ("operator", &operator),
+        ("viewer", &viewer),
+    ] {
         let (status, _, body) = answer(
             app.request(Method::PUT, "/api/v1/tenants/acme/quotas", token)
                 .json(&json!({ "max_tasks": 500 }))
@@ -143,6 +149,25 @@ async fn quotas_are_set_by_operators_and_read_by_the_tenant_only(app: TestApp) {
     )
     .await;
     assert_eq!(status, 404, "another tenant's quotas are not found: {body}");
+    let (status, _, body) = answer(
+        app.request(Method::PUT, "/api/v1/tenants/acme/quotas", &stranger)
+            .json(&json!({ "max_tasks": 500 }))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 404, "another tenant's quotas cannot be set: {body}");
+    let (status, _, body) = answer(
+        app.client
+            .put(app.url("/api/v1/tenants/acme/quotas"))
+            .json(&json!({ "max_tasks": 500 }))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 401, "no credentials: {body}");
 
     for bad in [json!({ "max_tasks": 0 }), json!({ "fire_burst": 3 })] {
         let (status, _, body) = answer(

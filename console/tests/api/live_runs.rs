@@ -268,9 +268,7 @@ async fn a_chatty_handler_is_rate_limited_and_says_what_was_left_out() {
 async fn a_run_cancelled_through_the_console_is_announced_at_once() {
     let bus: Arc<dyn Bus> = Arc::new(InProcessBus::new());
     let mut app = spawn_app(Backend::Sqlite).await;
-    app.listen_to(bus.clone(), "standalone-console");
-    let (stop, stopped) = tokio::sync::watch::channel(false);
-    let announcer = tokio::spawn(app.services.announce_runs(bus.clone(), stopped));
+    app.join_bus(bus.clone(), "standalone-console");
     let t = tenancy(app.store(), "acme", "billing").await.unwrap();
     let (_, ada) = app.user(Some(&t.tenant), "ada", Role::TenantViewer).await;
     let engine = engine_with(&app, bus.clone(), "standalone").await;
@@ -321,8 +319,6 @@ async fn a_run_cancelled_through_the_console_is_announced_at_once() {
         cancelled_at.elapsed()
     );
 
-    let _ = stop.send(true);
-    announcer.await.unwrap();
     w.stop().await;
     engine.shutdown().await;
     app.stop().await;

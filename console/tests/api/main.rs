@@ -19,6 +19,7 @@ mod api_session;
 mod api_skeleton;
 mod api_tasks;
 mod api_users;
+mod api_weights;
 mod hostile_names;
 mod live_events;
 mod live_runs;

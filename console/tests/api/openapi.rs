@@ -1,7 +1,7 @@
 //! The served OpenAPI description equals the committed docs/openapi.json, so every API change
 //! shows in review. After changing the API, regenerate the file with:
 //!
-//!     MTHPT_WRITE_OPENAPI=1 cargo test -p mthpt-console --test openapi
+//!     MTHPT_WRITE_OPENAPI=1 cargo test -p mthpt-console --test api openapi::
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -32,13 +32,13 @@ async fn served_spec_matches_the_committed_copy() {
     }
     let committed: Value = serde_json::from_str(
         &std::fs::read_to_string(COMMITTED).unwrap_or_else(|e| {
-            panic!("{COMMITTED}: {e}; create it with MTHPT_WRITE_OPENAPI=1 cargo test -p mthpt-console --test openapi")
+            panic!("{COMMITTED}: {e}; create it with MTHPT_WRITE_OPENAPI=1 cargo test -p mthpt-console --test api openapi::")
         }),
     )
     .unwrap();
     assert!(
         served == committed,
         "the API changed but docs/openapi.json did not; review the change and regenerate it with \
-         MTHPT_WRITE_OPENAPI=1 cargo test -p mthpt-console --test openapi"
+         MTHPT_WRITE_OPENAPI=1 cargo test -p mthpt-console --test api openapi::"
     );
 }

@@ -733,3 +733,102 @@ async fn operators_set_quotas_on_the_tenants_page_and_see_usage_against_them() {
     assert_eq!(read["quotas"]["max_tasks"], json!(7));
     app.stop().await;
 }
+
+/// The operator's weight in `app`'s database for `tenant`, through the API.
+async fn weight_of(app: &TestApp, tenant: &str) -> serde_json::Value {
+    app.op(Method::GET, &format!("/api/v1/tenants/{tenant}/weight"))
+        .send()
+        .await
+        .unwrap()
+        .json::<serde_json::Value>()
+        .await
+        .unwrap()["weight"]
+        .clone()
+}
+
+/// The tenants page shows each tenant's claim weight in a form of its row: an operator sets
+/// it; a refused value is shown next to the field, as typed, with why; a post from another
+/// origin (CSRF) and a tenant admin's post change nothing.
+#[tokio::test]
+async fn operators_set_a_tenants_claim_weight_on_the_tenants_page() {
+    let app = spawn_app(Backend::Sqlite).await;
+    let (acme_tenant, _task) = acme(&app).await;
+    app.user(Some(&acme_tenant), "adam", Role::TenantAdmin)
+        .await;
+    let admin = sign_in(&app, "adam").await;
+    let root = sign_in(&app, "root").await;
+
+    let (status, html) = page(&app, &root, "/tenants").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        html.contains("action=\"/tenants/acme/weight\"") && html.contains("value=\"1\""),
+        "the weight form shows the default: {html}"
+    );
+
+    let res = post(
+        &app,
+        &root,
+        "/tenants/acme/weight",
+        form(&[("weight", "4")]),
+    )
+    .await;
+    assert_eq!(res.status(), StatusCode::SEE_OTHER);
+    assert_eq!(weight_of(&app, "acme").await, json!(4));
+    let (_, html) = page(&app, &root, "/tenants").await;
+    assert!(html.contains("name=\"weight\" value=\"4\""), "{html}");
+
+    for bad in ["0", "1001", "heavy"] {
+        let res = post(
+            &app,
+            &root,
+            "/tenants/acme/weight",
+            form(&[("weight", bad)]),
+        )
+        .await;
+        assert_eq!(res.status(), StatusCode::UNPROCESSABLE_ENTITY, "{bad}");
+        let html = res.text().await.unwrap();
+        assert!(
+            html.contains("id=\"weight-acme-err\"")
+                && html.contains("must be a whole number from 1 to 1000")
+                && html.contains(&format!("name=\"weight\" value=\"{bad}\"")),
+            "{bad}: the refusal is shown next to the field, with what was typed: {html}"
+        );
+    }
+    for lang in ["en", "zh-CN"] {
+        let (_, html) = page(&app, &format!("{root}; mthpt_lang={lang}"), "/tenants").await;
+        assert!(!html.contains('⟦'), "an untranslated key ({lang})");
+    }
+
+    let forged = client()
+        .post(app.url("/tenants/acme/weight"))
+        .header(COOKIE, &root)
+        .header(ORIGIN, "http://evil.example")
+        .header(CONTENT_TYPE, FORM)
+        .body(form(&[("weight", "999")]))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(forged.status(), StatusCode::FORBIDDEN, "another origin");
+    let res = post(
+        &app,
+        &admin,
+        "/tenants/acme/weight",
+        form(&[("weight", "999")]),
+    )
+    .await;
+    assert_eq!(res.status(), StatusCode::FORBIDDEN, "a tenant admin");
+    let res = post(
+        &app,
+        &admin,
+        "/tenants/acme/weight",
+        form(&[("weight", "x")]),
+    )
+    .await;
+    assert_eq!(
+        res.status(),
+        StatusCode::FORBIDDEN,
+        "a tenant admin, whatever the value"
+    );
+    assert_eq!(weight_of(&app, "acme").await, json!(4), "nothing changed");
+    app.stop().await;
+}

@@ -375,3 +375,54 @@ async fn an_operator_sets_tenant_quotas_from_the_command_line() {
     );
     app.stop().await;
 }
+
+#[tokio::test]
+async fn an_operator_sets_a_tenants_claim_weight_from_the_command_line() {
+    let app = spawn_app(Backend::Sqlite).await;
+    let (url, op) = (app.base_url.clone(), app.operator_token.clone());
+    let acme = app.tenant("acme").await;
+
+    let shown = stdout(&mthpt(&url, &op, &["tenant", "weight", "acme"]).await);
+    assert_eq!(
+        field(&shown, "weight"),
+        "1",
+        "every tenant starts at 1: {shown}"
+    );
+
+    let set = stdout(&mthpt(&url, &op, &["tenant", "set-weight", "acme", "4"]).await);
+    assert_eq!(field(&set, "weight"), "4", "{set}");
+    let shown = stdout(&mthpt(&url, &op, &["tenant", "weight", "acme"]).await);
+    assert_eq!(field(&shown, "weight"), "4", "{shown}");
+
+    // Out of range: the API's refusal names the field; nothing changes.
+    for bad in ["0", "-3", "1001"] {
+        let refused = mthpt(&url, &op, &["tenant", "set-weight", "acme", bad]).await;
+        assert!(!refused.status.success(), "{bad}");
+        let err = String::from_utf8_lossy(&refused.stderr);
+        assert!(
+            err.contains("validation_failed") && err.contains("weight:"),
+            "{bad}: {err}"
+        );
+    }
+
+    // A tenant admin may read it but not set it.
+    let (_, admin) = app
+        .user(Some(&acme), "ada", mthpt_engine::tenant::Role::TenantAdmin)
+        .await;
+    let read = stdout(&mthpt(&url, &admin, &["tenant", "weight", "acme"]).await);
+    assert_eq!(field(&read, "weight"), "4", "{read}");
+    let refused = mthpt(&url, &admin, &["tenant", "set-weight", "acme", "9"]).await;
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("forbidden"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    let shown = stdout(&mthpt(&url, &op, &["tenant", "weight", "acme"]).await);
+    assert_eq!(
+        field(&shown, "weight"),
+        "4",
+        "refusals changed nothing: {shown}"
+    );
+    app.stop().await;
+}

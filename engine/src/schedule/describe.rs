@@ -8,6 +8,9 @@
 //! Forms it has no wording for fall back to quoting the expression; the fire times themselves
 //! always come from the schedule, never from the description. The cron grammar is read once,
 //! by [`super::cron`].
+//!
+//! Each language is one table of phrases (`Phrases`: `ENGLISH`, `CHINESE`); one code path
+//! decides which phrase a schedule needs and fills it in. A new language is a new table.
 
 use chrono_tz::Tz;
 
@@ -34,50 +37,46 @@ impl Language {
             Language::Chinese => "zh-CN",
         }
     }
+
+    fn phrases(self) -> &'static Phrases {
+        match self {
+            Language::English => &ENGLISH,
+            Language::Chinese => &CHINESE,
+        }
+    }
 }
 
 /// Describes a parsed schedule. A cron schedule outside UTC names its zone.
 pub fn describe(schedule: &Schedule, lang: Language) -> String {
-    use Language::{Chinese, English};
-    match (schedule, lang) {
-        (Schedule::Cron { spec, tz }, _) => {
+    let w = lang.phrases();
+    match schedule {
+        Schedule::Cron { spec, tz } => {
             let text = describe_cron(spec, lang);
-            match (*tz == Tz::UTC, lang) {
-                (true, _) => text,
-                (false, English) => format!("{text} ({})", tz.name()),
-                (false, Chinese) => format!("{text}（{} 时间）", tz.name()),
+            if *tz == Tz::UTC {
+                text
+            } else {
+                (w.in_zone)(&text, tz.name())
             }
         }
-        (Schedule::FixedRate { every_ms, .. }, English) => {
-            format!("Every {}", duration_en(*every_ms, true))
+        Schedule::FixedRate { every_ms, .. } => {
+            let (n, unit) = unit_of(*every_ms);
+            (w.every)(n, w.duration_units[unit])
         }
-        (Schedule::FixedRate { every_ms, .. }, Chinese) => format!("每{}", duration_zh(*every_ms)),
-        (Schedule::FixedDelay { delay_ms }, English) => format!(
-            "{} after the previous run finishes",
-            capitalise(&duration_en(*delay_ms, false))
-        ),
-        (Schedule::FixedDelay { delay_ms }, Chinese) => {
-            let (n, _, unit) = unit_of(*delay_ms);
-            format!("上次运行结束 {n} {unit}后")
+        Schedule::FixedDelay { delay_ms } => {
+            let (n, unit) = unit_of(*delay_ms);
+            (w.after_previous)(n, w.duration_units[unit])
         }
-        (Schedule::Once { at_ms }, English) => format!("Once, at {}", instant(*at_ms)),
-        (Schedule::Once { at_ms }, Chinese) => format!("仅一次，于 {}", instant(*at_ms)),
-        (Schedule::Manual, English) => "Only when triggered manually".to_owned(),
-        (Schedule::Manual, Chinese) => "仅手动触发".to_owned(),
+        Schedule::Once { at_ms } => (w.once)(&instant(*at_ms)),
+        Schedule::Manual => w.manual.to_owned(),
     }
 }
 
 /// Describes a validated cron expression (without its zone).
 pub fn describe_cron(spec: &CronSpec, lang: Language) -> String {
+    let w = lang.phrases();
     match Parsed::of(spec) {
-        Some(p) => match lang {
-            Language::English => english(&p),
-            Language::Chinese => chinese(&p),
-        },
-        None => match lang {
-            Language::English => format!("Cron expression {}", spec.source()),
-            Language::Chinese => format!("cron 表达式 {}", spec.source()),
-        },
+        Some(p) => cron_sentence(&p, w),
+        None => (w.cron_expression)(spec.source()),
     }
 }
 
@@ -87,37 +86,475 @@ fn instant(ms: i64) -> String {
         .to_string()
 }
 
-const UNITS: [(i64, &str, &str); 5] = [
-    (86_400_000, "day", "天"),
-    (3_600_000, "hour", "小时"),
-    (60_000, "minute", "分钟"),
-    (1_000, "second", "秒"),
-    (1, "millisecond", "毫秒"),
-];
+/// The sizes of the units a duration is said in, largest first; [`Phrases::duration_units`]
+/// names them.
+const UNITS: [i64; 5] = [86_400_000, 3_600_000, 60_000, 1_000, 1];
 
-fn unit_of(ms: i64) -> (i64, &'static str, &'static str) {
+/// `ms` as a count of the largest unit that divides it, and that unit's index in [`UNITS`].
+fn unit_of(ms: i64) -> (i64, usize) {
     UNITS
         .iter()
-        .find(|(size, ..)| ms % size == 0)
-        .map_or((ms, "millisecond", "毫秒"), |&(size, en, zh)| {
-            (ms / size, en, zh)
-        })
+        .position(|size| ms % size == 0)
+        .map_or((ms, UNITS.len() - 1), |i| (ms / UNITS[i], i))
 }
 
-/// `5 seconds`; `second` alone for one when `bare_one` ("every second"), else `1 second`.
-fn duration_en(ms: i64, bare_one: bool) -> String {
-    match unit_of(ms) {
-        (1, unit, _) if bare_one => unit.to_owned(),
-        (1, unit, _) => format!("1 {unit}"),
-        (n, unit, _) => format!("{n} {unit}s"),
+// ---- the phrase tables ------------------------------------------------------------------------
+
+/// Everything one language says. Values arrive already written where the language does not
+/// change them (times `hh:mm:ss`, padded hours); names of weekdays and months come from the
+/// table itself.
+struct Phrases {
+    // -- schedules that are not cron
+    /// A cron description and the zone it is read in, when that is not UTC.
+    in_zone: fn(&str, &str) -> String,
+    /// A cron expression there are no words for.
+    cron_expression: fn(&str) -> String,
+    /// Fixed rate: every `n` of a unit.
+    every: fn(i64, &str) -> String,
+    /// Fixed delay: `n` of a unit after the previous run.
+    after_previous: fn(i64, &str) -> String,
+    /// One-shot, at an instant.
+    once: fn(&str) -> String,
+    manual: &'static str,
+    /// The names of [`UNITS`], singular.
+    duration_units: [&'static str; 5],
+
+    // -- how a cron sentence is put together
+    /// True: clauses run from the year down to the time of day; false: the other way round.
+    largest_first: bool,
+    /// Between clauses, and between the parts of the time of day.
+    sep: &'static str,
+    /// Single values listed: `0, 15 and 45`.
+    list: fn(&[String]) -> String,
+    /// The finished sentence (its first letter).
+    sentence: fn(String) -> String,
+
+    // -- the time of day
+    /// Fixed times of day, listed.
+    at_times: fn(&str) -> String,
+    /// A fixed minute and second of every hour.
+    hourly: fn(u32, u32) -> String,
+    /// Hours at a fixed minute and second; values are times `hh:mm:ss`.
+    timed_hours: Items,
+    /// A minutes phrase and a fixed second that is not 0.
+    at_second: fn(String, u32) -> String,
+    second: Unit,
+    /// Minutes when the second is fixed.
+    minute: Unit,
+    /// Minutes when the seconds vary within them.
+    minute_within: Unit,
+    seconds_minutes: UnitItems,
+    /// Hours when minutes or seconds vary; a range is `hh:00` to `hh:59`.
+    hours: Items,
+
+    // -- the date
+    every_day: &'static str,
+    /// A day clause and fixed times of day, as one clause.
+    day_and_time: fn(&str, &str) -> String,
+    /// `L`, `L-n`, `LW`, `L-nW`: offset before the last day, nearest weekday or not.
+    last_day: fn(u32, bool) -> String,
+    /// `nW`
+    nearest_weekday: fn(u32) -> String,
+    days_of_month: Items,
+    /// A weekday's name, 1 = Sunday.
+    weekday: fn(u32) -> String,
+    /// `nL`, with the weekday's name.
+    last_weekday: fn(&str) -> String,
+    /// `n#k`: the k-th and the weekday's name.
+    nth_weekday: fn(u32, &str) -> String,
+    days_of_week: Items,
+    /// A month's name, 1 = January.
+    month: fn(u32) -> String,
+    months: Items,
+    years: Items,
+}
+
+/// How a language words the comma-separated items of one field.
+struct Items {
+    /// The field lists only single values: the list as a whole (`and`, plural) when the
+    /// language words it differently from the items one by one.
+    values: Option<fn(&str, bool) -> String>,
+    one: fn(&str) -> String,
+    range: fn(&str, &str) -> String,
+    /// A step from the first value of the field (`*/n`), when the language has its own words
+    /// for it; otherwise it reads as a step from that first value.
+    every_n: Option<fn(u32) -> String>,
+    /// Every `n`th value from a value, up to a last one or the end of the field.
+    step: fn(u32, &str, Option<&str>) -> String,
+    /// `*` among other items.
+    all: &'static str,
+    sep: &'static str,
+    /// The joined items.
+    whole: fn(String) -> String,
+}
+
+/// Seconds and minutes: the same phrases, with the unit's own words.
+struct Unit {
+    name: &'static str,
+    /// The preposition before a single value (English only).
+    at: &'static str,
+}
+
+/// How a language words the items of a seconds or minutes field.
+struct UnitItems {
+    /// `*`, or `*` among other items.
+    every: fn(&Unit) -> String,
+    /// Only single values: the joined list, and whether there is more than one.
+    values: fn(&Unit, &str, bool) -> String,
+    one: fn(&Unit, u32) -> String,
+    range: fn(&Unit, u32, u32) -> String,
+    /// `*/n`
+    every_n: fn(&Unit, u32) -> String,
+    /// `a/n` and `a-b/n`.
+    step: fn(&Unit, u32, u32, Option<u32>) -> String,
+    sep: &'static str,
+}
+
+fn as_is(s: String) -> String {
+    s
+}
+
+const ENGLISH: Phrases = Phrases {
+    in_zone: |text, zone| format!("{text} ({zone})"),
+    cron_expression: |source| format!("Cron expression {source}"),
+    every: |n, unit| match n {
+        1 => format!("Every {unit}"),
+        n => format!("Every {n} {unit}s"),
+    },
+    after_previous: |n, unit| match n {
+        1 => format!("1 {unit} after the previous run finishes"),
+        n => format!("{n} {unit}s after the previous run finishes"),
+    },
+    once: |at| format!("Once, at {at}"),
+    manual: "Only when triggered manually",
+    duration_units: ["day", "hour", "minute", "second", "millisecond"],
+
+    largest_first: false,
+    sep: ", ",
+    list: join_en,
+    sentence: |s| capitalise(&s),
+
+    at_times: |times| format!("At {times}"),
+    hourly: |m, s| match (m, s) {
+        (0, 0) => "Every hour".to_owned(),
+        (m, 0) => format!("At minute {m} of every hour"),
+        (m, s) => format!("At minute {m}, second {s} of every hour"),
+    },
+    timed_hours: Items {
+        values: None,
+        one: |t| format!("at {t}"),
+        range: |a, b| format!("every hour from {a} through {b}"),
+        every_n: None,
+        step: |n, from, to| match to {
+            Some(b) => format!("every {n} hours from {from} through {b}"),
+            None => format!("every {n} hours from {from}"),
+        },
+        all: "every hour",
+        sep: ", ",
+        whole: as_is,
+    },
+    at_second: |minutes, s| format!("{minutes}, at second {s}"),
+    second: Unit {
+        name: "second",
+        at: "at",
+    },
+    minute: Unit {
+        name: "minute",
+        at: "at",
+    },
+    minute_within: Unit {
+        name: "minute",
+        at: "during",
+    },
+    seconds_minutes: UnitItems {
+        every: |u| format!("every {}", u.name),
+        values: |u, list, many| {
+            let plural = if many { "s" } else { "" };
+            format!("{} {}{plural} {list}", u.at, u.name)
+        },
+        one: |u, v| format!("{} {} {v}", u.at, u.name),
+        range: |u, a, b| format!("every {0} from {0} {a} through {b}", u.name),
+        every_n: |u, n| format!("every {n} {}s", u.name),
+        step: |u, n, a, to| match to {
+            Some(b) => format!("every {n} {0}s from {0} {a} through {b}", u.name),
+            None => format!("every {n} {0}s from {0} {a}", u.name),
+        },
+        sep: ", ",
+    },
+    hours: Items {
+        values: Some(|list, _| format!("during hours {list}")),
+        one: |h| format!("during hour {h}"),
+        range: |a, b| format!("between {a} and {b}"),
+        every_n: Some(|n| format!("every {n} hours")),
+        step: |n, a, to| match to {
+            Some(b) => format!("every {n} hours from {a} through {b}"),
+            None => format!("every {n} hours from {a}"),
+        },
+        all: "every hour",
+        sep: ", ",
+        whole: as_is,
+    },
+
+    every_day: "every day",
+    day_and_time: |day, time| format!("{time}, {day}"),
+    last_day: |offset, weekday| match (offset, weekday) {
+        (0, false) => "on the last day of the month".to_owned(),
+        (n, false) => format!("{n} days before the last day of the month"),
+        (0, true) => "on the last weekday of the month".to_owned(),
+        (n, true) => format!("on the weekday nearest {n} days before the last day of the month"),
+    },
+    nearest_weekday: |d| format!("on the weekday nearest day {d} of the month"),
+    days_of_month: Items {
+        values: Some(|list, many| {
+            let plural = if many { "s" } else { "" };
+            format!("on day{plural} {list} of the month")
+        }),
+        one: |d| format!("on day {d}"),
+        range: |a, b| format!("on days {a} through {b}"),
+        every_n: Some(|n| format!("every {n} days")),
+        step: |n, a, to| match to {
+            Some(b) => format!("every {n} days from day {a} through {b}"),
+            None => format!("every {n} days from day {a}"),
+        },
+        all: "every day",
+        sep: ", ",
+        whole: |days| format!("{days} of the month"),
+    },
+    weekday: |d| name_from(&DAYS, d),
+    last_weekday: |day| format!("on the last {day} of the month"),
+    nth_weekday: |k, day| {
+        let nth = ORDINALS.get(k.wrapping_sub(1) as usize).unwrap_or(&"n-th");
+        format!("on the {nth} {day} of the month")
+    },
+    days_of_week: Items {
+        values: Some(|list, _| format!("only on {list}")),
+        one: str::to_owned,
+        range: |a, b| format!("{a} through {b}"),
+        every_n: None,
+        step: |n, from, _| format!("every {n} days of the week from {from}"),
+        all: "every day",
+        sep: ", ",
+        whole: as_is,
+    },
+    month: |m| name_from(&MONTHS, m),
+    months: Items {
+        values: Some(|list, _| format!("only in {list}")),
+        one: str::to_owned,
+        range: |a, b| format!("{a} through {b}"),
+        every_n: None,
+        step: |n, from, _| format!("every {n} months from {from}"),
+        all: "every month",
+        sep: ", ",
+        whole: as_is,
+    },
+    years: Items {
+        values: Some(|list, _| format!("only in {list}")),
+        one: str::to_owned,
+        range: |a, b| format!("{a} through {b}"),
+        every_n: Some(|n| format!("every {n} years")),
+        step: |n, a, to| match to {
+            Some(b) => format!("every {n} years from {a} through {b}"),
+            None => format!("every {n} years from {a}"),
+        },
+        all: "every year",
+        sep: ", ",
+        whole: as_is,
+    },
+};
+
+const CHINESE: Phrases = Phrases {
+    in_zone: |text, zone| format!("{text}（{zone} 时间）"),
+    cron_expression: |source| format!("cron 表达式 {source}"),
+    every: |n, unit| match n {
+        1 => format!("每{unit}"),
+        n => format!("每 {n} {unit}"),
+    },
+    after_previous: |n, unit| format!("上次运行结束 {n} {unit}后"),
+    once: |at| format!("仅一次，于 {at}"),
+    manual: "仅手动触发",
+    duration_units: ["天", "小时", "分钟", "秒", "毫秒"],
+
+    largest_first: true,
+    sep: "，",
+    list: |items| items.join("、"),
+    sentence: as_is,
+
+    at_times: str::to_owned,
+    hourly: |m, s| match (m, s) {
+        (0, 0) => "每小时整点".to_owned(),
+        (m, 0) => format!("每小时的第 {m} 分钟"),
+        (m, s) => format!("每小时的第 {m} 分 {s} 秒"),
+    },
+    timed_hours: Items {
+        values: None,
+        one: str::to_owned,
+        range: |a, b| format!("从 {a} 到 {b} 每小时一次"),
+        every_n: None,
+        step: |n, from, to| match to {
+            Some(b) => format!("从 {from} 到 {b} 每 {n} 小时一次"),
+            None => format!("从 {from} 起每 {n} 小时一次"),
+        },
+        all: "每小时",
+        sep: "，",
+        whole: as_is,
+    },
+    at_second: |minutes, s| format!("{minutes}的第 {s} 秒"),
+    second: Unit {
+        name: "秒", at: ""
+    },
+    minute: Unit {
+        name: "分钟",
+        at: "",
+    },
+    minute_within: Unit {
+        name: "分钟",
+        at: "",
+    },
+    seconds_minutes: UnitItems {
+        every: |u| format!("每{}", u.name),
+        values: |u, list, _| format!("第 {list} {}", u.name),
+        one: |u, v| format!("第 {v} {}", u.name),
+        range: |u, a, b| format!("第 {a} 到 {b} {0}每{0}", u.name),
+        every_n: every_zh,
+        step: |u, n, a, to| match to {
+            Some(b) => format!("第 {a} 到 {b} {}{}", u.name, every_zh(u, n)),
+            None => format!("从第 {a} {}起{}", u.name, every_zh(u, n)),
+        },
+        sep: "，",
+    },
+    hours: Items {
+        values: Some(|list, _| format!("{list} 点")),
+        one: |h| format!("{h} 点"),
+        range: |a, b| format!("{a} 至 {b}"),
+        every_n: Some(|n| format!("每 {n} 小时")),
+        step: |n, a, to| match to {
+            Some(b) => format!("{a} 至 {b} 每 {n} 小时"),
+            None => format!("从 {a} 起每 {n} 小时"),
+        },
+        all: "每小时",
+        sep: "，",
+        whole: as_is,
+    },
+
+    every_day: "每天",
+    day_and_time: |day, time| format!("{day} {time}"),
+    last_day: |offset, weekday| match (offset, weekday) {
+        (0, false) => "每月最后一天".to_owned(),
+        (n, false) => format!("每月倒数第 {} 天", n + 1),
+        (0, true) => "每月最后一个工作日".to_owned(),
+        (n, true) => format!("每月离倒数第 {} 天最近的工作日", n + 1),
+    },
+    nearest_weekday: |d| format!("每月离 {d} 日最近的工作日"),
+    days_of_month: Items {
+        values: None,
+        one: |d| format!("{d} 日"),
+        range: |a, b| format!("{a} 日至 {b} 日"),
+        every_n: Some(|n| format!("每 {n} 天")),
+        step: |n, a, to| match to {
+            Some(b) => format!("{a} 日至 {b} 日每 {n} 天"),
+            None => format!("从 {a} 日起每 {n} 天"),
+        },
+        all: "每天",
+        sep: "、",
+        whole: |days| format!("每月 {days}"),
+    },
+    weekday: |d| {
+        DAYS_ZH
+            .get(d.wrapping_sub(1) as usize)
+            .map_or_else(|| d.to_string(), |n| (*n).to_owned())
+    },
+    last_weekday: |day| format!("每月最后一个{day}"),
+    nth_weekday: |k, day| {
+        let nth = ORDINALS_ZH
+            .get(k.wrapping_sub(1) as usize)
+            .map_or_else(|| k.to_string(), |o| (*o).to_owned());
+        format!("每月第{nth}个{day}")
+    },
+    days_of_week: Items {
+        values: None,
+        one: str::to_owned,
+        range: |a, b| format!("{a}至{b}"),
+        every_n: None,
+        step: |n, from, _| format!("从{from}起每 {n} 天"),
+        all: "每天",
+        sep: "、",
+        whole: as_is,
+    },
+    month: |m| format!("{m} 月"),
+    months: Items {
+        values: None,
+        one: str::to_owned,
+        // `2 月至 5 月`
+        range: |a, b| format!("{a}至 {b}"),
+        every_n: None,
+        step: |n, from, _| format!("从 {from}起每 {n} 个月"),
+        all: "每月",
+        sep: "、",
+        whole: as_is,
+    },
+    years: Items {
+        values: None,
+        one: |y| format!("{y} 年"),
+        range: |a, b| format!("{a} 年至 {b} 年"),
+        every_n: Some(|n| format!("每 {n} 年")),
+        step: |n, a, to| match to {
+            Some(b) => format!("{a} 年至 {b} 年每 {n} 年"),
+            None => format!("从 {a} 年起每 {n} 年"),
+        },
+        all: "每年",
+        sep: "、",
+        whole: as_is,
+    },
+};
+
+/// `每秒`, `每 5 秒`.
+fn every_zh(u: &Unit, n: u32) -> String {
+    if n == 1 {
+        format!("每{}", u.name)
+    } else {
+        format!("每 {n} {}", u.name)
     }
 }
 
-/// ` 5 秒` (with the space that follows 每), `秒` for one.
-fn duration_zh(ms: i64) -> String {
-    match unit_of(ms) {
-        (1, _, unit) => unit.to_owned(),
-        (n, _, unit) => format!(" {n} {unit}"),
+const MONTHS: [&str; 12] = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+];
+const DAYS: [&str; 7] = [
+    "Sunday",
+    "Monday",
+    "Tuesday",
+    "Wednesday",
+    "Thursday",
+    "Friday",
+    "Saturday",
+];
+const DAYS_ZH: [&str; 7] = ["周日", "周一", "周二", "周三", "周四", "周五", "周六"];
+const ORDINALS: [&str; 5] = ["first", "second", "third", "fourth", "fifth"];
+const ORDINALS_ZH: [&str; 5] = ["一", "二", "三", "四", "五"];
+
+/// The `n`th name (1-based), or the number itself when there is none.
+fn name_from(names: &[&str], n: u32) -> String {
+    names
+        .get(n.wrapping_sub(1) as usize)
+        .map_or_else(|| n.to_string(), |name| (*name).to_owned())
+}
+
+fn join_en(items: &[String]) -> String {
+    match items {
+        [] => String::new(),
+        [one] => one.clone(),
+        [init @ .., last] => format!("{} and {last}", init.join(", ")),
     }
 }
 
@@ -130,33 +567,6 @@ fn capitalise(s: &str) -> String {
 }
 
 // ---- the written fields, as descriptions read them ------------------------------------------
-
-const MONTHS: [&str; 12] = [
-    "JANUARY",
-    "FEBRUARY",
-    "MARCH",
-    "APRIL",
-    "MAY",
-    "JUNE",
-    "JULY",
-    "AUGUST",
-    "SEPTEMBER",
-    "OCTOBER",
-    "NOVEMBER",
-    "DECEMBER",
-];
-const DAYS: [&str; 7] = [
-    "SUNDAY",
-    "MONDAY",
-    "TUESDAY",
-    "WEDNESDAY",
-    "THURSDAY",
-    "FRIDAY",
-    "SATURDAY",
-];
-const DAYS_ZH: [&str; 7] = ["周日", "周一", "周二", "周三", "周四", "周五", "周六"];
-const ORDINALS: [&str; 5] = ["first", "second", "third", "fourth", "fifth"];
-const ORDINALS_ZH: [&str; 5] = ["一", "二", "三", "四", "五"];
 
 /// One comma-separated element of a field.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -332,600 +742,196 @@ impl Item {
     }
 }
 
-fn hms(h: u32, m: u32, s: u32) -> String {
-    format!("{h:02}:{m:02}:{s:02}")
+// ---- the one code path: which phrase a cron expression needs ----------------------------------
+
+fn cron_sentence(p: &Parsed, w: &Phrases) -> String {
+    let (time, fixed) = time_of_day(p, w);
+    let day = day_clause(p, w);
+    // Clauses from the largest down; reversed at the end for languages that go the other way.
+    let mut clauses: Vec<String> = Vec::new();
+    clauses.extend(years(&p.year, w));
+    clauses.extend(months(&p.month, w));
+    if fixed {
+        // Fixed times of day always say their day, "every day" when no field limits it.
+        let day = day.unwrap_or_else(|| w.every_day.to_owned());
+        clauses.push((w.day_and_time)(&day, &time));
+    } else {
+        clauses.extend(day);
+        clauses.push(time);
+    }
+    if !w.largest_first {
+        clauses.reverse();
+    }
+    (w.sentence)(clauses.join(w.sep))
 }
 
-fn join_en(items: &[String]) -> String {
-    match items {
-        [] => String::new(),
-        [one] => one.clone(),
-        [init @ .., last] => format!("{} and {last}", init.join(", ")),
-    }
+fn hms(h: u32, m: u32, s: u32) -> String {
+    format!("{h:02}:{m:02}:{s:02}")
 }
 
 fn numbers(values: &[u32]) -> Vec<String> {
     values.iter().map(u32::to_string).collect()
 }
 
-fn day_name(d: u32) -> String {
-    DAYS.get(d.wrapping_sub(1) as usize)
-        .map_or_else(|| d.to_string(), |n| capitalise(&n.to_ascii_lowercase()))
-}
-
-fn day_zh(d: u32) -> String {
-    DAYS_ZH
-        .get(d.wrapping_sub(1) as usize)
-        .map_or_else(|| d.to_string(), |n| (*n).to_owned())
-}
-
-fn month_name(m: u32) -> String {
-    MONTHS
-        .get(m.wrapping_sub(1) as usize)
-        .map_or_else(|| m.to_string(), |n| capitalise(&n.to_ascii_lowercase()))
-}
-
-// ---- English -----------------------------------------------------------------------------
-
-fn english(p: &Parsed) -> String {
-    let (time, fixed) = time_en(p);
-    let mut parts = vec![time];
-    let day = day_en(p);
-    if fixed && day.is_none() {
-        parts.push("every day".to_owned());
-    }
-    parts.extend(day);
-    parts.extend(month_en(&p.month));
-    parts.extend(year_en(&p.year));
-    parts.join(", ")
-}
-
 /// The time of day, and whether it names fixed times (then the day is said explicitly).
-fn time_en(p: &Parsed) -> (String, bool) {
+fn time_of_day(p: &Parsed, w: &Phrases) -> (String, bool) {
     if let (Some(s), Some(m)) = (p.sec.single(), p.min.single()) {
         if let Some(hours) = p.hour.singles() {
             let times: Vec<String> = hours.iter().map(|&h| hms(h, m, s)).collect();
-            return (format!("At {}", join_en(&times)), true);
+            return ((w.at_times)(&(w.list)(&times)), true);
         }
         if p.hour.is_all() {
-            return (
-                match (m, s) {
-                    (0, 0) => "Every hour".to_owned(),
-                    (m, 0) => format!("At minute {m} of every hour"),
-                    (m, s) => format!("At minute {m}, second {s} of every hour"),
-                },
-                false,
-            );
+            return ((w.hourly)(m, s), false);
         }
-        let phrases: Vec<String> = p
-            .hour
-            .items()
-            .iter()
-            .map(|item| match *item {
-                Item::One(h) => format!("at {}", hms(h, m, s)),
-                Item::Range(a, b) => {
-                    format!("every hour from {} through {}", hms(a, m, s), hms(b, m, s))
-                }
-                Item::Step { from, to, every } => {
-                    let from = hms(from.unwrap_or(0), m, s);
-                    match to {
-                        Some(b) => {
-                            format!("every {every} hours from {from} through {}", hms(b, m, s))
-                        }
-                        None => format!("every {every} hours from {from}"),
-                    }
-                }
-                Item::All => "every hour".to_owned(),
-            })
-            .collect();
-        return (capitalise(&phrases.join(", ")), false);
+        // A step of hours without a start starts at hour 0.
+        return (
+            items(&p.hour, &w.timed_hours, w, 0, |h| hms(h, m, s)),
+            false,
+        );
     }
+    // Parts from the smallest unit up; reversed for languages that go the other way.
     let mut parts = Vec::new();
     match p.sec.single() {
         Some(s) => {
-            parts.push(unit_en(&p.min, "minute", "at"));
-            if s != 0 {
-                parts.push(format!("at second {s}"));
-            }
+            let minutes = unit_items(&p.min, &w.minute, w);
+            parts.push(if s == 0 {
+                minutes
+            } else {
+                (w.at_second)(minutes, s)
+            });
         }
         None => {
-            parts.push(unit_en(&p.sec, "second", "at"));
+            parts.push(unit_items(&p.sec, &w.second, w));
             if !p.min.is_all() {
-                parts.push(unit_en(&p.min, "minute", "during"));
+                parts.push(unit_items(&p.min, &w.minute_within, w));
             }
         }
     }
     if !p.hour.is_all() {
-        parts.push(hours_en(&p.hour));
+        parts.push(hours(&p.hour, w));
     }
-    (capitalise(&parts.join(", ")), false)
+    if w.largest_first {
+        parts.reverse();
+    }
+    (parts.join(w.sep), false)
 }
 
 /// Seconds or minutes: "every 15 minutes", "at seconds 0 and 30", ...
-fn unit_en(field: &Field, unit: &str, single: &str) -> String {
+fn unit_items(field: &Field, unit: &Unit, w: &Phrases) -> String {
+    let words = &w.seconds_minutes;
     if field.is_all() {
-        return format!("every {unit}");
+        return (words.every)(unit);
     }
     if let Some(values) = field.singles() {
-        let plural = if values.len() > 1 { "s" } else { "" };
-        return format!("{single} {unit}{plural} {}", join_en(&numbers(&values)));
+        return (words.values)(unit, &(w.list)(&numbers(&values)), values.len() > 1);
     }
     let phrases: Vec<String> = field
         .items()
         .iter()
         .map(|item| match *item {
-            Item::One(v) => format!("{single} {unit} {v}"),
-            Item::Range(a, b) => format!("every {unit} from {unit} {a} through {b}"),
+            Item::One(v) => (words.one)(unit, v),
+            Item::Range(a, b) => (words.range)(unit, a, b),
             Item::Step {
                 from: None, every, ..
-            } => format!("every {every} {unit}s"),
-            Item::Step {
-                from: Some(a),
-                to: None,
-                every,
-            } => format!("every {every} {unit}s from {unit} {a}"),
-            Item::Step {
-                from: Some(a),
-                to: Some(b),
-                every,
-            } => format!("every {every} {unit}s from {unit} {a} through {b}"),
-            Item::All => format!("every {unit}"),
-        })
-        .collect();
-    phrases.join(", ")
-}
-
-fn hours_en(field: &Field) -> String {
-    if let Some(values) = field.singles() {
-        return match values.as_slice() {
-            [h] => format!("between {h:02}:00 and {h:02}:59"),
-            _ => format!("during hours {}", join_en(&numbers(&values))),
-        };
-    }
-    let phrases: Vec<String> = field
-        .items()
-        .iter()
-        .map(|item| match *item {
-            Item::One(h) => format!("during hour {h}"),
-            Item::Range(a, b) => format!("between {a:02}:00 and {b:02}:59"),
-            Item::Step {
-                from: None, every, ..
-            } => format!("every {every} hours"),
+            } => (words.every_n)(unit, every),
             Item::Step {
                 from: Some(a),
                 to,
                 every,
-            } => match to {
-                Some(b) => format!("every {every} hours from {a:02}:00 through {b:02}:59"),
-                None => format!("every {every} hours from {a:02}:00"),
-            },
-            Item::All => "every hour".to_owned(),
+            } => (words.step)(unit, every, a, to),
+            Item::All => (words.every)(unit),
         })
         .collect();
-    phrases.join(", ")
+    phrases.join(words.sep)
 }
 
-fn day_en(p: &Parsed) -> Option<String> {
+/// Hours when minutes or seconds vary: one hour reads as its minutes, `09:00` to `09:59`.
+fn hours(field: &Field, w: &Phrases) -> String {
+    let start = |h: u32| format!("{h:02}:00");
+    let end = |h: u32| format!("{h:02}:59");
+    let words = &w.hours;
+    if let Some(values) = field.singles() {
+        if let [h] = values.as_slice() {
+            return (words.range)(&start(*h), &end(*h));
+        }
+        if let Some(whole) = words.values {
+            return whole(&(w.list)(&numbers(&values)), true);
+        }
+    }
+    let phrases: Vec<String> = field
+        .items()
+        .iter()
+        .map(|item| match *item {
+            Item::One(h) => (words.one)(&h.to_string()),
+            Item::Range(a, b) => (words.range)(&start(a), &end(b)),
+            Item::Step { from, to, every } => match (from, words.every_n) {
+                (None, Some(every_n)) => every_n(every),
+                _ => (words.step)(every, &start(from.unwrap_or(0)), to.map(end).as_deref()),
+            },
+            Item::All => words.all.to_owned(),
+        })
+        .collect();
+    (words.whole)(phrases.join(words.sep))
+}
+
+/// The items of a field through its words. `write` writes one value; a step without a start
+/// reads as a step from `first` unless the language has its own words for it.
+fn items(
+    field: &Field,
+    words: &Items,
+    w: &Phrases,
+    first: u32,
+    write: impl Fn(u32) -> String,
+) -> String {
+    if let (Some(values), Some(whole)) = (field.singles(), words.values) {
+        let written: Vec<String> = values.iter().map(|&v| write(v)).collect();
+        return whole(&(w.list)(&written), values.len() > 1);
+    }
+    let phrases: Vec<String> = field
+        .items()
+        .iter()
+        .map(|item| match *item {
+            Item::One(v) => (words.one)(&write(v)),
+            Item::Range(a, b) => (words.range)(&write(a), &write(b)),
+            Item::Step { from, to, every } => match (from, words.every_n) {
+                (None, Some(every_n)) => every_n(every),
+                _ => (words.step)(
+                    every,
+                    &write(from.unwrap_or(first)),
+                    to.map(&write).as_deref(),
+                ),
+            },
+            Item::All => words.all.to_owned(),
+        })
+        .collect();
+    (words.whole)(phrases.join(words.sep))
+}
+
+/// The day, from day-of-month or else day-of-week; none when neither limits it.
+fn day_clause(p: &Parsed, w: &Phrases) -> Option<String> {
     if !p.dom.is_all() {
-        return Some(dom_en(&p.dom));
+        return Some(match p.dom {
+            Field::Last { offset, weekday } => (w.last_day)(offset, weekday),
+            Field::NearestWeekday(d) => (w.nearest_weekday)(d),
+            _ => items(&p.dom, &w.days_of_month, w, 1, |d| d.to_string()),
+        });
     }
     if !p.dow.is_all() {
-        return Some(dow_en(&p.dow));
+        return Some(match p.dow {
+            Field::LastOf(d) => (w.last_weekday)(&(w.weekday)(d)),
+            Field::Nth(d, k) => (w.nth_weekday)(k, &(w.weekday)(d)),
+            _ => items(&p.dow, &w.days_of_week, w, 1, w.weekday),
+        });
     }
     None
 }
 
-fn dom_en(field: &Field) -> String {
-    match *field {
-        Field::Last {
-            offset: 0,
-            weekday: false,
-        } => "on the last day of the month".to_owned(),
-        Field::Last {
-            offset,
-            weekday: false,
-        } => format!("{offset} days before the last day of the month"),
-        Field::Last {
-            offset: 0,
-            weekday: true,
-        } => "on the last weekday of the month".to_owned(),
-        Field::Last {
-            offset,
-            weekday: true,
-        } => format!("on the weekday nearest {offset} days before the last day of the month"),
-        Field::NearestWeekday(d) => format!("on the weekday nearest day {d} of the month"),
-        _ => {
-            if let Some(values) = field.singles() {
-                let plural = if values.len() > 1 { "s" } else { "" };
-                return format!("on day{plural} {} of the month", join_en(&numbers(&values)));
-            }
-            let phrases: Vec<String> = field
-                .items()
-                .iter()
-                .map(|item| match *item {
-                    Item::One(d) => format!("on day {d}"),
-                    Item::Range(a, b) => format!("on days {a} through {b}"),
-                    Item::Step {
-                        from: None, every, ..
-                    } => format!("every {every} days"),
-                    Item::Step {
-                        from: Some(a),
-                        to,
-                        every,
-                    } => match to {
-                        Some(b) => format!("every {every} days from day {a} through {b}"),
-                        None => format!("every {every} days from day {a}"),
-                    },
-                    Item::All => "every day".to_owned(),
-                })
-                .collect();
-            format!("{} of the month", phrases.join(", "))
-        }
-    }
+fn months(field: &Field, w: &Phrases) -> Option<String> {
+    (!field.is_all()).then(|| items(field, &w.months, w, 1, w.month))
 }
 
-fn dow_en(field: &Field) -> String {
-    match *field {
-        Field::LastOf(d) => format!("on the last {} of the month", day_name(d)),
-        Field::Nth(d, k) => format!(
-            "on the {} {} of the month",
-            ORDINALS.get(k.wrapping_sub(1) as usize).unwrap_or(&"n-th"),
-            day_name(d)
-        ),
-        _ => {
-            if let Some(values) = field.singles() {
-                let names: Vec<String> = values.iter().map(|&d| day_name(d)).collect();
-                return format!("only on {}", join_en(&names));
-            }
-            let phrases: Vec<String> = field
-                .items()
-                .iter()
-                .map(|item| match *item {
-                    Item::One(d) => day_name(d),
-                    Item::Range(a, b) => format!("{} through {}", day_name(a), day_name(b)),
-                    Item::Step { from, every, .. } => format!(
-                        "every {every} days of the week from {}",
-                        day_name(from.unwrap_or(1))
-                    ),
-                    Item::All => "every day".to_owned(),
-                })
-                .collect();
-            phrases.join(", ")
-        }
-    }
-}
-
-fn month_en(field: &Field) -> Option<String> {
-    if field.is_all() {
-        return None;
-    }
-    if let Some(values) = field.singles() {
-        let names: Vec<String> = values.iter().map(|&m| month_name(m)).collect();
-        return Some(format!("only in {}", join_en(&names)));
-    }
-    let phrases: Vec<String> = field
-        .items()
-        .iter()
-        .map(|item| match *item {
-            Item::One(m) => month_name(m),
-            Item::Range(a, b) => format!("{} through {}", month_name(a), month_name(b)),
-            Item::Step { from, every, .. } => format!(
-                "every {every} months from {}",
-                month_name(from.unwrap_or(1))
-            ),
-            Item::All => "every month".to_owned(),
-        })
-        .collect();
-    Some(phrases.join(", "))
-}
-
-fn year_en(field: &Field) -> Option<String> {
-    if field.is_all() {
-        return None;
-    }
-    if let Some(values) = field.singles() {
-        return Some(format!("only in {}", join_en(&numbers(&values))));
-    }
-    let phrases: Vec<String> = field
-        .items()
-        .iter()
-        .map(|item| match *item {
-            Item::One(y) => y.to_string(),
-            Item::Range(a, b) => format!("{a} through {b}"),
-            Item::Step {
-                from: None, every, ..
-            } => format!("every {every} years"),
-            Item::Step {
-                from: Some(a),
-                to,
-                every,
-            } => match to {
-                Some(b) => format!("every {every} years from {a} through {b}"),
-                None => format!("every {every} years from {a}"),
-            },
-            Item::All => "every year".to_owned(),
-        })
-        .collect();
-    Some(phrases.join(", "))
-}
-
-// ---- Chinese -----------------------------------------------------------------------------
-
-fn chinese(p: &Parsed) -> String {
-    let mut date: Vec<String> = Vec::new();
-    date.extend(year_zh(&p.year));
-    date.extend(month_zh(&p.month));
-    let day = day_zh_clause(p);
-    let has_day = day.is_some();
-    date.extend(day);
-    let (time, fixed) = time_zh(p);
-    if fixed {
-        let when = if has_day {
-            date.pop().unwrap_or_default()
-        } else {
-            "每天".to_owned()
-        };
-        date.push(format!("{when} {time}"));
-        date.join("，")
-    } else {
-        date.push(time);
-        date.join("，")
-    }
-}
-
-fn time_zh(p: &Parsed) -> (String, bool) {
-    if let (Some(s), Some(m)) = (p.sec.single(), p.min.single()) {
-        if let Some(hours) = p.hour.singles() {
-            let times: Vec<String> = hours.iter().map(|&h| hms(h, m, s)).collect();
-            return (times.join("、"), true);
-        }
-        if p.hour.is_all() {
-            return (
-                match (m, s) {
-                    (0, 0) => "每小时整点".to_owned(),
-                    (m, 0) => format!("每小时的第 {m} 分钟"),
-                    (m, s) => format!("每小时的第 {m} 分 {s} 秒"),
-                },
-                false,
-            );
-        }
-        let phrases: Vec<String> = p
-            .hour
-            .items()
-            .iter()
-            .map(|item| match *item {
-                Item::One(h) => hms(h, m, s),
-                Item::Range(a, b) => {
-                    format!("从 {} 到 {} 每小时一次", hms(a, m, s), hms(b, m, s))
-                }
-                Item::Step { from, to, every } => {
-                    let from = hms(from.unwrap_or(0), m, s);
-                    match to {
-                        Some(b) => format!("从 {from} 到 {} 每 {every} 小时一次", hms(b, m, s)),
-                        None => format!("从 {from} 起每 {every} 小时一次"),
-                    }
-                }
-                Item::All => "每小时".to_owned(),
-            })
-            .collect();
-        return (phrases.join("，"), false);
-    }
-    let mut parts = Vec::new();
-    if !p.hour.is_all() {
-        parts.push(hours_zh(&p.hour));
-    }
-    match p.sec.single() {
-        Some(0) => parts.push(unit_zh(&p.min, "分钟")),
-        Some(s) => parts.push(format!("{}的第 {s} 秒", unit_zh(&p.min, "分钟"))),
-        None => {
-            if !p.min.is_all() {
-                parts.push(unit_zh(&p.min, "分钟"));
-            }
-            parts.push(unit_zh(&p.sec, "秒"));
-        }
-    }
-    (parts.join("，"), false)
-}
-
-/// Seconds or minutes: "每 15 分钟", "第 0、30 秒", ...
-fn unit_zh(field: &Field, unit: &str) -> String {
-    let every = |n: u32| {
-        if n == 1 {
-            format!("每{unit}")
-        } else {
-            format!("每 {n} {unit}")
-        }
-    };
-    if field.is_all() {
-        return every(1);
-    }
-    if let Some(values) = field.singles() {
-        return format!("第 {} {unit}", numbers(&values).join("、"));
-    }
-    let phrases: Vec<String> = field
-        .items()
-        .iter()
-        .map(|item| match *item {
-            Item::One(v) => format!("第 {v} {unit}"),
-            Item::Range(a, b) => format!("第 {a} 到 {b} {unit}{}", every(1)),
-            Item::Step {
-                from: None,
-                every: n,
-                ..
-            } => every(n),
-            Item::Step {
-                from: Some(a),
-                to: None,
-                every: n,
-            } => format!("从第 {a} {unit}起{}", every(n)),
-            Item::Step {
-                from: Some(a),
-                to: Some(b),
-                every: n,
-            } => format!("第 {a} 到 {b} {unit}{}", every(n)),
-            Item::All => every(1),
-        })
-        .collect();
-    phrases.join("，")
-}
-
-fn hours_zh(field: &Field) -> String {
-    if let Some(values) = field.singles() {
-        return match values.as_slice() {
-            [h] => format!("{h:02}:00 至 {h:02}:59"),
-            _ => format!("{} 点", numbers(&values).join("、")),
-        };
-    }
-    let phrases: Vec<String> = field
-        .items()
-        .iter()
-        .map(|item| match *item {
-            Item::One(h) => format!("{h} 点"),
-            Item::Range(a, b) => format!("{a:02}:00 至 {b:02}:59"),
-            Item::Step {
-                from: None, every, ..
-            } => format!("每 {every} 小时"),
-            Item::Step {
-                from: Some(a),
-                to,
-                every,
-            } => match to {
-                Some(b) => format!("{a:02}:00 至 {b:02}:59 每 {every} 小时"),
-                None => format!("从 {a:02}:00 起每 {every} 小时"),
-            },
-            Item::All => "每小时".to_owned(),
-        })
-        .collect();
-    phrases.join("，")
-}
-
-fn day_zh_clause(p: &Parsed) -> Option<String> {
-    if !p.dom.is_all() {
-        return Some(dom_zh(&p.dom));
-    }
-    if !p.dow.is_all() {
-        return Some(dow_zh(&p.dow));
-    }
-    None
-}
-
-fn dom_zh(field: &Field) -> String {
-    match *field {
-        Field::Last {
-            offset: 0,
-            weekday: false,
-        } => "每月最后一天".to_owned(),
-        Field::Last {
-            offset,
-            weekday: false,
-        } => format!("每月倒数第 {} 天", offset + 1),
-        Field::Last {
-            offset: 0,
-            weekday: true,
-        } => "每月最后一个工作日".to_owned(),
-        Field::Last {
-            offset,
-            weekday: true,
-        } => format!("每月离倒数第 {} 天最近的工作日", offset + 1),
-        Field::NearestWeekday(d) => format!("每月离 {d} 日最近的工作日"),
-        _ => {
-            let phrases: Vec<String> = field
-                .items()
-                .iter()
-                .map(|item| match *item {
-                    Item::One(d) => format!("{d} 日"),
-                    Item::Range(a, b) => format!("{a} 日至 {b} 日"),
-                    Item::Step {
-                        from: None, every, ..
-                    } => format!("每 {every} 天"),
-                    Item::Step {
-                        from: Some(a),
-                        to,
-                        every,
-                    } => match to {
-                        Some(b) => format!("{a} 日至 {b} 日每 {every} 天"),
-                        None => format!("从 {a} 日起每 {every} 天"),
-                    },
-                    Item::All => "每天".to_owned(),
-                })
-                .collect();
-            format!("每月 {}", phrases.join("、"))
-        }
-    }
-}
-
-fn dow_zh(field: &Field) -> String {
-    match *field {
-        Field::LastOf(d) => format!("每月最后一个{}", day_zh(d)),
-        Field::Nth(d, k) => format!(
-            "每月第{}个{}",
-            ORDINALS_ZH
-                .get(k.wrapping_sub(1) as usize)
-                .map_or_else(|| k.to_string(), |o| (*o).to_owned()),
-            day_zh(d)
-        ),
-        _ => {
-            let phrases: Vec<String> = field
-                .items()
-                .iter()
-                .map(|item| match *item {
-                    Item::One(d) => day_zh(d),
-                    Item::Range(a, b) => format!("{}至{}", day_zh(a), day_zh(b)),
-                    Item::Step { from, every, .. } => {
-                        format!("从{}起每 {every} 天", day_zh(from.unwrap_or(1)))
-                    }
-                    Item::All => "每天".to_owned(),
-                })
-                .collect();
-            phrases.join("、")
-        }
-    }
-}
-
-fn month_zh(field: &Field) -> Option<String> {
-    if field.is_all() {
-        return None;
-    }
-    let phrases: Vec<String> = field
-        .items()
-        .iter()
-        .map(|item| match *item {
-            Item::One(m) => format!("{m} 月"),
-            Item::Range(a, b) => format!("{a} 月至 {b} 月"),
-            Item::Step { from, every, .. } => {
-                format!("从 {} 月起每 {every} 个月", from.unwrap_or(1))
-            }
-            Item::All => "每月".to_owned(),
-        })
-        .collect();
-    Some(phrases.join("、"))
-}
-
-fn year_zh(field: &Field) -> Option<String> {
-    if field.is_all() {
-        return None;
-    }
-    let phrases: Vec<String> = field
-        .items()
-        .iter()
-        .map(|item| match *item {
-            Item::One(y) => format!("{y} 年"),
-            Item::Range(a, b) => format!("{a} 年至 {b} 年"),
-            Item::Step {
-                from: None, every, ..
-            } => format!("每 {every} 年"),
-            Item::Step {
-                from: Some(a),
-                to,
-                every,
-            } => match to {
-                Some(b) => format!("{a} 年至 {b} 年每 {every} 年"),
-                None => format!("从 {a} 年起每 {every} 年"),
-            },
-            Item::All => "每年".to_owned(),
-        })
-        .collect();
-    Some(phrases.join("、"))
+fn years(field: &Field, w: &Phrases) -> Option<String> {
+    (!field.is_all()).then(|| items(field, &w.years, w, 1, |y| y.to_string()))
 }
 
 #[cfg(test)]

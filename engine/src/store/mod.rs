@@ -53,8 +53,8 @@
 //! work on both), that is the only file. When it differs, the method matches on
 //! `self.conn` and calls a function of the method's name in `pg/<noun>.rs` and in
 //! `sqlite/<noun>.rs`. A new noun is a new file with its trait, added to [`Tx`]'s list. The
-//! conformance suite (`engine/tests/store_conformance.rs`, cases in `engine/tests/conformance/`)
-//! runs every case on both backends.
+//! conformance suite (`engine/tests/store/conformance/`, one file per noun, part of the `store`
+//! test binary) runs every case on both backends.
 
 mod alarms;
 mod apps;

@@ -1,5 +1,5 @@
-//! Tenants (operator operations): create, read, list, change, delete, their quotas and what
-//! they use against them, and the lock that
+//! Tenants (operator operations): create, read, list, change, delete, their claim weight, their
+//! quotas and what they use against them, and the lock that
 //! serialises changes needing a tenant's whole state (dependency edits).
 //!
 //! Every operation here is written once for both backends; neither has its own.
@@ -30,6 +30,8 @@ pub trait Tenants: Send {
     async fn delete_tenant(&mut self, id: TenantId) -> Result<()>;
     /// Serialises changes that must see a tenant's whole state (dependency edits).
     async fn lock_tenant(&mut self, id: TenantId) -> Result<()>;
+    /// A tenant's claim weight (see [`crate::tenant::Weight`]).
+    async fn get_tenant_weight(&mut self, tenant: TenantId) -> Result<i32>;
     /// Sets a tenant's claim weight (at least 1): its share of each claim relative to the other
     /// tenants with due runs in its group.
     async fn set_tenant_weight(&mut self, tenant: TenantId, weight: i32) -> Result<()>;
@@ -165,6 +167,16 @@ impl Tenants for StoreTx {
             .fetch_optional(&mut **c)
             .await)?;
         found(row, || format!("tenant {id}")).map(|_| ())
+    }
+
+    async fn get_tenant_weight(&mut self, tenant: TenantId) -> Result<i32> {
+        let row: Option<(i32,)> = on_conn!(self, |c| sqlx::query_as(
+            "SELECT weight FROM tenants WHERE id = $1"
+        )
+        .bind(tenant)
+        .fetch_optional(&mut **c)
+        .await)?;
+        found(row, || format!("tenant {tenant}")).map(|(weight,)| weight)
     }
 
     async fn set_tenant_weight(&mut self, tenant: TenantId, weight: i32) -> Result<()> {

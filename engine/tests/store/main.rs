@@ -30,6 +30,7 @@ on_both_backends!(
     tenants::sessions_hold_until_signed_out_expired_or_their_user_disabled,
     tenants::audit_events_are_appended_and_listed_newest_first,
     tenants::tenant_quotas_are_unlimited_until_set_and_validated,
+    tenants::a_tenants_weight_is_one_until_set_and_stays_its_own,
     tenants::tenant_usage_counts_tasks_waiting_and_running_runs_of_that_tenant,
     apps::apps_are_created_read_and_deleted_unless_in_use,
     apps::executors_register_heartbeat_drain_and_get_lost,

@@ -15,8 +15,8 @@ use mthpt_engine::run::{RunCompletion, RunFilter, RunId, RunState};
 use mthpt_engine::store::{ClaimRequest, Completion, Store};
 use mthpt_engine::tenant::TenantId;
 use mthpt_engine::testing::{self, TestDb};
-use sqlx::Connection;
-use sqlx::migrate::Migrator;
+use sqlx::migrate::{Migrate, Migrator};
+use sqlx::{Acquire, Connection, Database, Executor, FromRow, IntoArguments};
 
 /// The last migration of the set released before the hot-path layout (0013 and 0014 changed
 /// the indexes of `runs` and what their predicates say).
@@ -134,30 +134,34 @@ fn migrations_dir(backend: &str) -> PathBuf {
 }
 
 /// Builds the previous schema with the previous set's migrations read from the repository and
-/// writes [`SEED`] into it.
-macro_rules! previous_schema_with_runs {
-    ($db:expr, $conn:ty, $backend:literal) => {{
-        let mut conn = <$conn>::connect(&$db.url()).await.unwrap();
-        let previous = Migrator::new(migrations_dir($backend)).await.unwrap();
-        previous.run_to(PREVIOUS_SET, &mut conn).await.unwrap();
-        sqlx::raw_sql(SEED).execute(&mut conn).await.unwrap();
-        let ids: Vec<(i64,)> = sqlx::query_as("SELECT id FROM runs ORDER BY id")
-            .fetch_all(&mut conn)
-            .await
-            .unwrap();
-        assert_eq!(
-            ids.into_iter().map(|(id,)| id).collect::<Vec<_>>(),
-            (1..=14).collect::<Vec<i64>>(),
-            "the seeded runs have ids 1 to 14"
-        );
-        conn.close().await.unwrap();
-    }};
+/// writes [`SEED`] into it, through a plain connection `C` of the backend.
+async fn previous_schema_with_runs<C>(db: &TestDb, backend: &str)
+where
+    C: Connection + Migrate,
+    for<'c> &'c mut C: Executor<'c, Database = C::Database> + Acquire<'c, Connection = &'c mut C>,
+    for<'r> (i64,): FromRow<'r, <C::Database as Database>::Row>,
+    <C::Database as Database>::Arguments: IntoArguments<C::Database>,
+{
+    let mut conn = C::connect(&db.url()).await.unwrap();
+    let previous = Migrator::new(migrations_dir(backend)).await.unwrap();
+    previous.run_to(PREVIOUS_SET, &mut conn).await.unwrap();
+    sqlx::raw_sql(SEED).execute(&mut conn).await.unwrap();
+    let ids: Vec<(i64,)> = sqlx::query_as("SELECT id FROM runs ORDER BY id")
+        .fetch_all(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(
+        ids.into_iter().map(|(id,)| id).collect::<Vec<_>>(),
+        (1..=14).collect::<Vec<i64>>(),
+        "the seeded runs have ids 1 to 14"
+    );
+    conn.close().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn runs_of_the_previous_schema_on_postgres_keep_their_data_and_meaning() {
     let db = testing::postgres_unmigrated().await;
-    previous_schema_with_runs!(db, sqlx::PgConnection, "postgres");
+    previous_schema_with_runs::<sqlx::PgConnection>(&db, "postgres").await;
     migrated_runs_keep_their_data_and_meaning(&db).await;
     db.cleanup().await;
 }
@@ -165,7 +169,7 @@ async fn runs_of_the_previous_schema_on_postgres_keep_their_data_and_meaning() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn runs_of_the_previous_schema_on_sqlite_keep_their_data_and_meaning() {
     let db = testing::sqlite_unmigrated().await;
-    previous_schema_with_runs!(db, sqlx::SqliteConnection, "sqlite");
+    previous_schema_with_runs::<sqlx::SqliteConnection>(&db, "sqlite").await;
     migrated_runs_keep_their_data_and_meaning(&db).await;
     db.cleanup().await;
 }

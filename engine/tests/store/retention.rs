@@ -5,6 +5,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use mthpt_engine::testing::{self, TestDb};
+use sqlx::{Connection, Executor};
+
 mthpt_engine::on_both_backends!(
     cases::old_finished_runs_go_and_their_statistics_remain,
     cases::runs_that_are_not_final_are_never_removed,
@@ -20,41 +23,40 @@ mthpt_engine::on_both_backends!(
 /// Migration 0012 fills the tenant-wide rows of minutes rolled up before it from their
 /// per-task rows: the migration's SQL, run again on a database whose tenant rows are gone,
 /// writes what the rollup pass writes.
-macro_rules! tenant_rollups_migration_case {
-    ($name:ident, $db:path, $conn:ty, $sql:literal) => {
-        #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-        async fn $name() {
-            use sqlx::Connection;
-            let db = $db().await;
-            let expected = cases::rolled_up_three_tasks(db.shared()).await;
-            let mut conn = <$conn>::connect(&db.url()).await.unwrap();
-            sqlx::query("DELETE FROM tenant_rollups")
-                .execute(&mut conn)
-                .await
-                .unwrap();
-            sqlx::raw_sql(include_str!($sql))
-                .execute(&mut conn)
-                .await
-                .unwrap();
-            drop(conn);
-            cases::assert_tenant_rows(db.shared(), &expected).await;
-            db.cleanup().await;
-        }
-    };
+async fn tenant_rollups_migration_merges_earlier_rows<C>(db: TestDb, migration: &'static str)
+where
+    C: Connection,
+    for<'c> &'c mut C: Executor<'c, Database = C::Database>,
+{
+    let expected = cases::rolled_up_three_tasks(db.shared()).await;
+    let mut conn = C::connect(&db.url()).await.unwrap();
+    sqlx::raw_sql("DELETE FROM tenant_rollups")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    sqlx::raw_sql(migration).execute(&mut conn).await.unwrap();
+    conn.close().await.unwrap();
+    cases::assert_tenant_rows(db.shared(), &expected).await;
+    db.cleanup().await;
 }
 
-tenant_rollups_migration_case!(
-    the_tenant_rollups_migration_merges_earlier_rows_on_postgres,
-    mthpt_engine::testing::postgres,
-    sqlx::PgConnection,
-    "../../../migrations/postgres/0012_tenant_rollups.sql"
-);
-tenant_rollups_migration_case!(
-    the_tenant_rollups_migration_merges_earlier_rows_on_sqlite,
-    mthpt_engine::testing::sqlite,
-    sqlx::SqliteConnection,
-    "../../../migrations/sqlite/0012_tenant_rollups.sql"
-);
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_tenant_rollups_migration_merges_earlier_rows_on_postgres() {
+    tenant_rollups_migration_merges_earlier_rows::<sqlx::PgConnection>(
+        testing::postgres().await,
+        include_str!("../../../migrations/postgres/0012_tenant_rollups.sql"),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_tenant_rollups_migration_merges_earlier_rows_on_sqlite() {
+    tenant_rollups_migration_merges_earlier_rows::<sqlx::SqliteConnection>(
+        testing::sqlite().await,
+        include_str!("../../../migrations/sqlite/0012_tenant_rollups.sql"),
+    )
+    .await;
+}
 
 mod cases {
     use std::collections::BTreeMap;

@@ -1,5 +1,5 @@
 //! Behaviour of [`CronSpec`]. Expected values were taken from Quartz 2.3.2; the broad comparison
-//! with Quartz itself lives in `tests/quartz_differential.rs`.
+//! with Quartz itself lives in `engine/tests/scheduling/quartz_differential.rs`.
 
 use std::time::{Duration, Instant};
 

@@ -666,6 +666,50 @@ pub async fn tenant_quotas_are_unlimited_until_set_and_validated(store: Arc<dyn 
     );
 }
 
+pub async fn a_tenants_weight_is_one_until_set_and_stays_its_own(store: Arc<dyn Store>) {
+    let store = &*store;
+    let w = world(store, "acme").await;
+    let other = world(store, "other").await;
+    let mut tx = read(store).await;
+    assert_eq!(tx.get_tenant_weight(w.tenant.id).await.unwrap(), 1);
+    drop(tx);
+
+    in_tx!(store, |tx| tx
+        .set_tenant_weight(w.tenant.id, 7)
+        .await
+        .unwrap());
+    let mut tx = read(store).await;
+    assert_eq!(tx.get_tenant_weight(w.tenant.id).await.unwrap(), 7);
+    assert_eq!(
+        tx.get_tenant_weight(other.tenant.id).await.unwrap(),
+        1,
+        "another tenant's weight is its own"
+    );
+    drop(tx);
+
+    let mut tx = store.begin().await.unwrap();
+    let refused = tx.set_tenant_weight(w.tenant.id, 0).await.unwrap_err();
+    assert!(matches!(refused, StoreError::InvalidState(_)), "{refused}");
+    drop(tx);
+    let missing = mthpt_engine::tenant::TenantId(9_999);
+    let mut tx = store.begin().await.unwrap();
+    assert!(matches!(
+        tx.get_tenant_weight(missing).await,
+        Err(StoreError::NotFound(_))
+    ));
+    assert!(matches!(
+        tx.set_tenant_weight(missing, 2).await,
+        Err(StoreError::NotFound(_))
+    ));
+    drop(tx);
+    let mut tx = read(store).await;
+    assert_eq!(
+        tx.get_tenant_weight(w.tenant.id).await.unwrap(),
+        7,
+        "a refused weight changes nothing"
+    );
+}
+
 pub async fn tenant_usage_counts_tasks_waiting_and_running_runs_of_that_tenant(
     store: Arc<dyn Store>,
 ) {
