@@ -5,7 +5,7 @@
 # match the spec. The console runs on PostgreSQL in a fresh schema, with a tenant, an app, tasks
 # and runs seeded so that operations are not all 404.
 #
-#   scripts/schemathesis.sh    (needs MTHPT_TEST_DATABASE_URL and a built target/debug/mthpt)
+#   scripts/schemathesis.sh    (needs MTHPT_TEST_DATABASE_URL; builds the tests if they are not)
 #
 # The task import operation is left out: its body is TOML (application/toml), which
 # schemathesis cannot serialise; its JSON form is the same code as tasks/apply, which is covered.
@@ -17,7 +17,10 @@ SCHEMATHESIS_VERSION=4.32.5
 MAX_EXAMPLES="${MTHPT_SCHEMATHESIS_EXAMPLES:-10}"
 TIME_CAP="${MTHPT_SCHEMATHESIS_SECONDS:-420}"
 mthpt=target/debug/mthpt
-cargo build -q -p mthpt-console --bin mthpt
+# The `mthpt` the test build makes (the tests run it): after `cargo nextest run --workspace`
+# (scripts/test.sh) this builds nothing. `cargo build -p mthpt-console` would build the engine
+# and the console a second time, in the dev profile and with other features.
+cargo test -q --workspace --locked --no-run
 
 venv=target/venv
 if ! "$venv/bin/schemathesis" --version 2>/dev/null | grep -q "$SCHEMATHESIS_VERSION"; then

@@ -444,14 +444,18 @@ impl Cluster {
         round1(peak_kib as f64 / 1024.0)
     }
 
+    /// Stops the wrappers, then the nodes: a wrapper drains while the engines still answer,
+    /// so its last results are delivered and it deregisters at once. (The other way round,
+    /// each wrapper waited for its flush timeout and its deregistration timed out: 20 s for
+    /// the long-tasks scenario.)
     async fn stop(self) -> anyhow::Result<()> {
+        self.wrappers.stop().await;
         let mut stopped = Ok(());
         for node in self.nodes {
             if let Err(e) = node.stop(Duration::from_secs(15)).await {
                 stopped = Err(e);
             }
         }
-        self.wrappers.stop().await;
         stopped
     }
 }

@@ -336,11 +336,12 @@ pub async fn run(config: &BenchConfig, backlog_runs: u64) -> anyhow::Result<Neig
         })
     }
     .await;
-    for node in nodes {
-        let _ = node.stop(Duration::from_secs(15)).await;
-    }
+    // Wrappers first, while the engines still take their last results (see `Cluster::stop`).
     for w in wrappers {
         w.stop().await;
+    }
+    for node in nodes {
+        let _ = node.stop(Duration::from_secs(15)).await;
     }
     store.close().await;
     if config.drop_database {

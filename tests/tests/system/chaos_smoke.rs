@@ -1,6 +1,6 @@
-//! The fault-injection suite in short: `mthpt-chaos` runs a scenario for 32–38 s against its
-//! own PostgreSQL, three engine processes and two shell wrappers, and must find every guarantee
-//! held: no duplicate or concurrent duplicate start, no lost result, no miss, nothing stuck, no
+//! The fault-injection suite in short: `mthpt-chaos` runs a scenario for 28–30 s against its
+//! own PostgreSQL, three engine processes and two shell wrappers, with two faults 8 s apart, and
+//! must find every guarantee held: no duplicate or concurrent duplicate start, no lost result, no miss, nothing stuck, no
 //! missing chain child. The long runs and the other scenarios are run by hand
 //! (`docs/faults.md`).
 
@@ -22,14 +22,16 @@ const VIOLATIONS: &[&str] = &[
     "chain_children_missing",
 ];
 
-/// Runs `mthpt-chaos --scenario scenario` for `seconds` (room for two faults) and returns its
-/// report.
-fn chaos(scenario: &str, seconds: u32) -> serde_json::Value {
+/// Runs `mthpt-chaos --scenario scenario` for `seconds` (room for two faults, 8 s apart, each
+/// followed by the 10 s its lateness is watched) with the extra arguments `extra`, and returns
+/// its report.
+fn chaos(scenario: &str, seconds: u32, extra: &[&str]) -> serde_json::Value {
     let _serial = SERIAL.lock().unwrap_or_else(PoisonError::into_inner);
     let out = Command::new(env!("CARGO_BIN_EXE_mthpt-chaos"))
         .args(["--scenario", scenario])
         .args(["--duration", &seconds.to_string()])
-        .args(["--fault-every", "12", "--drain", "8"])
+        .args(["--fault-every", "8", "--drain", "8"])
+        .args(extra)
         .args(["--tasks", "40"])
         // The same command line as `mthpt`, built inside this crate.
         .args(["--mthpt", env!("CARGO_BIN_EXE_mthpt-bench-node")])
@@ -56,15 +58,18 @@ fn chaos(scenario: &str, seconds: u32) -> serde_json::Value {
 
 #[test]
 fn engines_paused_in_turn_keep_every_guarantee() {
-    chaos("engine-pause", 38);
+    // Pauses of 6 s: longer than the engines' node timeout (5 s) and lease (2 s), so the others
+    // take over the paused engine's runs. Faults at 5 s and 13 s, the second ending at 19 s.
+    chaos("engine-pause", 30, &["--fault-length", "6"]);
 }
 
 #[test]
 fn engines_killed_in_turn_keep_every_guarantee() {
-    chaos("engine-kill", 32);
+    // Down 2 s, then restarted: faults at 5 s and 13 s.
+    chaos("engine-kill", 28, &[]);
 }
 
 #[test]
 fn postgres_restarted_mid_load_keeps_every_guarantee() {
-    chaos("pg-restart", 32);
+    chaos("pg-restart", 28, &[]);
 }
