@@ -20,7 +20,7 @@ for arg in "$@"; do
   esac
 done
 
-say() { printf '\n==> %s\n' "$*"; }
+say() { printf "\n==> [%ss] %s\n" "$SECONDS" "$*"; }
 die() { printf 'scripts/test.sh: %s\n' "$*" >&2; exit 1; }
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 wait_port() { # port seconds
