@@ -283,75 +283,41 @@ pub(crate) async fn claim_due_runs(c: &mut PgConnection, req: &ClaimRequest) -> 
     if windows.is_empty() {
         return Ok(Vec::new());
     }
-    // Per app: the claimed runs with a live lease among its first `win` runs in due order
-    // (in flight: `busy`) and the room its window leaves; per tenant with a quota, the room
-    // its quotas leave (the whole tokens in its bucket; its concurrency room less its busy
-    // runs); then per app up to its room of claimable runs in due order, locked, skipping
-    // those another claimer holds; the apps' runs take turns, a tenant's beyond its room
-    // dropped; the first `limit` turns are claimed.
-    let mut runs: Vec<Run> = sqlx::query_as(
-        "WITH w AS (
-             SELECT * FROM UNNEST($1::text[], $2::bigint[], $3::bigint[], $4::float8[], $10::bool[],
-                                  $11::bigint[], $12::bigint[], $13::bigint[])
-               AS w(node_group, app_id, win, step, counted, tenant_id, concurrency_room, rate_room)
-         ), busy AS (
-             SELECT w.*, (
-                 SELECT count(*) FROM (
-                     SELECT r.state, r.lease_until FROM runs r
-                     WHERE r.node_group = w.node_group AND r.app_id = w.app_id AND r.due_at <= $5
-                       AND r.started_at IS NULL AND r.finished_at IS NULL
-                     ORDER BY r.due_at LIMIT CASE WHEN w.counted THEN w.win ELSE 0 END) x
-                 WHERE x.state = 'claimed' AND x.lease_until > $6) AS busy
-             FROM w
-         ), room AS (
-             SELECT node_group, app_id, step, tenant_id, win - busy AS room FROM busy
-         ), tenant_room AS (
-             SELECT tenant_id, LEAST(min(rate_room), min(concurrency_room) - sum(busy)) AS room
-             FROM busy GROUP BY tenant_id
-         ), front AS (
-             SELECT f.id, f.due_at, f.priority, room.app_id, room.step, room.tenant_id
-             FROM room CROSS JOIN LATERAL (
-                 SELECT r.id, r.due_at, r.priority FROM runs r
-                 WHERE r.node_group = room.node_group AND r.app_id = room.app_id AND r.due_at <= $5
-                   AND r.started_at IS NULL AND r.finished_at IS NULL
-                   AND r.state IN ('pending', 'claimed') AND (r.state = 'pending' OR r.lease_until <= $6)
-                 ORDER BY r.due_at, r.priority DESC, r.id
-                 LIMIT GREATEST(LEAST(room.room, $7), 0)
-                 FOR UPDATE SKIP LOCKED) f
-         ), turns AS (
-             SELECT id, due_at, priority, tenant_id,
-                 row_number() OVER (PARTITION BY app_id ORDER BY due_at, priority DESC, id) * step AS turn
-             FROM front
-         ), pick AS (
-             SELECT id FROM (
-                 SELECT t.id, t.due_at, t.priority, t.turn, tr.room,
-                     row_number() OVER (PARTITION BY t.tenant_id
-                                        ORDER BY t.turn, t.due_at, t.priority DESC, t.id) AS nth
-                 FROM turns t JOIN tenant_room tr ON tr.tenant_id = t.tenant_id) ranked
-             WHERE room IS NULL OR nth <= room
-             ORDER BY turn, due_at, priority DESC, id
-             LIMIT $7
-         )
-         UPDATE runs SET state = 'claimed', claim_owner = $8, lease_until = $9, fence = fence + 1,
-             claimed_at = $6
-         WHERE id IN (SELECT id FROM pick)
-         RETURNING *",
-    )
-    .bind(windows.iter().map(|w| w.node_group.clone()).collect::<Vec<_>>())
-    .bind(windows.iter().map(|w| w.app_id.0).collect::<Vec<_>>())
-    .bind(windows.iter().map(|w| w.window).collect::<Vec<_>>())
-    .bind(windows.iter().map(|w| w.step).collect::<Vec<_>>())
-    .bind(req.now.saturating_add(req.horizon_ms))
-    .bind(req.now)
-    .bind(req.limit)
-    .bind(&req.node)
-    .bind(req.now.saturating_add(req.lease_ms))
-    .bind(windows.iter().map(|w| w.in_flight_counts).collect::<Vec<_>>())
-    .bind(windows.iter().map(|w| w.tenant_id.0).collect::<Vec<_>>())
-    .bind(windows.iter().map(|w| w.concurrency_room).collect::<Vec<_>>())
-    .bind(windows.iter().map(|w| w.rate_room).collect::<Vec<_>>())
-    .fetch_all(&mut *c)
-    .await?;
+    // Tenant quotas cost a second ranking; a claim whose tenants have none skips it.
+    let quotas = windows
+        .iter()
+        .any(|w| w.concurrency_room.is_some() || w.rate_room.is_some());
+    let mut runs: Vec<Run> = sqlx::query_as(claim_statement(quotas))
+        .bind(
+            windows
+                .iter()
+                .map(|w| w.node_group.clone())
+                .collect::<Vec<_>>(),
+        )
+        .bind(windows.iter().map(|w| w.app_id.0).collect::<Vec<_>>())
+        .bind(windows.iter().map(|w| w.window).collect::<Vec<_>>())
+        .bind(windows.iter().map(|w| w.step).collect::<Vec<_>>())
+        .bind(req.now.saturating_add(req.horizon_ms))
+        .bind(req.now)
+        .bind(req.limit)
+        .bind(&req.node)
+        .bind(req.now.saturating_add(req.lease_ms))
+        .bind(
+            windows
+                .iter()
+                .map(|w| w.in_flight_counts)
+                .collect::<Vec<_>>(),
+        )
+        .bind(windows.iter().map(|w| w.tenant_id.0).collect::<Vec<_>>())
+        .bind(
+            windows
+                .iter()
+                .map(|w| w.concurrency_room)
+                .collect::<Vec<_>>(),
+        )
+        .bind(windows.iter().map(|w| w.rate_room).collect::<Vec<_>>())
+        .fetch_all(&mut *c)
+        .await?;
     let charged = charge_buckets(&apps, &mut buckets, &runs, req.now);
     if !charged.is_empty() {
         sqlx::query(
@@ -368,6 +334,75 @@ pub(crate) async fn claim_due_runs(c: &mut PgConnection, req: &ClaimRequest) -> 
     runs.sort_by_key(|r| (r.due_at, -r.priority, r.id));
     Ok(runs)
 }
+
+/// The claim statement, with the tenants' quota rooms applied or without (`quotas`).
+///
+/// Per app: the claimed runs with a live lease among its first `win` runs in due order (in
+/// flight: `busy`) and the room its window leaves; then up to that room of claimable runs in
+/// due order, locked, skipping those another claimer holds; the apps' runs take turns; the
+/// first `limit` turns are claimed. With quotas, each tenant's turns beyond the room its quotas
+/// leave (the whole tokens in its bucket; its concurrency room less its busy runs) are dropped
+/// first.
+fn claim_statement(quotas: bool) -> &'static str {
+    static STATEMENTS: std::sync::LazyLock<[String; 2]> = std::sync::LazyLock::new(|| {
+        let pick_all = "pick AS (
+             SELECT id FROM turns
+             ORDER BY turn, due_at, priority DESC, id
+             LIMIT $7
+         )";
+        let pick_within_quotas = "tenant_room AS (
+             SELECT tenant_id, LEAST(min(rate_room), min(concurrency_room) - sum(busy)) AS room
+             FROM busy GROUP BY tenant_id
+         ), pick AS (
+             SELECT id FROM (
+                 SELECT t.id, t.due_at, t.priority, t.turn, tr.room,
+                     row_number() OVER (PARTITION BY t.tenant_id
+                                        ORDER BY t.turn, t.due_at, t.priority DESC, t.id) AS nth
+                 FROM turns t JOIN tenant_room tr ON tr.tenant_id = t.tenant_id) ranked
+             WHERE room IS NULL OR nth <= room
+             ORDER BY turn, due_at, priority DESC, id
+             LIMIT $7
+         )";
+        [pick_all, pick_within_quotas].map(|pick| format!("{CLAIM_TURNS}, {pick} {CLAIM_UPDATE}"))
+    });
+    &STATEMENTS[usize::from(quotas)]
+}
+
+/// The claim statement up to the apps' turns (see [`claim_statement`]).
+const CLAIM_TURNS: &str = "WITH w AS (
+         SELECT * FROM UNNEST($1::text[], $2::bigint[], $3::bigint[], $4::float8[], $10::bool[],
+                              $11::bigint[], $12::bigint[], $13::bigint[])
+           AS w(node_group, app_id, win, step, counted, tenant_id, concurrency_room, rate_room)
+     ), busy AS (
+         SELECT w.*, (
+             SELECT count(*) FROM (
+                 SELECT r.state, r.lease_until FROM runs r
+                 WHERE r.node_group = w.node_group AND r.app_id = w.app_id AND r.due_at <= $5
+                   AND r.started_at IS NULL AND r.finished_at IS NULL
+                 ORDER BY r.due_at LIMIT CASE WHEN w.counted THEN w.win ELSE 0 END) x
+             WHERE x.state = 'claimed' AND x.lease_until > $6) AS busy
+         FROM w
+     ), front AS (
+         SELECT f.id, f.due_at, f.priority, busy.app_id, busy.step, busy.tenant_id
+         FROM busy CROSS JOIN LATERAL (
+             SELECT r.id, r.due_at, r.priority FROM runs r
+             WHERE r.node_group = busy.node_group AND r.app_id = busy.app_id AND r.due_at <= $5
+               AND r.started_at IS NULL AND r.finished_at IS NULL
+               AND r.state IN ('pending', 'claimed') AND (r.state = 'pending' OR r.lease_until <= $6)
+             ORDER BY r.due_at, r.priority DESC, r.id
+             LIMIT GREATEST(LEAST(busy.win - busy.busy, $7), 0)
+             FOR UPDATE SKIP LOCKED) f
+     ), turns AS (
+         SELECT id, due_at, priority, tenant_id,
+             row_number() OVER (PARTITION BY app_id ORDER BY due_at, priority DESC, id) * step AS turn
+         FROM front
+     )";
+
+/// The claim statement's last part: the picked runs claimed.
+const CLAIM_UPDATE: &str = "UPDATE runs SET state = 'claimed', claim_owner = $8, lease_until = $9,
+         fence = fence + 1, claimed_at = $6
+     WHERE id IN (SELECT id FROM pick)
+     RETURNING *";
 
 /// The apps with runs waiting in `groups` (a skip scan of `runs_claimable`: one index probe
 /// per app, however many runs wait), with their executors' capacity and the runs they hold.
