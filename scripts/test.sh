@@ -4,7 +4,7 @@
 # prepares the test database, then runs formatting, lint and every test on both store backends.
 #
 #   scripts/test.sh            everything
-#   scripts/test.sh --no-lint  skip cargo fmt/clippy (quicker local runs)
+#   scripts/test.sh --no-lint  skip cargo fmt and clippy's lints (quicker local runs)
 #
 # Environment:
 #   MTHPT_TEST_DATABASE_URL  PostgreSQL for the tests (default: a role and database this script
@@ -115,18 +115,32 @@ command -v chromedriver >/dev/null || missing+=(chromium-driver)
 [ ${#missing[@]} -eq 0 ] || apt_install "${missing[@]}"
 
 # ---- Build, lint, test ----------------------------------------------------------------------
-if [ "$lint" = 1 ]; then
-  say "cargo fmt --check"
-  cargo fmt --all -- --check
-  say "cargo clippy"
-  cargo clippy --workspace --all-targets --locked -- -D warnings
-fi
 # Test binaries run in parallel, each test in a process of its own (.config/nextest.toml: the
 # `ci` profile, and which tests must not overlap). Doc tests are not nextest's: cargo runs them.
 if ! cargo nextest --version >/dev/null 2>&1; then
   say "cargo install --locked cargo-nextest"
   cargo install --locked cargo-nextest
 fi
+if [ "$lint" = 1 ]; then
+  say "cargo fmt --check"
+  cargo fmt --all -- --check
+  # Clippy lints while the tests are built: clippy-driver compiles like rustc and runs its lints
+  # on the way, so lint and build are one compilation of the workspace instead of two (what
+  # `cargo clippy --workspace --all-targets -- -D warnings` reports, it reports here, and the
+  # build stops). Its artifacts are kept apart from plain builds' (the wrapper is part of
+  # their hash); dependencies are shared.
+  command -v clippy-driver >/dev/null || die "clippy-driver is missing: rustup component add clippy"
+  export RUSTC_WORKSPACE_WRAPPER
+  RUSTC_WORKSPACE_WRAPPER="$(command -v clippy-driver)"
+  export RUSTFLAGS="${RUSTFLAGS:-} -D warnings"
+  say "cargo build of every test target, linted by clippy"
+else
+  say "cargo build of every test target"
+fi
+cargo nextest run --workspace --locked --profile ci --no-run
+# The one benchmark target (nextest builds no benchmarks), in the test build's profile: it
+# reuses what that built.
+cargo build --workspace --locked --benches --profile dev
 say "cargo nextest (PostgreSQL at ${MTHPT_TEST_DATABASE_URL%%@*}@..., SQLite in temp files)"
 cargo nextest run --workspace --locked --profile ci
 say "cargo test --doc"
