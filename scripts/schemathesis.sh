@@ -7,6 +7,9 @@
 #
 #   scripts/schemathesis.sh    (needs MTHPT_TEST_DATABASE_URL; builds the tests if they are not)
 #
+# The test suite runs it as a test (console/tests/nodes/schemathesis.rs), with MTHPT_BIN set to
+# the `mthpt` it built: then nothing is built here.
+#
 # The task import operation is left out: its body is TOML (application/toml), which
 # schemathesis cannot serialise; its JSON form is the same code as tasks/apply, which is covered.
 set -euo pipefail
@@ -16,11 +19,15 @@ cd "$(dirname "$0")/.."
 SCHEMATHESIS_VERSION=4.32.5
 MAX_EXAMPLES="${MTHPT_SCHEMATHESIS_EXAMPLES:-10}"
 TIME_CAP="${MTHPT_SCHEMATHESIS_SECONDS:-420}"
-mthpt=target/debug/mthpt
-# The `mthpt` the test build makes (the tests run it): after `cargo nextest run --workspace`
-# (scripts/test.sh) this builds nothing. `cargo build -p mthpt-console` would build the engine
-# and the console a second time, in the dev profile and with other features.
-cargo test -q --workspace --locked --no-run
+if [ -n "${MTHPT_BIN:-}" ]; then
+  mthpt="$MTHPT_BIN"
+else
+  mthpt=target/debug/mthpt
+  # The `mthpt` the test build makes (the tests run it): after a test build this builds
+  # nothing. `cargo build -p mthpt-console` would build the engine and the console a second
+  # time, in the dev profile and with other features.
+  cargo test -q --workspace --locked --no-run
+fi
 
 venv=target/venv
 if ! "$venv/bin/schemathesis" --version 2>/dev/null | grep -q "$SCHEMATHESIS_VERSION"; then
