@@ -512,7 +512,7 @@ impl Watchdog {
         let open = tx.open_quota_episodes().await?;
         let late_before = now.saturating_sub(self.backlog_after_ms);
         for h in holds {
-            let quotas = h.quotas();
+            let quotas = h.quotas;
             let oldest = h.oldest_waiting_due_at.filter(|d| *d < late_before);
             let tokens = FireBucket::stored(&quotas, h.fire_tokens, h.fire_tokens_at, now)
                 .available(&quotas, now);

@@ -40,11 +40,8 @@ pub struct CapacityBacklog {
 pub struct QuotaHold {
     pub tenant_id: TenantId,
     pub tenant_name: String,
-    pub max_concurrent_runs: Option<i64>,
-    pub max_fires_per_second: Option<i64>,
-    pub fire_burst: Option<i64>,
-    pub max_tasks: Option<i64>,
-    pub max_waiting_runs: Option<i64>,
+    #[sqlx(flatten)]
+    pub quotas: TenantQuotas,
     /// Its bucket of fires as stored (see [`crate::quota::FireBucket::stored`]).
     pub fire_tokens: Option<f64>,
     pub fire_tokens_at: Option<i64>,
@@ -52,19 +49,6 @@ pub struct QuotaHold {
     pub running: i64,
     /// The due time of its oldest pending run, if any.
     pub oldest_waiting_due_at: Option<i64>,
-}
-
-impl QuotaHold {
-    /// The tenant's quotas.
-    pub fn quotas(&self) -> TenantQuotas {
-        TenantQuotas {
-            max_concurrent_runs: self.max_concurrent_runs,
-            max_fires_per_second: self.max_fires_per_second,
-            fire_burst: self.fire_burst,
-            max_tasks: self.max_tasks,
-            max_waiting_runs: self.max_waiting_runs,
-        }
-    }
 }
 
 /// Backlog and quota episodes (engine internal: the watchdog; the console opens and closes

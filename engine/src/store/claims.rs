@@ -36,23 +36,12 @@ pub struct ClaimApp {
     pub capacity: i64,
     /// Runs of the app started and not finished.
     pub running: i64,
-    /// The tenant's quotas a claim applies (see [`crate::quota`]); `None`: unlimited.
-    pub max_concurrent_runs: Option<i64>,
-    pub max_fires_per_second: Option<i64>,
-    pub fire_burst: Option<i64>,
+    /// The tenant's quotas (a claim applies the concurrency and rate quotas; see
+    /// [`crate::quota`]).
+    #[sqlx(flatten)]
+    pub quotas: TenantQuotas,
     /// Runs of the tenant started and not finished (read only when it has a concurrency quota).
     pub tenant_running: Option<i64>,
-}
-
-impl ClaimApp {
-    fn quotas(&self) -> TenantQuotas {
-        TenantQuotas {
-            max_concurrent_runs: self.max_concurrent_runs,
-            max_fires_per_second: self.max_fires_per_second,
-            fire_burst: self.fire_burst,
-            ..TenantQuotas::default()
-        }
-    }
 }
 
 /// A rate-limited tenant's bucket of fires as a claim read it, its row locked (a row another
@@ -68,7 +57,7 @@ pub struct StoredBucket {
 pub fn rated_tenants(apps: &[ClaimApp]) -> Vec<TenantId> {
     let mut out: Vec<TenantId> = apps
         .iter()
-        .filter(|a| a.max_fires_per_second.is_some())
+        .filter(|a| a.quotas.max_fires_per_second.is_some())
         .map(|a| a.tenant_id)
         .collect();
     out.sort_unstable();
@@ -88,7 +77,7 @@ pub fn fire_buckets(
             let app = apps.iter().find(|a| a.tenant_id == b.tenant_id)?;
             Some((
                 b.tenant_id,
-                FireBucket::stored(&app.quotas(), b.fire_tokens, b.fire_tokens_at, now),
+                FireBucket::stored(&app.quotas, b.fire_tokens, b.fire_tokens_at, now),
             ))
         })
         .collect()
@@ -111,7 +100,7 @@ pub fn charge_buckets(
         let Some(app) = apps.iter().find(|a| a.tenant_id == *tenant) else {
             continue;
         };
-        bucket.take(&app.quotas(), now, i64::try_from(taken).unwrap_or(i64::MAX));
+        bucket.take(&app.quotas, now, i64::try_from(taken).unwrap_or(i64::MAX));
         let (tokens, at) = bucket.state();
         out.push((*tenant, tokens, at));
     }
@@ -161,11 +150,12 @@ pub fn claim_windows(
         .iter()
         .filter_map(|a| {
             let concurrency_room = a
+                .quotas
                 .max_concurrent_runs
                 .map(|max| max.saturating_sub(a.tenant_running.unwrap_or(0)).max(0));
-            let rate_room = a.max_fires_per_second.map(|_| {
+            let rate_room = a.quotas.max_fires_per_second.map(|_| {
                 buckets.get(&a.tenant_id).map_or(0, |b| {
-                    let held = b.available(&a.quotas(), now);
+                    let held = b.available(&a.quotas, now);
                     if held.is_finite() {
                         held.floor().max(0.0) as i64
                     } else {

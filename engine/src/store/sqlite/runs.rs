@@ -235,7 +235,8 @@ async fn claim_apps(c: &mut SqliteConnection, groups: &[String]) -> Result<Vec<C
               WHERE e.app_id = a.id AND e.state = 'up') AS capacity,
              (SELECT count(*) FROM runs r
               WHERE r.app_id = a.id AND r.started_at IS NOT NULL AND r.finished_at IS NULL) AS running,
-             t.max_concurrent_runs, t.max_fires_per_second, t.fire_burst,
+             t.max_concurrent_runs, t.max_fires_per_second, t.fire_burst, t.max_tasks,
+             t.max_waiting_runs,
              CASE WHEN t.max_concurrent_runs IS NOT NULL THEN
                  (SELECT count(*) FROM apps ta JOIN runs r ON r.app_id = ta.id
                   WHERE ta.tenant_id = t.id AND r.started_at IS NOT NULL AND r.finished_at IS NULL)
