@@ -411,9 +411,8 @@ impl NewAlarm {
             AlarmKind::Quota,
             Severity::Warning,
             format!(
-                "tenant {tenant_name} is at its quota {quota} ({limit}); its due runs wait, the oldest due at {} ({} ms late)",
-                ms_to_datetime(oldest_due_at).to_rfc3339(),
-                now - oldest_due_at
+                "tenant {tenant_name} is at its quota {quota} ({limit}); its due runs wait, {}",
+                oldest_waiting(oldest_due_at, now)
             ),
         );
         a.details = serde_json::json!({
@@ -523,9 +522,8 @@ impl NewAlarm {
             AlarmKind::Backlog,
             Severity::Warning,
             format!(
-                "app {app}: {at_least}{waiting} due run(s) wait for capacity, the oldest due at {} ({} ms late); its live executors are full or draining",
-                ms_to_datetime(oldest_due_at).to_rfc3339(),
-                now - oldest_due_at
+                "app {app}: {at_least}{waiting} due run(s) wait for capacity, {}; its live executors are full or draining",
+                oldest_waiting(oldest_due_at, now)
             ),
         );
         a.details = serde_json::json!({
@@ -595,4 +593,14 @@ pub struct AlarmFilter {
     /// Only alarms raised while their task's alarms were muted (`true`) or only the others
     /// (`false`).
     pub muted: Option<bool>,
+}
+
+/// "the oldest due at <time> (<n> ms late)": how the backlog and quota alarms name the run
+/// that has waited longest.
+fn oldest_waiting(oldest_due_at: i64, now: i64) -> String {
+    format!(
+        "the oldest due at {} ({} ms late)",
+        ms_to_datetime(oldest_due_at).to_rfc3339(),
+        now - oldest_due_at
+    )
 }

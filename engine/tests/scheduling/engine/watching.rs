@@ -3,7 +3,7 @@ use std::sync::Arc;
 
 use mthpt_engine::alarm::{AlarmFilter, AlarmKind};
 use mthpt_engine::app::{Executor, ExecutorHeartbeat, ExecutorId, ExecutorState};
-use mthpt_engine::claimer::{ClaimConfig, Claimer};
+use mthpt_engine::claimer::{ClaimConfig, Claimer, Fire};
 use mthpt_engine::node::{NodeHeartbeat, NodeState};
 use mthpt_engine::outcome::{Finish, Finished, finish_run};
 use mthpt_engine::quota::{Quota, TenantQuotas};
@@ -28,6 +28,60 @@ fn watchdog(store: &Arc<dyn Store>) -> Watchdog {
     )
 }
 
+/// A claimer of the group `default` as node `node`: no look-ahead, 5 s leases, 10 a claim.
+fn claimer(store: &Arc<dyn Store>, node: &str) -> Claimer {
+    Claimer::new(
+        store.clone(),
+        ClaimConfig {
+            node: node.into(),
+            groups: vec!["default".into()],
+            horizon_ms: 0,
+            lease_ms: 5 * SECOND,
+            batch: 10,
+        },
+    )
+}
+
+/// Records that `executor` started the claimed runs of `fires` at `at`.
+async fn start(store: &Arc<dyn Store>, fires: &[Fire], executor: ExecutorId, at: i64) {
+    for f in fires {
+        in_tx!(&**store, |tx| tx
+            .transition_claimed(
+                &f.run.fence().unwrap(),
+                &ClaimedTransition::Started {
+                    executor_id: executor,
+                    dispatched_at: at,
+                    deadline_at: None
+                },
+                at
+            )
+            .await
+            .unwrap());
+    }
+}
+
+/// Finishes the runs of `fires` as succeeded at `at` (started at T0).
+async fn succeed(store: &Arc<dyn Store>, fires: &[Fire], at: i64) {
+    for f in fires {
+        in_tx!(&**store, |tx| tx
+            .complete_run(
+                f.run.id,
+                None,
+                &RunCompletion {
+                    state: RunState::Succeeded,
+                    output: None,
+                    error: None,
+                    log: None,
+                    started_at: Some(T0),
+                    finished_at: at,
+                    reported_by: None,
+                }
+            )
+            .await
+            .unwrap());
+    }
+}
+
 /// A run of a fresh manual task, claimed and started on `instance` at T0.
 async fn running(
     store: &Arc<dyn Store>,
@@ -43,16 +97,7 @@ async fn running(
         .trigger_task(w.tenant.id, task.id, None, "alice", T0)
         .await
         .unwrap());
-    let claimer = Claimer::new(
-        store.clone(),
-        ClaimConfig {
-            node: "node-a".into(),
-            groups: vec!["default".into()],
-            horizon_ms: 0,
-            lease_ms: 5 * SECOND,
-            batch: 10,
-        },
-    );
+    let claimer = claimer(store, "node-a");
     let fire = claimer.run_once(T0).await.unwrap().fires.remove(0);
     let e = executor(&**store, w.app.id, instance, T0).await;
     in_tx!(&**store, |tx| tx
@@ -385,16 +430,7 @@ async fn recovery_under_way(store: &Arc<dyn Store>, w: &World) -> (Run, Run, Exe
         .await
         .unwrap();
     let other = executor(&**store, w.app.id, "host-other", T0 + 6 * SECOND).await;
-    let claimer = Claimer::new(
-        store.clone(),
-        ClaimConfig {
-            node: "node-b".into(),
-            groups: vec!["default".into()],
-            horizon_ms: 0,
-            lease_ms: 5 * SECOND,
-            batch: 10,
-        },
-    );
+    let claimer = claimer(store, "node-b");
     let recovery = claimer
         .run_once(T0 + 6 * SECOND)
         .await
@@ -648,32 +684,10 @@ pub async fn backlog_waiting_for_capacity_raises_one_alarm_per_episode(store: Ar
         .await
         .unwrap());
     let e = executor(&*store, w.app.id, "host-1", T0).await;
-    let claimer = Claimer::new(
-        store.clone(),
-        ClaimConfig {
-            node: "node-a".into(),
-            groups: vec!["default".into()],
-            horizon_ms: 0,
-            lease_ms: 5 * SECOND,
-            batch: 10,
-        },
-    );
+    let claimer = claimer(&store, "node-a");
     let fires = claimer.run_once(T0).await.unwrap().fires;
     assert_eq!(fires.len(), 4, "the instance's capacity");
-    for f in &fires {
-        in_tx!(&*store, |tx| tx
-            .transition_claimed(
-                &f.run.fence().unwrap(),
-                &ClaimedTransition::Started {
-                    executor_id: e.id,
-                    dispatched_at: T0,
-                    deadline_at: None
-                },
-                T0
-            )
-            .await
-            .unwrap());
-    }
+    start(&store, &fires, e.id, T0).await;
     let wd = watchdog(&store);
     let report = wd.run_once(T0 + SECOND, 0.0).await.unwrap();
     assert_eq!(report.backlogs_raised, vec![w.app.id]);
@@ -691,24 +705,7 @@ pub async fn backlog_waiting_for_capacity_raises_one_alarm_per_episode(store: Ar
     );
 
     // Two finish: their capacity takes the two waiting runs, and the episode is over.
-    for f in &fires[..2] {
-        in_tx!(&*store, |tx| tx
-            .complete_run(
-                f.run.id,
-                None,
-                &RunCompletion {
-                    state: RunState::Succeeded,
-                    output: None,
-                    error: None,
-                    log: None,
-                    started_at: Some(T0),
-                    finished_at: T0 + 2 * SECOND,
-                    reported_by: None,
-                }
-            )
-            .await
-            .unwrap());
-    }
+    succeed(&store, &fires[..2], T0 + 2 * SECOND).await;
     assert_eq!(
         claimer.run_once(T0 + 2 * SECOND).await.unwrap().fires.len(),
         2
@@ -777,32 +774,10 @@ pub async fn runs_held_back_by_a_tenant_quota_raise_one_quota_alarm_per_episode(
         .unwrap());
     let e = executor(&*store, w.app.id, "host-1", T0).await;
     assert_eq!(e.capacity, 4, "the app has room for all four");
-    let claimer = Claimer::new(
-        store.clone(),
-        ClaimConfig {
-            node: "node-a".into(),
-            groups: vec!["default".into()],
-            horizon_ms: 0,
-            lease_ms: 5 * SECOND,
-            batch: 10,
-        },
-    );
+    let claimer = claimer(&store, "node-a");
     let fires = claimer.run_once(T0).await.unwrap().fires;
     assert_eq!(fires.len(), 2, "the tenant's quota");
-    for f in &fires {
-        in_tx!(&*store, |tx| tx
-            .transition_claimed(
-                &f.run.fence().unwrap(),
-                &ClaimedTransition::Started {
-                    executor_id: e.id,
-                    dispatched_at: T0,
-                    deadline_at: None
-                },
-                T0
-            )
-            .await
-            .unwrap());
-    }
+    start(&store, &fires, e.id, T0).await;
     let wd = watchdog(&store);
     let report = wd.run_once(T0 + SECOND, 0.0).await.unwrap();
     assert_eq!(
@@ -828,24 +803,7 @@ pub async fn runs_held_back_by_a_tenant_quota_raise_one_quota_alarm_per_episode(
     assert_eq!(alarms[0].details.0["quota"], "max_concurrent_runs");
 
     // Both finish: the two waiting are claimed, and the episode is over.
-    for f in &fires {
-        in_tx!(&*store, |tx| tx
-            .complete_run(
-                f.run.id,
-                None,
-                &RunCompletion {
-                    state: RunState::Succeeded,
-                    output: None,
-                    error: None,
-                    log: None,
-                    started_at: Some(T0),
-                    finished_at: T0 + 2 * SECOND,
-                    reported_by: None,
-                }
-            )
-            .await
-            .unwrap());
-    }
+    succeed(&store, &fires, T0 + 2 * SECOND).await;
     assert_eq!(
         claimer.run_once(T0 + 2 * SECOND).await.unwrap().fires.len(),
         2

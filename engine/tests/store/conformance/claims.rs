@@ -3,7 +3,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use futures::future::join_all;
-use mthpt_engine::app::ExecutorState;
+use mthpt_engine::app::{ExecutorId, ExecutorState};
 use mthpt_engine::quota::TenantQuotas;
 use mthpt_engine::run::{Run, RunCompletion, RunFilter, RunId, RunState};
 use mthpt_engine::store::{Backend, ClaimRequest, StartClaimed, Store, StoreError};
@@ -200,41 +200,14 @@ pub async fn runs_of_an_app_at_capacity_wait_and_freed_capacity_is_claimed_in_du
     );
 
     // Two start, one of them finishes: one slot frees, and the next run in due order fills it.
-    let started = in_tx!(store, |tx| tx
-        .start_claimed_runs(
-            &first[..2]
-                .iter()
-                .map(|r| StartClaimed {
-                    fence: r.fence().unwrap(),
-                    executor_id: e.id,
-                    dispatched_at: T0 + 2,
-                    deadline_at: None,
-                })
-                .collect::<Vec<_>>(),
-            T0 + 2,
-        )
-        .await
-        .unwrap());
-    assert_eq!(started.len(), 2);
+    assert_eq!(start_all(store, &first[..2], e.id, T0 + 2).await, 2);
     assert!(
         claim_now(store, &fair_req("node-2", T0 + 3, 64))
             .await
             .is_empty(),
         "two running and two claimed fill the capacity"
     );
-    let done = RunCompletion {
-        state: RunState::Succeeded,
-        output: None,
-        error: None,
-        log: None,
-        started_at: Some(T0 + 2),
-        finished_at: T0 + 4,
-        reported_by: None,
-    };
-    in_tx!(store, |tx| tx
-        .complete_run(first[0].id, None, &done)
-        .await
-        .unwrap());
+    succeed(store, first[0].id, T0 + 2, T0 + 4).await;
     let freed = claim_now(store, &fair_req("node-2", T0 + 5, 64)).await;
     assert_eq!(ids(&freed), vec![runs[4].id]);
 
@@ -331,41 +304,14 @@ pub async fn a_tenant_at_its_concurrency_quota_gets_no_share_until_a_run_finishe
 
     // Two start (their claims count as running now), one finishes: one more may be claimed.
     let e = executor(store, busy.app.id, "host-1", T0).await;
-    let started = in_tx!(store, |tx| tx
-        .start_claimed_runs(
-            &first[..2]
-                .iter()
-                .map(|r| StartClaimed {
-                    fence: r.fence().unwrap(),
-                    executor_id: e.id,
-                    dispatched_at: T0 + 2,
-                    deadline_at: None,
-                })
-                .collect::<Vec<_>>(),
-            T0 + 2,
-        )
-        .await
-        .unwrap());
-    assert_eq!(started.len(), 2);
+    assert_eq!(start_all(store, &first[..2], e.id, T0 + 2).await, 2);
     assert!(
         claim_now(store, &fair_req("node-2", T0 + 3, 64))
             .await
             .is_empty(),
         "two running and one claimed: at the quota"
     );
-    let done = RunCompletion {
-        state: RunState::Succeeded,
-        output: None,
-        error: None,
-        log: None,
-        started_at: Some(T0 + 2),
-        finished_at: T0 + 4,
-        reported_by: None,
-    };
-    in_tx!(store, |tx| tx
-        .complete_run(first[0].id, None, &done)
-        .await
-        .unwrap());
+    succeed(store, first[0].id, T0 + 2, T0 + 4).await;
     let freed = claim_now(store, &fair_req("node-2", T0 + 5, 64)).await;
     assert_eq!(ids(&freed), vec![runs[3].id]);
 
@@ -423,4 +369,32 @@ pub async fn the_fire_rate_quota_limits_claims_to_the_tokens_in_the_tenants_buck
         .unwrap());
     let fifth = claim_now(store, &fair_req("node-1", T0 + 10 * MINUTE + 1, 40)).await;
     assert_eq!(of(&fifth, &rated), 3);
+}
+
+/// Records that `executor` started `runs` (claimed) at `at`; returns how many moved.
+async fn start_all(store: &dyn Store, runs: &[Run], executor: ExecutorId, at: i64) -> usize {
+    let items: Vec<StartClaimed> = runs
+        .iter()
+        .map(|r| StartClaimed {
+            fence: r.fence().unwrap(),
+            executor_id: executor,
+            dispatched_at: at,
+            deadline_at: None,
+        })
+        .collect();
+    in_tx!(store, |tx| tx.start_claimed_runs(&items, at).await.unwrap()).len()
+}
+
+/// Finishes `run` as succeeded: started at `started`, finished at `at`.
+async fn succeed(store: &dyn Store, run: RunId, started: i64, at: i64) {
+    let done = RunCompletion {
+        state: RunState::Succeeded,
+        output: None,
+        error: None,
+        log: None,
+        started_at: Some(started),
+        finished_at: at,
+        reported_by: None,
+    };
+    in_tx!(store, |tx| tx.complete_run(run, None, &done).await.unwrap());
 }
