@@ -1,7 +1,9 @@
 //! The benchmark's database: created fresh, migrated and loaded through the engine's store API,
-//! then read back for the figures.
+//! then read back for the figures. PostgreSQL for every scenario; a SQLite file (the store of
+//! `mthpt standalone`) for those that say so ([`Backend`]).
 
 use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::Arc;
 
@@ -9,13 +11,116 @@ use anyhow::{Context, bail};
 use mthpt_engine::clock::{Clock, SystemClock};
 use mthpt_engine::run::{NewRun, TriggerKind};
 use mthpt_engine::schedule::ScheduleSpec;
-use mthpt_engine::store::{PgStore, Store};
+use mthpt_engine::store::{PgStore, SqliteStore, Store};
 use mthpt_engine::task::{ScheduleColumns, Task, TaskDefinition};
 use sqlx::postgres::PgConnectOptions;
-use sqlx::{Connection, PgConnection};
+use sqlx::sqlite::SqliteConnectOptions;
+use sqlx::{Connection, PgConnection, PgPool, SqlitePool};
 
+use super::Backend;
 use super::figures::{Occurrence, RunFact};
 use crate::Tenancy;
+
+/// A fresh benchmark database: the store the harness loads it through, and the pool its figures
+/// are read back with.
+#[derive(Debug, Clone)]
+pub struct BenchDb {
+    pub store: Arc<dyn Store>,
+    pub pool: Pool,
+}
+
+impl BenchDb {
+    /// Creates the database `url` names on `backend` afresh and migrates it ([`fresh`],
+    /// [`fresh_sqlite`]).
+    pub async fn fresh(backend: Backend, url: &str) -> anyhow::Result<Self> {
+        Ok(match backend {
+            Backend::Postgres => {
+                let pg = fresh(url).await?;
+                Self {
+                    pool: Pool::from(&pg),
+                    store: Arc::new(pg),
+                }
+            }
+            Backend::Sqlite => {
+                let lite = fresh_sqlite(url).await?;
+                Self {
+                    pool: Pool::from(&lite),
+                    store: Arc::new(lite),
+                }
+            }
+        })
+    }
+}
+
+/// The pool of the benchmark's store, for the figures the store API does not give: each such
+/// query is one SQL text that both backends run (`$1` placeholders, `count(*)`, integer
+/// columns), its `i64` parameters bound in order.
+#[derive(Debug, Clone)]
+pub enum Pool {
+    Postgres(PgPool),
+    Sqlite(SqlitePool),
+}
+
+impl From<&PgStore> for Pool {
+    fn from(store: &PgStore) -> Self {
+        Pool::Postgres(store.pool().clone())
+    }
+}
+
+impl From<&SqliteStore> for Pool {
+    fn from(store: &SqliteStore) -> Self {
+        Pool::Sqlite(store.pool().clone())
+    }
+}
+
+/// `$query` with each of `$params` bound, in order (`$1`, `$2`, …).
+macro_rules! bind_all {
+    ($query:expr, $params:expr) => {{
+        let mut query = $query;
+        for p in $params {
+            query = query.bind(*p);
+        }
+        query
+    }};
+}
+
+impl Pool {
+    /// The one row of a `SELECT count(*) …`.
+    pub async fn count(&self, sql: &'static str, params: &[i64]) -> anyhow::Result<u64> {
+        let (n,): (i64,) = match self {
+            Pool::Postgres(p) => bind_all!(sqlx::query_as(sql), params).fetch_one(p).await?,
+            Pool::Sqlite(p) => bind_all!(sqlx::query_as(sql), params).fetch_one(p).await?,
+        };
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+
+    /// The one nullable integer column of every row of `sql`.
+    pub async fn optional_i64s(
+        &self,
+        sql: &'static str,
+        params: &[i64],
+    ) -> anyhow::Result<Vec<Option<i64>>> {
+        let rows: Vec<(Option<i64>,)> = match self {
+            Pool::Postgres(p) => bind_all!(sqlx::query_as(sql), params).fetch_all(p).await?,
+            Pool::Sqlite(p) => bind_all!(sqlx::query_as(sql), params).fetch_all(p).await?,
+        };
+        Ok(rows.into_iter().map(|(v,)| v).collect())
+    }
+
+    /// Runs a statement; the rows it changed.
+    pub async fn execute(&self, sql: &'static str, params: &[i64]) -> anyhow::Result<u64> {
+        Ok(match self {
+            Pool::Postgres(p) => bind_all!(sqlx::query(sql), params)
+                .execute(p)
+                .await?
+                .rows_affected(),
+            Pool::Sqlite(p) => bind_all!(sqlx::query(sql), params)
+                .execute(p)
+                .await?
+                .rows_affected(),
+        })
+    }
+}
 
 /// Drops the database `url` names (if it exists), creates it empty and migrates it.
 pub async fn fresh(url: &str) -> anyhow::Result<PgStore> {
@@ -49,6 +154,60 @@ pub async fn fresh(url: &str) -> anyhow::Result<PgStore> {
     let store = PgStore::connect_with(options, 8).await?;
     store.migrate().await?;
     Ok(store)
+}
+
+/// Deletes the SQLite file `url` names (with its `-wal` and `-shm` files), creates it empty and
+/// migrates it, as `mthpt standalone` does with its own file.
+pub async fn fresh_sqlite(url: &str) -> anyhow::Result<SqliteStore> {
+    let file = sqlite_file(url)?;
+    remove_sqlite(&file)?;
+    if let Some(dir) = file.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
+    }
+    let store = SqliteStore::connect(url).await?;
+    store.migrate().await?;
+    Ok(store)
+}
+
+/// The file a `sqlite:` URL names; an in-memory database is refused (the engine node is another
+/// process and must open the same file).
+fn sqlite_file(url: &str) -> anyhow::Result<PathBuf> {
+    if !url.starts_with("sqlite:") {
+        bail!(
+            "{} is not a SQLite URL: use sqlite://path/to/file.db",
+            mthpt_engine::store::redact_url(url)
+        );
+    }
+    let options = SqliteConnectOptions::from_str(url).context("parse the SQLite URL")?;
+    let file = options.get_filename();
+    if file.as_os_str().is_empty() || file == Path::new(":memory:") {
+        bail!("{url}: the benchmark needs a SQLite file that the engine process opens too");
+    }
+    Ok(file.to_path_buf())
+}
+
+/// Removes a SQLite database file and the `-wal`, `-shm` and `-journal` files beside it (those
+/// missing are fine).
+fn remove_sqlite(file: &Path) -> anyhow::Result<()> {
+    for suffix in ["", "-wal", "-shm", "-journal"] {
+        let mut name = file.as_os_str().to_owned();
+        name.push(suffix);
+        let path = PathBuf::from(name);
+        match std::fs::remove_file(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e).with_context(|| format!("remove {}", path.display())),
+        }
+    }
+    Ok(())
+}
+
+/// Drops the database `url` names on `backend` (for SQLite: deletes the file).
+pub async fn remove(backend: Backend, url: &str) -> anyhow::Result<()> {
+    match backend {
+        Backend::Postgres => drop_database(url).await,
+        Backend::Sqlite => remove_sqlite(&sqlite_file(url)?),
+    }
 }
 
 /// Drops the database `url` names.
@@ -179,15 +338,12 @@ pub async fn runs_scheduled(
 }
 
 /// Runs that succeeded with their result recorded in `[from, until)`.
-pub async fn succeeded_between(store: &PgStore, from: i64, until: i64) -> anyhow::Result<u64> {
-    let (n,): (i64,) = sqlx::query_as(
+pub async fn succeeded_between(pool: &Pool, from: i64, until: i64) -> anyhow::Result<u64> {
+    pool.count(
         "SELECT count(*) FROM runs WHERE state = 'succeeded' AND finished_at >= $1 AND finished_at < $2",
+        &[from, until],
     )
-    .bind(from)
-    .bind(until)
-    .fetch_one(store.pool())
-    .await?;
-    Ok(u64::try_from(n).unwrap_or(0))
+    .await
 }
 
 /// Runs scheduled in `[from, until)` that are not final yet.

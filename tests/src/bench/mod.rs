@@ -7,6 +7,7 @@
 //! `/proc` (engine CPU time and peak RSS), and what the window cost PostgreSQL and the wrappers
 //! (WAL bytes from `pg_current_wal_lsn()`, CPU time from `/proc`). `max-sustainable` runs the
 //! same cluster through steps of rising offered rate instead of one window (`steps.rs`).
+//! `noisy-neighbour` (`neighbour.rs`) also runs on a SQLite file (`--backend sqlite`).
 
 pub mod cost;
 pub mod database;
@@ -16,11 +17,11 @@ pub mod nodes;
 pub mod steps;
 pub mod wrappers;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context;
+use anyhow::{Context, bail};
 use mthpt_engine::clock::{Clock, SystemClock};
 use mthpt_engine::schedule::ScheduleSpec;
 use mthpt_engine::store::Store;
@@ -70,6 +71,31 @@ impl Scenario {
     }
 }
 
+/// The database a benchmark runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Backend {
+    /// A PostgreSQL database, dropped and created again (every scenario).
+    Postgres,
+    /// A SQLite file, deleted and created again: the store of `mthpt standalone`, one engine
+    /// node (`noisy-neighbour` only).
+    Sqlite,
+}
+
+impl Backend {
+    /// The name printed in the report (as on the command line).
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Postgres => "postgres",
+            Backend::Sqlite => "sqlite",
+        }
+    }
+}
+
+/// The SQLite database of a benchmark by default: `bench.db` in its work directory.
+pub fn default_sqlite_url(work_dir: &Path) -> String {
+    format!("sqlite://{}", work_dir.join("bench.db").display())
+}
+
 /// Everything one benchmark run needs. [`BenchConfig::defaults`] gives each scenario's.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BenchConfig {
@@ -92,7 +118,8 @@ pub struct BenchConfig {
     pub warmup: Duration,
     /// After the window, how long runs scheduled in it may take to finish.
     pub drain_timeout: Duration,
-    /// The database to drop, create and use.
+    /// The database to drop, create and use, on `backend`.
+    pub backend: Backend,
     pub database_url: String,
     /// Drop the database at the end.
     pub drop_database: bool,
@@ -148,6 +175,7 @@ impl BenchConfig {
             duration: Duration::from_secs(30),
             warmup: Duration::from_secs(5),
             drain_timeout: Duration::from_secs(15),
+            backend: Backend::Postgres,
             database_url: default_database_url(scenario),
             drop_database: false,
             mthpt,
@@ -200,6 +228,33 @@ impl BenchConfig {
             }
         }
         c
+    }
+
+    /// Refuses what the backend cannot run: SQLite runs `noisy-neighbour` on one node, on a
+    /// `sqlite:` URL; PostgreSQL needs a PostgreSQL URL.
+    pub fn check_backend(&self) -> anyhow::Result<()> {
+        let sqlite_url = self.database_url.starts_with("sqlite:");
+        match self.backend {
+            Backend::Postgres if sqlite_url => {
+                bail!("--database-url names a SQLite file: add --backend sqlite")
+            }
+            Backend::Postgres => Ok(()),
+            Backend::Sqlite if self.scenario != Scenario::NoisyNeighbour => bail!(
+                "--backend sqlite: only --scenario noisy-neighbour runs on SQLite; {} needs \
+                 --backend postgres",
+                self.scenario.name()
+            ),
+            Backend::Sqlite if self.nodes > 1 => bail!(
+                "--backend sqlite runs one engine node (SQLite has one writer, in one file on this \
+                 machine): drop --nodes {} or use --backend postgres",
+                self.nodes
+            ),
+            Backend::Sqlite if !sqlite_url => bail!(
+                "--backend sqlite needs a sqlite:// --database-url (default \
+                 sqlite://<work dir>/bench.db)"
+            ),
+            Backend::Sqlite => Ok(()),
+        }
     }
 
     /// `max-sustainable`: how the rate rises and when a step holds.
@@ -344,6 +399,7 @@ fn progress(msg: impl std::fmt::Display) {
 
 /// Runs one benchmark and returns its figures.
 pub async fn run(config: &BenchConfig) -> anyhow::Result<Report> {
+    config.check_backend()?;
     nodes::check_mthpt(&config.mthpt)?;
     std::fs::create_dir_all(&config.work_dir)
         .with_context(|| format!("create {}", config.work_dir.display()))?;
@@ -539,7 +595,7 @@ async fn measure(
     }
     let cost_end = probe.sample().await?;
     probe.close().await;
-    let completed = database::succeeded_between(pg, from, until).await?;
+    let completed = database::succeeded_between(&pg.into(), from, until).await?;
 
     drain(config, pg, from, until).await?;
     let engine_rss_mb = cluster.peak_rss_mb(end.iter().flatten());
@@ -675,7 +731,7 @@ async fn measure_steps(
         let s0 = StepSample::take(cluster, &mut probe).await?;
         sleep_until_ms(m_until).await;
         let s1 = StepSample::take(cluster, &mut probe).await?;
-        let completed = database::succeeded_between(pg, m_from, m_until).await?;
+        let completed = database::succeeded_between(&pg.into(), m_from, m_until).await?;
         until = start + policy.step_ms;
         sleep_until_ms(until).await;
 
@@ -735,7 +791,7 @@ async fn measure_steps(
             config.step.as_secs_f64()
         );
     }
-    let completed = database::succeeded_between(pg, from, until).await?;
+    let completed = database::succeeded_between(&pg.into(), from, until).await?;
     drain(config, pg, from, until).await?;
     let engine_rss_mb = cluster.peak_rss_mb([]);
     let executions = cluster.wrappers.executions.snapshot();
@@ -774,4 +830,43 @@ async fn measure_steps(
 
 fn round1(x: f64) -> f64 {
     (x * 10.0).round() / 10.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn on_sqlite(scenario: Scenario) -> BenchConfig {
+        let mut c = BenchConfig::defaults(scenario, PathBuf::from("mthpt"));
+        c.backend = Backend::Sqlite;
+        c.database_url = default_sqlite_url(&c.work_dir);
+        c
+    }
+
+    #[test]
+    fn sqlite_runs_noisy_neighbour_on_one_node_only() {
+        let mut c = on_sqlite(Scenario::NoisyNeighbour);
+        assert!(c.database_url.ends_with("/noisy-neighbour/bench.db"));
+        c.check_backend().unwrap();
+        c.nodes = 2;
+        let e = c.check_backend().unwrap_err().to_string();
+        assert!(e.contains("--nodes 2"), "{e}");
+        let e = on_sqlite(Scenario::Throughput)
+            .check_backend()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--backend postgres"), "{e}");
+    }
+
+    #[test]
+    fn each_backend_needs_its_own_kind_of_url() {
+        let mut c = on_sqlite(Scenario::NoisyNeighbour);
+        c.database_url = default_database_url(Scenario::NoisyNeighbour);
+        assert!(c.check_backend().is_err());
+        c.backend = Backend::Postgres;
+        c.check_backend().unwrap();
+        c.database_url = "sqlite://bench.db".to_owned();
+        let e = c.check_backend().unwrap_err().to_string();
+        assert!(e.contains("--backend sqlite"), "{e}");
+    }
 }

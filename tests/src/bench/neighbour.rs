@@ -6,22 +6,24 @@
 //! have their own instance and offer `--tasks` no-op runs a second (default 200). The report
 //! gives each quiet tenant's lateness, the noisy tenant's completed rate, the time a claim takes
 //! beside the backlog (timed here, in a transaction rolled back) and PostgreSQL's CPU per run.
+//!
+//! It runs on PostgreSQL or on a SQLite file (`--backend sqlite`, one node: `mthpt engine` on the
+//! file, the store `mthpt standalone` uses); PostgreSQL's CPU and WAL are `null` on SQLite.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mthpt_engine::run::{NewRun, TriggerKind};
 use mthpt_engine::schedule::ScheduleSpec;
-use mthpt_engine::store::{ClaimRequest, PgStore, Store};
+use mthpt_engine::store::{ClaimRequest, Store};
 use mthpt_engine::task::TaskDefinition;
 use serde::Serialize;
 
 use super::cost::{CostPerRun, CostProbe};
-use super::database::{self, TaskPlan};
+use super::database::{self, BenchDb, Pool, TaskPlan};
 use super::figures::Lateness;
 use super::nodes::NodeProcess;
 use super::wrappers::{BenchWrappers, NOOP, SLEEP};
-use super::{BenchConfig, now_ms, progress, round1, sleep_until_ms};
+use super::{Backend, BenchConfig, now_ms, progress, round1, sleep_until_ms};
 use crate::Tenancy;
 
 /// Runs the noisy tenant's instance takes at once.
@@ -52,6 +54,8 @@ pub struct QuietTenant {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct NeighbourReport {
     pub scenario: String,
+    /// `postgres` or `sqlite`.
+    pub backend: String,
     pub nodes: usize,
     pub duration_s: f64,
     /// Runs of the noisy tenant waiting when the window began (the `--backlog`, less what the
@@ -69,10 +73,11 @@ pub struct NeighbourReport {
     /// The same right after the window, with the noisy tenant's waiting runs deleted (its
     /// instance still full): the claim's cost without the backlog, to set beside the above.
     pub claim_ms_p50_without_backlog: f64,
-    /// Runs completed in the window (all tenants), and what they cost PostgreSQL and the WAL.
+    /// Runs completed in the window (all tenants), and what they cost PostgreSQL and the WAL
+    /// (`null` on SQLite; PostgreSQL's CPU also when its processes are not visible here).
     pub runs_completed: u64,
     pub pg_cpu_us_per_run: Option<f64>,
-    pub wal_bytes_per_run: f64,
+    pub wal_bytes_per_run: Option<f64>,
 }
 
 fn fixed_rate(
@@ -131,7 +136,9 @@ async fn backlog(store: &dyn Store, t: &Tenancy, count: u64) -> anyhow::Result<(
     Ok(())
 }
 
-/// Times `CLAIM_SAMPLES` claims as a node would make them, each rolled back.
+/// Times `CLAIM_SAMPLES` claims as a node would make them, each rolled back. On SQLite the
+/// transaction holds the one write lock (`BEGIN IMMEDIATE`) until it is dropped: dropping it right
+/// after the claim sends the rollback at once, so the node waits for the claim alone.
 async fn time_claims(store: &dyn Store, batch: i64) -> anyhow::Result<(f64, f64)> {
     let mut samples = Vec::with_capacity(CLAIM_SAMPLES);
     for _ in 0..CLAIM_SAMPLES {
@@ -147,6 +154,7 @@ async fn time_claims(store: &dyn Store, batch: i64) -> anyhow::Result<(f64, f64)
         let t = Instant::now();
         tx.claim_due_runs(&req).await?;
         samples.push(t.elapsed().as_secs_f64() * 1_000.0);
+        // Rolls back (the store's transactions roll back when dropped).
         drop(tx);
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -160,23 +168,21 @@ async fn time_claims(store: &dyn Store, batch: i64) -> anyhow::Result<(f64, f64)
 }
 
 async fn quiet_lateness(
-    pg: &PgStore,
+    pool: &Pool,
     t: &Tenancy,
     from: i64,
     until: i64,
 ) -> anyhow::Result<QuietTenant> {
-    let rows: Vec<(Option<i64>,)> = sqlx::query_as(
-        "SELECT dispatched_at - scheduled_at FROM runs
-         WHERE tenant_id = $1 AND trigger_kind = 'schedule' AND attempt = 1
-           AND scheduled_at >= $2 AND scheduled_at < $3",
-    )
-    .bind(t.tenant.id)
-    .bind(from)
-    .bind(until)
-    .fetch_all(pg.pool())
-    .await?;
+    let rows = pool
+        .optional_i64s(
+            "SELECT dispatched_at - scheduled_at FROM runs
+             WHERE tenant_id = $1 AND trigger_kind = 'schedule' AND attempt = 1
+               AND scheduled_at >= $2 AND scheduled_at < $3",
+            &[t.tenant.id.0, from, until],
+        )
+        .await?;
     let scheduled = rows.len() as u64;
-    let late: Vec<i64> = rows.into_iter().filter_map(|(l,)| l).collect();
+    let late: Vec<i64> = rows.into_iter().flatten().collect();
     Ok(QuietTenant {
         tenant: t.tenant.name.clone(),
         scheduled,
@@ -185,33 +191,22 @@ async fn quiet_lateness(
     })
 }
 
-async fn count(
-    pg: &PgStore,
-    sql: &'static str,
-    tenant: i64,
-    a: i64,
-    b: i64,
-) -> anyhow::Result<u64> {
-    let (n,): (i64,) = sqlx::query_as(sql)
-        .bind(tenant)
-        .bind(a)
-        .bind(b)
-        .fetch_one(pg.pool())
-        .await?;
-    Ok(u64::try_from(n).unwrap_or(0))
-}
-
 /// Runs the scenario: `config.tasks` is each quiet tenant's runs a second (tasks every 1 s),
 /// `backlog` the noisy tenant's waiting runs.
 pub async fn run(config: &BenchConfig, backlog_runs: u64) -> anyhow::Result<NeighbourReport> {
+    config.check_backend()?;
     super::nodes::check_mthpt(&config.mthpt)?;
     std::fs::create_dir_all(&config.work_dir)?;
     let spools = config.work_dir.join("spool");
     if spools.exists() {
         std::fs::remove_dir_all(&spools)?;
     }
-    let pg = database::fresh(&config.database_url).await?;
-    let store: Arc<dyn Store> = Arc::new(pg.clone());
+    progress(format_args!(
+        "noisy-neighbour on {}: fresh database {}",
+        config.backend.name(),
+        mthpt_engine::store::redact_url(&config.database_url)
+    ));
+    let BenchDb { store, pool } = BenchDb::fresh(config.backend, &config.database_url).await?;
     let noisy = crate::tenancy(&*store, "noisy", "flood").await?;
     let mut quiet = Vec::with_capacity(QUIET_TENANTS);
     for i in 1..=QUIET_TENANTS {
@@ -285,54 +280,65 @@ pub async fn run(config: &BenchConfig, backlog_runs: u64) -> anyhow::Result<Neig
     }
 
     let result = async {
-        let mut probe = CostProbe::connect(&config.database_url).await?;
+        // PostgreSQL's CPU and WAL; SQLite has neither server nor WAL position to read.
+        let mut probe = match config.backend {
+            Backend::Postgres => Some(CostProbe::connect(&config.database_url).await?),
+            Backend::Sqlite => None,
+        };
         let warmup_ms = i64::try_from(config.warmup.as_millis()).unwrap_or(i64::MAX);
         let window_ms = i64::try_from(config.duration.as_millis()).unwrap_or(i64::MAX);
         let from = (now_ms() + warmup_ms + 999) / 1_000 * 1_000;
         let until = from + window_ms;
         sleep_until_ms(from).await;
-        let waiting = count(
-            &pg,
-            "SELECT count(*) FROM runs WHERE tenant_id = $1 AND started_at IS NULL AND finished_at IS NULL AND due_at BETWEEN $2 AND $3",
-            noisy.tenant.id.0,
-            0,
-            from,
-        )
-        .await?;
-        let cost_start = probe.sample().await?;
+        let waiting = pool
+            .count(
+                "SELECT count(*) FROM runs WHERE tenant_id = $1 AND started_at IS NULL AND finished_at IS NULL AND due_at BETWEEN $2 AND $3",
+                &[noisy.tenant.id.0, 0, from],
+            )
+            .await?;
+        let cost_start = match &mut probe {
+            Some(p) => Some(p.sample().await?),
+            None => None,
+        };
         progress(format_args!("measuring {} s from {from}; noisy backlog {waiting}", config.duration.as_secs_f64()));
         let claim = time_claims(&*store, config.engine.claim_batch).await?;
         sleep_until_ms(until).await;
-        let cost_end = probe.sample().await?;
-        probe.close().await;
-        let completed = database::succeeded_between(&pg, from, until).await?;
-        let noisy_done = count(
-            &pg,
-            "SELECT count(*) FROM runs WHERE tenant_id = $1 AND state = 'succeeded' AND finished_at >= $2 AND finished_at < $3",
-            noisy.tenant.id.0,
-            from,
-            until,
-        )
-        .await?;
+        let cost_end = match probe {
+            Some(mut p) => {
+                let end = p.sample().await?;
+                p.close().await;
+                Some(end)
+            }
+            None => None,
+        };
+        let completed = database::succeeded_between(&pool, from, until).await?;
+        let noisy_done = pool
+            .count(
+                "SELECT count(*) FROM runs WHERE tenant_id = $1 AND state = 'succeeded' AND finished_at >= $2 AND finished_at < $3",
+                &[noisy.tenant.id.0, from, until],
+            )
+            .await?;
         // The quiet tenants' runs of the window may still be dispatched for a moment.
         sleep_until_ms(until + 2_000).await;
         let mut quiet_figures = Vec::with_capacity(quiet.len());
         for q in &quiet {
-            quiet_figures.push(quiet_lateness(&pg, q, from, until).await?);
+            quiet_figures.push(quiet_lateness(&pool, q, from, until).await?);
         }
         // The claim once more without the backlog (what the noisy tasks add meanwhile stays).
-        sqlx::query(
+        pool.execute(
             "DELETE FROM runs WHERE tenant_id = $1 AND state = 'pending'
                AND started_at IS NULL AND finished_at IS NULL",
+            &[noisy.tenant.id.0],
         )
-        .bind(noisy.tenant.id)
-        .execute(pg.pool())
         .await?;
         let claim_without_backlog = time_claims(&*store, config.engine.claim_batch).await?;
-        let costs = CostPerRun::between(&cost_start, &cost_end, completed);
+        let costs = cost_start
+            .zip(cost_end)
+            .map(|(start, end)| CostPerRun::between(&start, &end, completed));
         let secs = config.duration.as_secs_f64();
         anyhow::Ok(NeighbourReport {
             scenario: "noisy-neighbour".to_owned(),
+            backend: config.backend.name().to_owned(),
             nodes: config.nodes,
             duration_s: secs,
             noisy_backlog: waiting,
@@ -344,8 +350,8 @@ pub async fn run(config: &BenchConfig, backlog_runs: u64) -> anyhow::Result<Neig
             claim_ms_max: claim.1,
             claim_ms_p50_without_backlog: claim_without_backlog.0,
             runs_completed: completed,
-            pg_cpu_us_per_run: costs.pg_cpu_us_per_run,
-            wal_bytes_per_run: costs.wal_bytes_per_run,
+            pg_cpu_us_per_run: costs.and_then(|c| c.pg_cpu_us_per_run),
+            wal_bytes_per_run: costs.map(|c| c.wal_bytes_per_run),
         })
     }
     .await;
@@ -358,7 +364,7 @@ pub async fn run(config: &BenchConfig, backlog_runs: u64) -> anyhow::Result<Neig
     }
     store.close().await;
     if config.drop_database {
-        database::drop_database(&config.database_url).await?;
+        database::remove(config.backend, &config.database_url).await?;
     }
     result
 }

@@ -1,13 +1,14 @@
-//! `mthpt-bench`: starts engine node processes against PostgreSQL and wrapper instances with a
-//! no-op handler, loads tasks, runs a scenario for a while and prints one JSON object with the
-//! figures on stdout (progress goes to stderr). See `docs/benchmarks.md`.
+//! `mthpt-bench`: starts engine node processes against PostgreSQL (or, for `noisy-neighbour`, one
+//! on a SQLite file) and wrapper instances with a no-op handler, loads tasks, runs a scenario for
+//! a while and prints one JSON object with the figures on stdout (progress goes to stderr). See
+//! `docs/benchmarks.md`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use mthpt_tests::bench::{self, BenchConfig, Scenario, nodes};
+use mthpt_tests::bench::{self, Backend, BenchConfig, Scenario, nodes};
 
 /// Benchmarks an MTHPT cluster on this machine.
 #[derive(Debug, Parser)]
@@ -41,11 +42,16 @@ struct Args {
     /// How long runs scheduled in the window may still take to finish after it, seconds.
     #[arg(long)]
     drain_timeout: Option<f64>,
-    /// PostgreSQL database to use; it is DROPPED and created again
-    /// (default postgres://postgres@127.0.0.1:5432/mthpt_bench_<scenario>).
+    /// The database: PostgreSQL, or a SQLite file with the engine node on it (noisy-neighbour
+    /// only, one node).
+    #[arg(long, value_enum, default_value_t = Backend::Postgres)]
+    backend: Backend,
+    /// Database to use; it is DROPPED (SQLite: the file deleted) and created again (default
+    /// postgres://postgres@127.0.0.1:5432/mthpt_bench_<scenario>, or
+    /// sqlite://<work dir>/bench.db).
     #[arg(long)]
     database_url: Option<String>,
-    /// Drop the database when done (default: keep it for inspection).
+    /// Drop the database (SQLite: delete the file) when done (default: keep it for inspection).
     #[arg(long)]
     drop_database: bool,
     /// The `mthpt` binary (default: next to mthpt-bench).
@@ -118,6 +124,8 @@ fn config(args: Args) -> anyhow::Result<BenchConfig> {
         None => nodes::default_mthpt()?,
     };
     let mut c = BenchConfig::defaults(args.scenario, mthpt);
+    c.backend = args.backend;
+    let default_database = args.database_url.is_none();
     macro_rules! set {
         ($($field:ident => $target:expr),* $(,)?) => {
             $(if let Some(v) = args.$field { $target = v; })*
@@ -163,6 +171,9 @@ fn config(args: Args) -> anyhow::Result<BenchConfig> {
     }
     if let Some(s) = args.step_seconds {
         c.step = secs(s);
+    }
+    if c.backend == Backend::Sqlite && default_database {
+        c.database_url = bench::default_sqlite_url(&c.work_dir);
     }
     c.drop_database = args.drop_database;
     if c.nodes == 0 || c.wrappers == 0 {

@@ -216,4 +216,33 @@ async fn noisy_neighbour_scenario_reports_each_quiet_tenants_lateness() {
     assert!(report.noisy_backlog > 0, "{json}");
     assert!(report.noisy_completed_per_sec > 0.0, "{json}");
     assert!(report.claim_ms_p50 > 0.0, "{json}");
+    assert_eq!(json["backend"], "postgres", "{json}");
+    assert!(json["wal_bytes_per_run"].as_f64().is_some(), "{json}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn noisy_neighbour_scenario_runs_on_a_sqlite_file_without_postgres_costs() {
+    mthpt_tests::init_logs();
+    let work = tempfile::tempdir().unwrap();
+    let mut config = small(Scenario::NoisyNeighbour, &work);
+    config.backend = bench::Backend::Sqlite;
+    config.database_url = bench::default_sqlite_url(work.path());
+    let report = bench::neighbour::run(&config, config.backlog)
+        .await
+        .unwrap();
+    let json = serde_json::to_value(&report).unwrap();
+    assert_eq!(json["backend"], "sqlite", "{json}");
+    for q in &report.quiet {
+        assert!(q.scheduled > 0, "{json}");
+        assert_eq!(q.not_dispatched, 0, "{json}");
+    }
+    assert!(report.noisy_backlog > 0, "{json}");
+    assert!(report.noisy_completed_per_sec > 0.0, "{json}");
+    assert!(report.claim_ms_p50 > 0.0, "{json}");
+    assert!(json["wal_bytes_per_run"].is_null(), "{json}");
+    assert!(json["pg_cpu_us_per_run"].is_null(), "{json}");
+    assert!(
+        !work.path().join("bench.db").exists(),
+        "--drop-database deletes the file"
+    );
 }
