@@ -653,17 +653,8 @@ impl Shared {
                             }
                             if !report.fires.is_empty() {
                                 self.warm_directory(&report.fires).await;
-                                // Runs already due are readied first, in a batch of their own:
-                                // one that waited (for capacity, behind a backlog) is not held
-                                // up by the intents of runs due later in the look-ahead window.
-                                let now = self.clock.now_ms();
-                                let (due, later): (Vec<Fire>, Vec<Fire>) = std::mem::take(&mut report.fires)
-                                    .into_iter()
-                                    .partition(|f| f.run.due_at <= now);
-                                for batch in [due, later] {
-                                    if !batch.is_empty() && fires.send(batch).await.is_err() {
-                                        return;
-                                    }
+                                if fires.send(report.fires).await.is_err() {
+                                    return;
                                 }
                             }
                             next_claim = if full { Instant::now() } else { Instant::now() + poll };
