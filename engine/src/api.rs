@@ -292,8 +292,18 @@ fn unauthorized(req: &Incoming, app: &str, why: &str) -> ApiError {
     ApiError::Unauthorized(why.to_owned())
 }
 
+/// Parses a callback body. What a wrapper reports (outputs, errors, logs, progress, alarms)
+/// is stored, and PostgreSQL stores no NUL character: a body that escapes one (`\u0000`) has
+/// each NUL in its strings and keys replaced by U+FFFD first ([`crate::validate::replace_nul`]),
+/// so a handler's stray NUL cannot make its result undeliverable.
 fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
-    serde_json::from_slice(body).map_err(|e| ApiError::Malformed(format!("invalid JSON body: {e}")))
+    let malformed = |e: serde_json::Error| ApiError::Malformed(format!("invalid JSON body: {e}"));
+    if !body.windows(6).any(|w| w == b"\\u0000") {
+        return serde_json::from_slice(body).map_err(malformed);
+    }
+    let mut value: serde_json::Value = serde_json::from_slice(body).map_err(malformed)?;
+    crate::validate::replace_nul(&mut value);
+    serde_json::from_value(value).map_err(malformed)
 }
 
 async fn register(

@@ -184,13 +184,7 @@ impl TaskDefinition {
         check_task_name("name", &self.name)?;
         check_len("description", &self.description, 0, 4000)?;
         check_len("handler", &self.handler, 1, 200)?;
-        let params_len = self.params.to_string().len();
-        if params_len > 256 * 1024 {
-            return Err(FieldError::new(
-                "params",
-                format!("must be at most 256 KiB of JSON (is {params_len} bytes)"),
-            ));
-        }
+        crate::validate::check_params("params", &self.params)?;
         let schedule = self.schedule.parse(now_ms)?;
         if let (Some(s), Some(e)) = (self.window_start_at, self.window_end_at)
             && e < s

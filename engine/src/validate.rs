@@ -142,6 +142,59 @@ pub fn check_range(field: &str, value: i64, min: i64, max: i64) -> Result<(), Fi
     }
 }
 
+/// The most JSON a task's or a run's parameters may hold.
+pub const MAX_PARAMS_BYTES: usize = 256 * 1024;
+
+/// Checks parameters (`field`): at most [`MAX_PARAMS_BYTES`] of JSON, and no NUL character in
+/// a string or a key (PostgreSQL cannot store one in `jsonb`: the write would fail instead of
+/// naming the field).
+pub fn check_params(field: &str, params: &serde_json::Value) -> Result<(), FieldError> {
+    let len = params.to_string().len();
+    if len > MAX_PARAMS_BYTES {
+        return Err(FieldError::new(
+            field,
+            format!("must be at most 256 KiB of JSON (is {len} bytes)"),
+        ));
+    }
+    if has_nul(params) {
+        return Err(FieldError::new(
+            field,
+            "must not contain NUL characters (\\u0000) in a value or a key",
+        ));
+    }
+    Ok(())
+}
+
+/// Whether a string or a key of `value` holds a NUL character.
+pub fn has_nul(value: &serde_json::Value) -> bool {
+    match value {
+        serde_json::Value::String(s) => s.contains('\0'),
+        serde_json::Value::Array(items) => items.iter().any(has_nul),
+        serde_json::Value::Object(map) => map.iter().any(|(k, v)| k.contains('\0') || has_nul(v)),
+        _ => false,
+    }
+}
+
+/// Replaces every NUL character in the strings and keys of `value` with U+FFFD: what an
+/// executor reports (outputs, errors, logs, progress, alarms) is stored as it came, less the one
+/// character PostgreSQL cannot store, rather than refused and lost.
+pub fn replace_nul(value: &mut serde_json::Value) {
+    match value {
+        serde_json::Value::String(s) if s.contains('\0') => *s = s.replace('\0', "\u{FFFD}"),
+        serde_json::Value::Array(items) => items.iter_mut().for_each(replace_nul),
+        serde_json::Value::Object(map) => {
+            if map.keys().any(|k| k.contains('\0')) {
+                *map = std::mem::take(map)
+                    .into_iter()
+                    .map(|(k, v)| (k.replace('\0', "\u{FFFD}"), v))
+                    .collect();
+            }
+            map.values_mut().for_each(replace_nul);
+        }
+        _ => {}
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -230,6 +283,38 @@ mod tests {
         assert_eq!(
             err.to_string(),
             "max_retries: must be between 0 and 100 (is 101)"
+        );
+    }
+
+    #[test]
+    fn params_with_a_nul_in_a_value_or_a_key_are_refused_naming_the_field() {
+        for bad in [
+            serde_json::json!({"script": "echo a\u{0}b"}),
+            serde_json::json!({"a\u{0}": 1}),
+            serde_json::json!([["x", "\u{0}"]]),
+        ] {
+            let err = check_params("params", &bad).unwrap_err();
+            assert_eq!(err.field, "params");
+            assert!(err.reason.contains("NUL"), "{}", err.reason);
+        }
+        assert!(check_params("params", &serde_json::json!({"ok": [1, "two"]})).is_ok());
+        let big = serde_json::json!({ "x": "y".repeat(MAX_PARAMS_BYTES) });
+        assert!(
+            check_params("params", &big)
+                .unwrap_err()
+                .reason
+                .contains("256 KiB")
+        );
+    }
+
+    #[test]
+    fn nul_characters_reported_by_executors_become_replacement_characters() {
+        let mut v = serde_json::json!({"out\u{0}": ["a\u{0}b", {"k": "\u{0}"}], "n": 1});
+        replace_nul(&mut v);
+        assert!(!has_nul(&v));
+        assert_eq!(
+            v,
+            serde_json::json!({"out\u{FFFD}": ["a\u{FFFD}b", {"k": "\u{FFFD}"}], "n": 1})
         );
     }
 }

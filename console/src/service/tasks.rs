@@ -645,7 +645,8 @@ async fn replay(
     }))
 }
 
-/// Triggers a task inside a caller's transaction, within the tenant's `max_waiting_runs`.
+/// Triggers a task inside a caller's transaction, within the tenant's `max_waiting_runs`; its
+/// `params` (for this run only) are checked as a task's are.
 pub async fn trigger_in(
     tx: &mut dyn Tx,
     caller: &Caller,
@@ -654,6 +655,9 @@ pub async fn trigger_in(
     params: Option<serde_json::Value>,
     now: i64,
 ) -> ApiResult<Run> {
+    if let Some(p) = &params {
+        mthpt_engine::validate::check_params("params", p)?;
+    }
     quotas::check_new_waiting_run(tx, tenant, now).await?;
     let run = tx
         .trigger_task(tenant.id, id, params, &caller.actor(), now)

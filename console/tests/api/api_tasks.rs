@@ -21,6 +21,7 @@ mthpt_engine::on_both_backends!(
     alarms_are_listed_acknowledged_once_and_muted,
     other_tenants_and_viewers_change_nothing,
     bulk_stats_and_task_files_work,
+    params_with_a_nul_or_beyond_256_kib_are_refused_naming_params,
 );
 
 async fn problem(res: reqwest::Response, status: u16, code: &str) -> Value {
@@ -1033,4 +1034,55 @@ async fn bulk_stats_and_task_files_work(app: TestApp) {
         "an export imported again changes nothing: {imported}"
     );
     app.stop().await;
+}
+
+async fn params_with_a_nul_or_beyond_256_kib_are_refused_naming_params(app: TestApp) {
+    tenant_with_app(&app, "acme").await;
+    let mut with_nul = manual_task("nul");
+    with_nul["params"] = json!({ "script": "echo a\u{0}b" });
+    let mut nul_key = manual_task("nul-key");
+    nul_key["params"] = json!({ "a\u{0}": 1 });
+    for body in [with_nul, nul_key] {
+        let res = app
+            .op(Method::POST, "/api/v1/tenants/acme/tasks")
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        let p = problem(res, 422, "validation_failed").await;
+        assert_eq!(p["errors"][0]["field"], "params", "{p}");
+        assert!(p.to_string().contains("NUL"), "{p}");
+    }
+
+    let task = create(&app, "acme", &manual_task("job")).await;
+    let trigger = format!("/api/v1/tenants/acme/tasks/{}/trigger", task["id"]);
+    for params in [
+        json!({ "script": "echo a\u{0}b" }),
+        json!({ "x": "y".repeat(256 * 1024) }),
+    ] {
+        let res = app
+            .op(Method::POST, &trigger)
+            .json(&json!({ "params": params }))
+            .send()
+            .await
+            .unwrap();
+        let p = problem(res, 422, "validation_failed").await;
+        assert_eq!(p["errors"][0]["field"], "params", "{p}");
+    }
+    let runs = json(
+        app.op(
+            Method::GET,
+            &format!("/api/v1/tenants/acme/runs?task={}", task["id"]),
+        )
+        .send()
+        .await
+        .unwrap(),
+        200,
+    )
+    .await;
+    assert_eq!(
+        runs["items"].as_array().map(Vec::len),
+        Some(0),
+        "nothing was triggered: {runs}"
+    );
 }

@@ -35,6 +35,7 @@ mthpt_engine::on_both_backends!(
     more_runs_due_at_once_than_one_request_carries_all_reach_the_wrapper,
     results_count_only_from_the_instance_and_attempt_a_run_was_sent_to,
     run_sent_to_an_instance_that_went_silent_is_held_for_it_and_lost_with_it,
+    results_holding_nul_characters_are_stored_with_replacement_characters,
 );
 
 const WAIT: Duration = Duration::from_secs(15);
@@ -174,6 +175,59 @@ async fn chain_child_runs_after_its_parent_succeeds(store: Arc<dyn Store>) -> Re
         c.scheduled_at >= p.finished_at.unwrap(),
         "the child starts after its parent finished"
     );
+    w.stop().await;
+    engine.shutdown().await;
+    Ok(())
+}
+
+/// PostgreSQL stores no NUL character: a handler's output, log and error holding one are
+/// stored with U+FFFD in its place instead of making the result undeliverable.
+async fn results_holding_nul_characters_are_stored_with_replacement_characters(
+    store: Arc<dyn Store>,
+) -> Result<()> {
+    let t = tenancy(&*store, "acme", "billing").await?;
+    let engine = start_engine(store.clone(), quick_engine_config("node-1")).await?;
+    let w = TestWrapper::start(&t, &[engine.url()], |b| {
+        b.async_handler("nul-out", |ctx| async move {
+            ctx.log("line\u{0}one");
+            Ok(json!({ "text": "a\u{0}b", "k\u{0}": 1 }))
+        })
+        .async_handler("nul-err", |_| async {
+            Err(HandlerError::fatal("bad\u{0}thing"))
+        })
+    })?;
+    w.registered().await?;
+    let ok = create(
+        &*store,
+        &t,
+        &TaskDefinition::new(t.app.id, "out", "nul-out", ScheduleSpec::Manual),
+    )
+    .await?;
+    let failing = create(
+        &*store,
+        &t,
+        &TaskDefinition::new(t.app.id, "err", "nul-err", ScheduleSpec::Manual),
+    )
+    .await?;
+    trigger(&*store, &t, &ok).await?;
+    trigger(&*store, &t, &failing).await?;
+    wait_until(WAIT, "both results recorded", || async {
+        Ok(count(&*store, &t, &ok, RunState::Succeeded).await? == 1
+            && count(&*store, &t, &failing, RunState::Failed).await? == 1)
+    })
+    .await?;
+    let done = runs(&*store, &t, &ok).await?.remove(0);
+    let output = &done.output.as_ref().expect("output stored").0;
+    assert_eq!(output["text"], "a\u{FFFD}b");
+    assert_eq!(output["k\u{FFFD}"], 1);
+    assert!(
+        done.log_tail.contains("line\u{FFFD}one"),
+        "{:?}",
+        done.log_tail
+    );
+    let failed = runs(&*store, &t, &failing).await?.remove(0);
+    let error = failed.error.as_deref().unwrap_or_default();
+    assert!(error.contains("bad\u{FFFD}thing"), "{error:?}");
     w.stop().await;
     engine.shutdown().await;
     Ok(())
