@@ -17,7 +17,8 @@
 //! - a parent chosen in the task form shows in the child's dependency graph, where clicking the
 //!   parent's node opens the parent's page.
 //!
-//! It saves screenshots to `docs/screenshots/`. Chromium and chromedriver missing is a
+//! Its screenshots replace `docs/screenshots/` with `MTHPT_WRITE_SCREENSHOTS=1` (otherwise they
+//! go to the temp folder). Chromium and chromedriver missing is a
 //! failure, not a skip (`scripts/test.sh` installs them).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -136,10 +137,21 @@ fn start_standalone(dir: &Path) -> (ChildGuard, String, String) {
     (child, url.unwrap(), password.unwrap())
 }
 
+/// Takes a screenshot of the page. It replaces `docs/screenshots/<name>` only with
+/// `MTHPT_WRITE_SCREENSHOTS=1` (a test run leaves the tree as it was); otherwise it goes to
+/// `mthpt-screenshots/` in the temp folder, to look at.
 async fn screenshot(c: &Client, name: &str) {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/screenshots");
+    let dir = if std::env::var_os("MTHPT_WRITE_SCREENSHOTS").is_some_and(|v| v == "1") {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/screenshots")
+    } else {
+        std::env::temp_dir().join("mthpt-screenshots")
+    };
     std::fs::create_dir_all(&dir).unwrap();
     let png = c.screenshot().await.unwrap();
+    assert!(
+        png.starts_with(b"\x89PNG"),
+        "{name}: the browser gave no PNG"
+    );
     std::fs::write(dir.join(name), png).unwrap();
 }
 
