@@ -195,6 +195,20 @@ async fn max_sustainable_scenario_reports_every_step_and_the_highest_rate_held()
     }
 }
 
+/// Checks what every noisy-neighbour report must hold (each quiet tenant scheduled and every
+/// quiet run dispatched, a backlog, noisy runs completed, a claim timed) and returns it as JSON.
+fn neighbour_report(report: &bench::neighbour::NeighbourReport) -> serde_json::Value {
+    let json = serde_json::to_value(report).unwrap();
+    for q in &report.quiet {
+        assert!(q.scheduled > 0, "{json}");
+        assert_eq!(q.not_dispatched, 0, "{json}");
+    }
+    assert!(report.noisy_backlog > 0, "{json}");
+    assert!(report.noisy_completed_per_sec > 0.0, "{json}");
+    assert!(report.claim_ms_p50 > 0.0, "{json}");
+    json
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn noisy_neighbour_scenario_reports_each_quiet_tenants_lateness() {
     mthpt_tests::init_logs();
@@ -203,19 +217,12 @@ async fn noisy_neighbour_scenario_reports_each_quiet_tenants_lateness() {
     let report = bench::neighbour::run(&config, config.backlog)
         .await
         .unwrap();
-    let json = serde_json::to_value(&report).unwrap();
+    let json = neighbour_report(&report);
     assert_eq!(
         report.quiet.len(),
         bench::neighbour::QUIET_TENANTS,
         "{json}"
     );
-    for q in &report.quiet {
-        assert!(q.scheduled > 0, "{json}");
-        assert_eq!(q.not_dispatched, 0, "{json}");
-    }
-    assert!(report.noisy_backlog > 0, "{json}");
-    assert!(report.noisy_completed_per_sec > 0.0, "{json}");
-    assert!(report.claim_ms_p50 > 0.0, "{json}");
     assert_eq!(json["backend"], "postgres", "{json}");
     assert!(json["wal_bytes_per_run"].as_f64().is_some(), "{json}");
 }
@@ -230,15 +237,8 @@ async fn noisy_neighbour_scenario_runs_on_a_sqlite_file_without_postgres_costs()
     let report = bench::neighbour::run(&config, config.backlog)
         .await
         .unwrap();
-    let json = serde_json::to_value(&report).unwrap();
+    let json = neighbour_report(&report);
     assert_eq!(json["backend"], "sqlite", "{json}");
-    for q in &report.quiet {
-        assert!(q.scheduled > 0, "{json}");
-        assert_eq!(q.not_dispatched, 0, "{json}");
-    }
-    assert!(report.noisy_backlog > 0, "{json}");
-    assert!(report.noisy_completed_per_sec > 0.0, "{json}");
-    assert!(report.claim_ms_p50 > 0.0, "{json}");
     assert!(json["wal_bytes_per_run"].is_null(), "{json}");
     assert!(json["pg_cpu_us_per_run"].is_null(), "{json}");
     assert!(
