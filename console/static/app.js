@@ -133,8 +133,20 @@
       fetch(location.href, { credentials: "same-origin" })
         .then((res) => (res.ok ? res.text() : Promise.reject(res.status)))
         .then((html) => {
-          const fresh = new DOMParser().parseFromString(html, "text/html").getElementById("run-live");
+          const page = new DOMParser().parseFromString(html, "text/html");
+          const fresh = page.getElementById("run-live");
           if (fresh) runLive.innerHTML = fresh.innerHTML;
+          // Once the run is final its stored log is the whole story (a line the executor sent
+          // only with its result reaches no live event, and no live line follows the final
+          // state): while following, show it instead of what was streamed.
+          const stored = page.getElementById("run-log");
+          if (following && fresh && fresh.dataset.final === "true" && runLog && stored && stored.textContent.length > 0) {
+            const empty = document.getElementById("log-empty");
+            if (empty) empty.hidden = true;
+            runLog.hidden = false;
+            runLog.textContent = stored.textContent;
+            runLog.scrollTop = runLog.scrollHeight;
+          }
         })
         .catch(() => {});
     }, 250);

@@ -296,6 +296,49 @@ pub fn append_log_tail(tail: &str, lines: &[String]) -> String {
     out[keep_from..].to_owned()
 }
 
+/// Adds to `tail` the lines of `reported` (the log tail an executor sends with a result, its
+/// last lines, oldest first) that `tail` does not already end with: lines streamed while the run
+/// ran are stored once, and a line that was not streamed (sent after the last progress batch, or
+/// dropped on the way) is added. The overlap is the longest run of `tail`'s last lines equal to
+/// `reported`'s first lines, found in linear time.
+pub fn merge_log_tail(tail: &str, reported: &str) -> String {
+    let old: Vec<&str> = tail.lines().collect();
+    let new: Vec<&str> = reported.lines().collect();
+    let overlap = overlap(&old, &new);
+    let rest: Vec<String> = new[overlap..].iter().map(|l| (*l).to_owned()).collect();
+    append_log_tail(tail, &rest)
+}
+
+/// The largest `k` such that the last `k` items of `old` are the first `k` items of `new`
+/// (prefix function over `new`, then a match of `old`'s suffix against it).
+fn overlap(old: &[&str], new: &[&str]) -> usize {
+    if new.is_empty() || old.is_empty() {
+        return 0;
+    }
+    let mut prefix = vec![0usize; new.len()];
+    for i in 1..new.len() {
+        let mut k = prefix[i - 1];
+        while k > 0 && new[i] != new[k] {
+            k = prefix[k - 1];
+        }
+        if new[i] == new[k] {
+            k += 1;
+        }
+        prefix[i] = k;
+    }
+    let from = old.len().saturating_sub(new.len());
+    let mut k = 0;
+    for line in &old[from..] {
+        while k > 0 && (k == new.len() || *line != new[k]) {
+            k = prefix[k - 1];
+        }
+        if k < new.len() && *line == new[k] {
+            k += 1;
+        }
+    }
+    k
+}
+
 /// Filters for listing runs.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunFilter {
@@ -337,6 +380,44 @@ mod tests {
         assert!(tail.len() <= LOG_TAIL_MAX_BYTES);
         assert!(tail.starts_with("0"), "cut at a line start");
         assert!(tail.ends_with(&format!("099 {line}\n")));
+    }
+
+    #[test]
+    fn a_reported_tail_adds_only_the_lines_not_streamed() {
+        let streamed: Vec<String> = (1..=6).map(|i| format!("line {i}")).collect();
+        let tail = append_log_tail("", &streamed);
+        let reported = (1..=7)
+            .map(|i| format!("line {i}"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let merged = merge_log_tail(&tail, &reported);
+        let want: String = (1..=7).map(|i| format!("line {i}\n")).collect();
+        assert_eq!(merged, want);
+    }
+
+    #[test]
+    fn a_reported_tail_shorter_than_the_log_overlaps_its_end() {
+        let tail: String = (1..=50).map(|i| format!("{i}\n")).collect();
+        // The executor keeps its last 10 lines: 43..=52, of which 43..=50 were streamed.
+        let reported = (43..=52)
+            .map(|i| i.to_string())
+            .collect::<Vec<_>>()
+            .join("\n");
+        let merged = merge_log_tail(&tail, &reported);
+        let want: String = (1..=52).map(|i| format!("{i}\n")).collect();
+        assert_eq!(merged, want);
+    }
+
+    #[test]
+    fn repeated_lines_are_kept_as_often_as_they_were_printed() {
+        // "a a" streamed, the log was "a a a b": one "a" and the "b" were not streamed.
+        let merged = merge_log_tail("a\na\n", "a\na\na\nb");
+        assert_eq!(merged, "a\na\na\nb\n");
+        // Nothing streamed: everything reported is kept. All streamed: nothing is added.
+        assert_eq!(merge_log_tail("", "x\ny"), "x\ny\n");
+        assert_eq!(merge_log_tail("x\ny\n", "x\ny"), "x\ny\n");
+        // Lines lost between the streamed part and the reported tail: both are kept, in order.
+        assert_eq!(merge_log_tail("1\n2\n", "7\n8"), "1\n2\n7\n8\n");
     }
 
     #[test]

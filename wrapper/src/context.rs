@@ -331,7 +331,12 @@ impl RunContext {
                 if tail.len() == self.inner.tail_lines {
                     tail.pop_front();
                 }
-                tail.push_back(line.clone());
+                // Spelled as the engine stores a streamed line, so that it can tell which
+                // lines of the tail it already has.
+                tail.push_back(match stream {
+                    LogStream::Stderr => format!("[stderr] {line}"),
+                    LogStream::Handler | LogStream::Stdout => line.clone(),
+                });
             }
         }
         let log = LogLine {

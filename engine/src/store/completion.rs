@@ -29,13 +29,14 @@ pub(in crate::store) fn not_final(state: crate::run::RunState) -> StoreError {
     ))
 }
 
-/// The log tail of `run` once `completion`'s log is added.
+/// The log tail of `run` once `completion`'s log is added: the lines already stored (streamed
+/// while the run ran) are not stored again.
 pub(in crate::store) fn completed_tail(
     run: &crate::run::Run,
     completion: &crate::run::RunCompletion,
 ) -> String {
     match &completion.log {
-        Some(log) => crate::run::append_log_tail(&run.log_tail, std::slice::from_ref(log)),
+        Some(log) => crate::run::merge_log_tail(&run.log_tail, log),
         None => run.log_tail.clone(),
     }
 }
