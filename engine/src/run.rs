@@ -350,6 +350,9 @@ pub struct RunFilter {
     pub scheduled_before: Option<i64>,
     /// Keyset paging, newest first: runs with an id lower than this.
     pub before_id: Option<RunId>,
+    /// Keyset paging back towards the newest: the runs just above this id (still listed
+    /// newest first).
+    pub after_id: Option<RunId>,
     /// At most this many (default 100, at most 1000).
     pub limit: Option<i64>,
     pub trigger_kind: Option<TriggerKind>,

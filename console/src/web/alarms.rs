@@ -97,11 +97,11 @@ pub struct AlarmRow {
 #[template(path = "alarms.html")]
 struct AlarmsPage {
     l: Layout,
-    q: AlarmQuery,
     rows: Vec<AlarmRow>,
     statuses: Vec<Opt>,
     kinds: Vec<Opt>,
     severities: Vec<Opt>,
+    tasks: Vec<Opt>,
     next: String,
 }
 
@@ -132,11 +132,13 @@ async fn list(
         ctx,
         Layout::of(&ctx, &tenant, title, local_path(&req), "alarms").await
     );
+    let names = or_error!(ctx, super::runs::task_names(&ctx, &tenant.name).await);
     let rows = page
         .items
         .into_iter()
         .map(|v| row(&ctx, &l, v.alarm))
         .collect();
+    let tasks = super::runs::task_options(ctx.tr, names, &q.task);
     let next = page
         .next_cursor
         .map(|c| format!("{}?{}", l.link("alarms"), q.at(&c)))
@@ -169,8 +171,8 @@ async fn list(
                 Some("filter.any"),
             ),
             l,
-            q,
             rows,
+            tasks,
             next,
         },
     )

@@ -6,10 +6,13 @@
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, web};
 use askama::Template;
+use chrono::TimeZone;
+use chrono_tz::Tz;
 use mthpt_engine::run::{Run, RunFilter, RunId, RunState};
 use mthpt_engine::task::{TaskFilter, TaskId};
 use serde::Deserialize;
 
+use super::i18n::Tr;
 use super::{Ctx, Layout, Opt, html, local_path, options, safe_next, see_other, urlencode};
 use crate::service::error::{ApiError, ApiResult};
 use crate::service::{runs, tasks};
@@ -32,12 +35,25 @@ pub struct RunQuery {
     pub task: String,
     #[serde(default)]
     pub state: String,
+    /// Scheduled on or after this day (`YYYY-MM-DD`, in the user's zone).
+    #[serde(default)]
+    pub from: String,
+    /// Scheduled on or before this day.
+    #[serde(default)]
+    pub to: String,
+    /// A run id to go to.
+    #[serde(default)]
+    pub run: String,
+    /// Older pages: the runs below this cursor.
     #[serde(default)]
     pub cursor: String,
+    /// Newer pages: the runs just above this cursor.
+    #[serde(default)]
+    pub after: String,
 }
 
 impl RunQuery {
-    fn filter(&self) -> ApiResult<RunFilter> {
+    fn filter(&self, tz: Tz) -> ApiResult<RunFilter> {
         Ok(RunFilter {
             task_id: match self.task.trim() {
                 "" => None,
@@ -52,17 +68,66 @@ impl RunQuery {
                         .map_err(|e| ApiError::field("state", e.to_string()))?,
                 ),
             },
+            scheduled_from: day_start("from", &self.from, tz, 0)?,
+            scheduled_before: day_start("to", &self.to, tz, 1)?,
+            after_id: match self.after.trim() {
+                "" => None,
+                a => Some(RunId(a.parse().map_err(|_| {
+                    ApiError::field("after", "must be a run id (a number)")
+                })?)),
+            },
             ..Default::default()
         })
     }
 
-    fn query(&self, cursor: &str) -> String {
+    /// The list's URL query with the filters and one cursor (`cursor=` older, `after=` newer;
+    /// neither: the newest page).
+    fn query(&self, cursor: &str, after: &str) -> String {
         format!(
-            "task={}&state={}&cursor={}",
+            "task={}&state={}&from={}&to={}&cursor={}&after={}",
             urlencode(&self.task),
             urlencode(&self.state),
-            urlencode(cursor)
+            urlencode(&self.from),
+            urlencode(&self.to),
+            urlencode(cursor),
+            urlencode(after)
         )
+    }
+
+    /// Whether the page asked for is the newest (the one refreshed live).
+    fn newest(&self) -> bool {
+        self.cursor.is_empty() && self.after.is_empty()
+    }
+}
+
+/// The start (epoch ms) of the day `text` (`YYYY-MM-DD`) plus `days` days, in `tz`; `None` for
+/// an empty field.
+fn day_start(field: &str, text: &str, tz: Tz, days: u64) -> ApiResult<Option<i64>> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Ok(None);
+    }
+    let day = chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d")
+        .ok()
+        .and_then(|d| d.checked_add_days(chrono::Days::new(days)))
+        .ok_or_else(|| {
+            ApiError::field(field, format!("must be a day as YYYY-MM-DD (was {text:?})"))
+        })?;
+    let start = day
+        .and_hms_opt(0, 0, 0)
+        .and_then(|t| tz.from_local_datetime(&t).earliest())
+        .ok_or_else(|| ApiError::field(field, format!("{text} has no midnight in {tz}")))?;
+    Ok(Some(start.timestamp_millis()))
+}
+
+/// How long a run ran, from its start to its end: `850 ms`, `12.3 s`, `4 min 5 s`, `2 h 3 min`.
+pub(super) fn fmt_duration(ms: i64) -> String {
+    let ms = ms.max(0);
+    match ms {
+        0..1_000 => format!("{ms} ms"),
+        1_000..60_000 => format!("{:.1} s", ms as f64 / 1000.0),
+        60_000..3_600_000 => format!("{} min {} s", ms / 60_000, ms % 60_000 / 1000),
+        _ => format!("{} h {} min", ms / 3_600_000, ms % 3_600_000 / 60_000),
     }
 }
 
@@ -80,6 +145,8 @@ pub struct RunRow {
     pub attempt: i32,
     pub scheduled: String,
     pub finished: String,
+    /// From its start to its end, for a finished run that started.
+    pub duration: String,
     /// Percent, for a running run that reported progress.
     pub progress: Option<u8>,
     pub progress_message: String,
@@ -92,7 +159,11 @@ struct RunsPage {
     tasks: Vec<Opt>,
     states: Vec<Opt>,
     rows: Vec<RunRow>,
+    q: RunQuery,
+    /// Older, newer and newest pages (empty: none).
     next: String,
+    newer: String,
+    newest: String,
     /// The rows fragment the script refreshes (first page only; empty: not live).
     live: String,
 }
@@ -105,18 +176,52 @@ struct RowsFragment {
 }
 
 /// The rows of a page, and the cursor of the next.
-async fn page(
-    ctx: &Ctx,
-    l: &Layout,
-    q: &RunQuery,
-) -> ApiResult<(Vec<RunRow>, Option<String>, Vec<(i64, String)>)> {
-    let filter = q.filter()?;
+/// The rows of a page, the cursor of the next older one, whether newer runs than these exist
+/// (known for pages reached with `after=`; the others are newest or below one), and the
+/// tenant's task names.
+struct Rows {
+    rows: Vec<RunRow>,
+    older: Option<String>,
+    above: bool,
+    names: Vec<(i64, String)>,
+}
+
+async fn page(ctx: &Ctx, l: &Layout, q: &RunQuery) -> ApiResult<Rows> {
+    let filter = q.filter(ctx.tz)?;
     let cursor = (!q.cursor.is_empty()).then_some(q.cursor.as_str());
-    let page = runs::list(&ctx.services, &ctx.caller, &l.tenant, filter, cursor, PAGE).await?;
-    let names: Vec<(i64, String)> = tasks::list(
+    // A page above a cursor reads one run more: when it comes, newer runs exist.
+    let upwards = filter.after_id.is_some();
+    let limit = if upwards { PAGE + 1 } else { PAGE };
+    let mut page = runs::list(&ctx.services, &ctx.caller, &l.tenant, filter, cursor, limit).await?;
+    let above = upwards && i64::try_from(page.items.len()).is_ok_and(|n| n > PAGE);
+    if above {
+        page.items.remove(0);
+    }
+    let older = if upwards {
+        page.items.last().map(|r| runs::cursor_after(r.id.0))
+    } else {
+        page.next_cursor
+    };
+    let names = task_names(ctx, &l.tenant).await?;
+    let rows = page
+        .items
+        .into_iter()
+        .map(|r| row(ctx, l, &names, r))
+        .collect();
+    Ok(Rows {
+        rows,
+        older,
+        above,
+        names,
+    })
+}
+
+/// The tenant's tasks (id, name), by name: for task filters and to name runs' tasks.
+pub(super) async fn task_names(ctx: &Ctx, tenant: &str) -> ApiResult<Vec<(i64, String)>> {
+    Ok(tasks::list(
         &ctx.services,
         &ctx.caller,
-        &l.tenant,
+        tenant,
         &TaskFilter {
             limit: Some(1000),
             ..Default::default()
@@ -125,13 +230,22 @@ async fn page(
     .await?
     .into_iter()
     .map(|v| (v.task.id.0, v.task.name))
-    .collect();
-    let rows = page
-        .items
-        .into_iter()
-        .map(|r| row(ctx, l, &names, r))
-        .collect();
-    Ok((rows, page.next_cursor, names))
+    .collect())
+}
+
+/// A task filter's choices: any task, then each by name; `selected` is the chosen id.
+pub(super) fn task_options(tr: Tr, names: Vec<(i64, String)>, selected: &str) -> Vec<Opt> {
+    let mut out = vec![Opt {
+        value: String::new(),
+        label: tr.t("filter.any"),
+        selected: selected.trim().is_empty(),
+    }];
+    out.extend(names.into_iter().map(|(id, name)| Opt {
+        selected: selected.trim() == id.to_string(),
+        value: id.to_string(),
+        label: name,
+    }));
+    out
 }
 
 /// The row of `r`, its task named from `names` (id, name).
@@ -151,6 +265,10 @@ pub(super) fn row(ctx: &Ctx, l: &Layout, names: &[(i64, String)], r: Run) -> Run
         attempt: r.attempt,
         scheduled: ctx.time(r.scheduled_at),
         finished: r.finished_at.map(|ms| ctx.time(ms)).unwrap_or_default(),
+        duration: match (r.started_at, r.finished_at) {
+            (Some(start), Some(end)) => fmt_duration(end - start),
+            _ => String::new(),
+        },
         progress: match (r.state, r.progress) {
             (RunState::Running, Some(p)) => Some((p.clamp(0.0, 1.0) * 100.0).round() as u8),
             (RunState::Running, None) => Some(0),
@@ -179,25 +297,36 @@ async fn list(
         )
         .await
     );
-    let (rows, next, names) = or_error!(ctx, page(&ctx, &l, &q).await);
-    let next = next
-        .map(|c| format!("{}?{}", l.link("runs"), q.query(&c)))
+    if let Ok(id) = q.run.trim().parse::<i64>() {
+        return see_other(&l.link(&format!("runs/{id}")));
+    }
+    let Rows {
+        rows,
+        older,
+        above,
+        names,
+    } = or_error!(ctx, page(&ctx, &l, &q).await);
+    let list = l.link("runs");
+    let next = older
+        .map(|c| format!("{list}?{}", q.query(&c, "")))
         .unwrap_or_default();
-    let live = if q.cursor.is_empty() {
-        format!("{}?{}", l.link("runs/rows"), q.query(""))
+    let newer = match rows.first() {
+        Some(first) if !q.cursor.is_empty() || above => {
+            format!("{list}?{}", q.query("", &first.id.to_string()))
+        }
+        _ => String::new(),
+    };
+    let newest = if q.newest() {
+        String::new()
+    } else {
+        format!("{list}?{}", q.query("", ""))
+    };
+    let live = if q.newest() {
+        format!("{}?{}", l.link("runs/rows"), q.query("", ""))
     } else {
         String::new()
     };
-    let mut tasks = vec![Opt {
-        value: String::new(),
-        label: ctx.tr.t("filter.any"),
-        selected: q.task.is_empty(),
-    }];
-    tasks.extend(names.into_iter().map(|(id, name)| Opt {
-        selected: q.task.trim() == id.to_string(),
-        value: id.to_string(),
-        label: name,
-    }));
+    let tasks = task_options(ctx.tr, names, &q.task);
     let states: Vec<&str> = RunState::ALL.iter().map(|s| s.as_str()).collect();
     html(
         StatusCode::OK,
@@ -206,7 +335,10 @@ async fn list(
             l,
             tasks,
             rows,
+            q,
             next,
+            newer,
+            newest,
             live,
         },
     )
@@ -221,12 +353,13 @@ async fn rows_fragment(
     let ctx = page_ctx!(req);
     let mut q = q.into_inner();
     q.cursor.clear();
+    q.after.clear();
     let tenant = or_error!(ctx, ctx.tenant(&tenant).await);
     let l = or_error!(
         ctx,
         Layout::of(&ctx, &tenant, String::new(), local_path(&req), "runs").await
     );
-    let (rows, _, _) = or_error!(ctx, page(&ctx, &l, &q).await);
+    let rows = or_error!(ctx, page(&ctx, &l, &q).await).rows;
     html(StatusCode::OK, &RowsFragment { l, rows })
 }
 

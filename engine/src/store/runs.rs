@@ -225,28 +225,21 @@ impl Runs for StoreTx {
     }
 
     async fn list_runs(&mut self, tenant: TenantId, filter: &RunFilter) -> Result<Vec<Run>> {
-        Ok(on_conn!(self, |c| sqlx::query_as(
-            "SELECT * FROM runs WHERE tenant_id = $1
-               AND ($2 IS NULL OR task_id = $2) AND ($3 IS NULL OR state = $3)
-               AND ($4 IS NULL OR scheduled_at >= $4) AND ($5 IS NULL OR scheduled_at < $5)
-               AND ($6 IS NULL OR id < $6)
-               AND ($8 IS NULL OR trigger_kind = $8) AND ($9 IS NULL OR executor_id = $9)
-               AND ($10 IS NULL OR finished_at >= $10) AND ($11 IS NULL OR finished_at < $11)
-             ORDER BY id DESC LIMIT $7",
-        )
-        .bind(tenant)
-        .bind(filter.task_id)
-        .bind(filter.state.map(|s| s.as_str()))
-        .bind(filter.scheduled_from)
-        .bind(filter.scheduled_before)
-        .bind(filter.before_id)
-        .bind(page_limit(filter.limit))
-        .bind(filter.trigger_kind.map(|t| t.as_str()))
-        .bind(filter.executor_id)
-        .bind(filter.finished_from)
-        .bind(filter.finished_before)
-        .fetch_all(&mut **c)
-        .await)?)
+        let (sql, args) = run_list_statement(tenant, filter);
+        let mut rows: Vec<Run> = on_conn!(self, |c| {
+            let mut q = sqlx::query_as(sqlx::AssertSqlSafe(sql.clone()));
+            for arg in &args {
+                q = match arg {
+                    ListArg::Int(v) => q.bind(*v),
+                    ListArg::Text(v) => q.bind(*v),
+                };
+            }
+            q.fetch_all(&mut **c).await
+        })?;
+        if filter.after_id.is_some() {
+            rows.reverse();
+        }
+        Ok(rows)
     }
 
     async fn latest_scheduled_runs_before(&mut self, items: &[(TaskId, i64)]) -> Result<Vec<Run>> {
@@ -712,3 +705,61 @@ const PURGE_TRIGGER_KEYS: Locking = Locking {
     sqlite: "DELETE FROM trigger_keys WHERE (tenant_id, key) IN (
                  SELECT tenant_id, key FROM trigger_keys WHERE created_at < $1 LIMIT $2)",
 };
+
+/// A value bound to the run list's statement.
+enum ListArg {
+    Int(i64),
+    Text(&'static str),
+}
+
+/// The run list's statement: a condition for each filter given and none for the others, so
+/// each combination of filters is planned on its own (one index range, not a generic plan
+/// full of `$n IS NULL OR …`). Newest first; with `after_id`, the oldest runs above it come
+/// first (the caller turns them round), so a page just above a cursor is found by the index.
+fn run_list_statement(tenant: TenantId, filter: &RunFilter) -> (String, Vec<ListArg>) {
+    let mut sql = String::from("SELECT * FROM runs WHERE tenant_id = $1");
+    let mut args = vec![ListArg::Int(tenant.0)];
+    let mut and = |condition: &str, arg: ListArg| {
+        args.push(arg);
+        sql.push_str(&format!(" AND {condition} ${}", args.len()));
+    };
+    if let Some(t) = filter.task_id {
+        and("task_id =", ListArg::Int(t.0));
+    }
+    if let Some(s) = filter.state {
+        and("state =", ListArg::Text(s.as_str()));
+    }
+    if let Some(t) = filter.scheduled_from {
+        and("scheduled_at >=", ListArg::Int(t));
+    }
+    if let Some(t) = filter.scheduled_before {
+        and("scheduled_at <", ListArg::Int(t));
+    }
+    if let Some(id) = filter.before_id {
+        and("id <", ListArg::Int(id.0));
+    }
+    if let Some(id) = filter.after_id {
+        and("id >", ListArg::Int(id.0));
+    }
+    if let Some(k) = filter.trigger_kind {
+        and("trigger_kind =", ListArg::Text(k.as_str()));
+    }
+    if let Some(e) = filter.executor_id {
+        and("executor_id =", ListArg::Int(e.0));
+    }
+    if let Some(t) = filter.finished_from {
+        and("finished_at >=", ListArg::Int(t));
+    }
+    if let Some(t) = filter.finished_before {
+        and("finished_at <", ListArg::Int(t));
+    }
+    let order = if filter.after_id.is_some() {
+        "ASC"
+    } else {
+        "DESC"
+    };
+    // The limit is bound too: one prepared statement per combination of filters.
+    args.push(ListArg::Int(page_limit(filter.limit)));
+    sql.push_str(&format!(" ORDER BY id {order} LIMIT ${}", args.len()));
+    (sql, args)
+}

@@ -939,6 +939,19 @@ pub async fn runs_are_listed_with_filters_and_pages(store: Arc<dyn Store>) {
         .await
         .unwrap();
     assert_eq!(ids(page), vec![runs[2].id, runs[1].id]);
+    // Back towards the newest: the two runs just above runs[1], still newest first.
+    let newer = tx
+        .list_runs(
+            w.tenant.id,
+            &RunFilter {
+                after_id: Some(runs[1].id),
+                limit: Some(2),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(ids(newer), vec![runs[3].id, runs[2].id]);
 }
 
 pub async fn results_completed_in_one_batch_follow_the_single_result_rules(store: Arc<dyn Store>) {
