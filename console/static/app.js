@@ -214,6 +214,10 @@
   }
   connect();
 
+  // ---- forms sent back with errors: the first wrong field has the focus ----------------------
+  const firstWrong = document.querySelector("main form [aria-invalid='true']");
+  if (firstWrong) firstWrong.focus();
+
   // ---- task form: schedule kinds and live preview ---------------------------------------------
   const schedule = document.getElementById("schedule");
   if (schedule) {

@@ -181,45 +181,93 @@ impl TaskDefinition {
 
     /// Checks every field and returns the parsed schedule, or the first field that is wrong.
     pub fn validate(&self, now_ms: i64) -> Result<Schedule, FieldError> {
-        check_task_name("name", &self.name)?;
-        check_len("description", &self.description, 0, 4000)?;
-        check_len("handler", &self.handler, 1, 200)?;
-        crate::validate::check_params("params", &self.params)?;
-        let schedule = self.schedule.parse(now_ms)?;
+        let (schedule, problems) = self.check(now_ms);
+        match (schedule, problems.into_iter().next()) {
+            (_, Some(first)) => Err(first),
+            (Some(schedule), None) => Ok(schedule),
+            (None, None) => Err(FieldError::new("schedule", "is not valid")),
+        }
+    }
+
+    /// Every field that is wrong, in the order of the fields (empty: the task is valid), so a
+    /// form or a client learns all of them at once.
+    pub fn problems(&self, now_ms: i64) -> Vec<FieldError> {
+        self.check(now_ms).1
+    }
+
+    /// The parsed schedule (when it parses) and every field that is wrong.
+    fn check(&self, now_ms: i64) -> (Option<Schedule>, Vec<FieldError>) {
+        let mut problems = Vec::new();
+        let mut note = |r: Result<(), FieldError>| {
+            if let Err(e) = r {
+                problems.push(e);
+            }
+        };
+        note(check_task_name("name", &self.name));
+        note(check_len("description", &self.description, 0, 4000));
+        note(check_len("handler", &self.handler, 1, 200));
+        note(crate::validate::check_params("params", &self.params));
+        let schedule = match self.schedule.parse(now_ms) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                note(Err(e));
+                None
+            }
+        };
         if let (Some(s), Some(e)) = (self.window_start_at, self.window_end_at)
             && e < s
         {
-            return Err(FieldError::new(
+            note(Err(FieldError::new(
                 "window_end_at",
                 "must not be before window_start_at",
-            ));
+            )));
         }
         if let Some(n) = self.max_fires {
-            check_range("max_fires", n, 1, i64::MAX)?;
+            note(check_range("max_fires", n, 1, i64::MAX));
         }
-        check_range("misfire_threshold_ms", self.misfire_threshold_ms, 0, DAY_MS)?;
-        check_range(
+        note(check_range(
+            "misfire_threshold_ms",
+            self.misfire_threshold_ms,
+            0,
+            DAY_MS,
+        ));
+        note(check_range(
             "misfire_max_catch_up",
             i64::from(self.misfire_max_catch_up),
             1,
             1_000,
-        )?;
+        ));
         if let Some(t) = self.timeout_ms {
-            check_range("timeout_ms", t, 1, 30 * DAY_MS)?;
+            note(check_range("timeout_ms", t, 1, 30 * DAY_MS));
         }
         if let Some(t) = self.start_timeout_ms {
-            check_range("start_timeout_ms", t, 1, 30 * DAY_MS)?;
+            note(check_range("start_timeout_ms", t, 1, 30 * DAY_MS));
         }
-        check_range("max_retries", i64::from(self.max_retries), 0, 100)?;
-        check_range("retry_backoff_ms", self.retry_backoff_ms, 0, DAY_MS)?;
-        check_range(
+        note(check_range(
+            "max_retries",
+            i64::from(self.max_retries),
+            0,
+            100,
+        ));
+        note(check_range(
+            "retry_backoff_ms",
+            self.retry_backoff_ms,
+            0,
+            DAY_MS,
+        ));
+        note(check_range(
             "retry_backoff_max_ms",
             self.retry_backoff_max_ms,
             self.retry_backoff_ms,
             DAY_MS,
-        )?;
-        check_range("priority", i64::from(self.priority), -1000, 1000)?;
-        Ok(schedule)
+        ));
+        note(check_range(
+            "priority",
+            i64::from(self.priority),
+            -1000,
+            1000,
+        ));
+        (schedule, problems)
     }
 }
 
@@ -542,6 +590,23 @@ pub(crate) mod tests {
     #[test]
     fn definition_defaults_are_valid() {
         assert!(def().validate(0).is_ok());
+    }
+
+    #[test]
+    fn every_wrong_field_is_named_at_once_in_field_order() {
+        let mut d = def();
+        d.handler = String::new();
+        d.schedule = ScheduleSpec::Cron {
+            expr: "not a cron".into(),
+            timezone: "UTC".into(),
+        };
+        d.max_retries = 1_000;
+        d.priority = 5_000;
+        let fields: Vec<String> = d.problems(0).into_iter().map(|p| p.field).collect();
+        assert_eq!(fields[0], "handler");
+        assert!(fields[1].starts_with("schedule"), "{fields:?}");
+        assert_eq!(fields[2..], ["max_retries", "priority"]);
+        assert_eq!(d.validate(0).unwrap_err().field, "handler", "the first one");
     }
 
     #[test]

@@ -22,7 +22,7 @@ use utoipa::ToSchema;
 
 use super::{Change, Services, audit, quotas};
 use crate::service::access::{Action, Caller, tenant_access};
-use crate::service::error::{ApiError, ApiResult};
+use crate::service::error::{ApiError, ApiResult, FieldProblem};
 
 /// How long an `Idempotency-Key` of a trigger is remembered (engines purge older keys).
 pub const IDEMPOTENCY_WINDOW_MS: i64 = mthpt_engine::store::TRIGGER_KEY_WINDOW_MS;
@@ -369,6 +369,7 @@ pub async fn create_in(
 ) -> ApiResult<TaskView> {
     let apps = tx.list_apps(tenant.id).await?;
     let def = spec.resolve(&apps)?;
+    every_problem(&def, now)?;
     quotas::check_new_task(tx, tenant, now).await?;
     let created = tx.create_task(tenant.id, &def, now).await?;
     audit(
@@ -384,6 +385,44 @@ pub async fn create_in(
     )
     .await?;
     Ok(view(created.task, &apps))
+}
+
+/// A `validation_failed` naming every wrong field of `def` at once, if any is.
+pub fn every_problem(def: &TaskDefinition, now: i64) -> ApiResult<()> {
+    let problems = def.problems(now);
+    if problems.is_empty() {
+        return Ok(());
+    }
+    Err(ApiError::fields(
+        problems
+            .into_iter()
+            .map(|p| FieldProblem {
+                field: p.field,
+                message: p.reason,
+            })
+            .collect(),
+    ))
+}
+
+/// What is wrong with `spec` in `tenant`, without saving anything: an unknown app, or every
+/// wrong field of the task it describes (empty: nothing). A form shows these beside the
+/// fields it could not read itself, so that one submission reports everything.
+pub async fn problems(
+    services: &Services,
+    caller: &Caller,
+    tenant: &str,
+    spec: &TaskSpec,
+) -> ApiResult<Vec<FieldProblem>> {
+    let tenant = tenant_access(services, caller, tenant, Action::Read).await?;
+    let mut tx = services.read().await?;
+    let apps = tx.list_apps(tenant.id).await?;
+    Ok(match spec.resolve(&apps) {
+        Ok(def) => match every_problem(&def, services.now()) {
+            Ok(()) => Vec::new(),
+            Err(e) => e.errors,
+        },
+        Err(e) => e.errors,
+    })
 }
 
 /// Replaces a task's definition if it is still at `version` (412 `version_conflict` if not;
@@ -423,6 +462,7 @@ pub async fn update_in(
 ) -> ApiResult<TaskView> {
     let apps = tx.list_apps(tenant.id).await?;
     let def = spec.resolve(&apps)?;
+    every_problem(&def, now)?;
     let current = tx.get_task(tenant.id, id).await?;
     let changed = current
         .definition()

@@ -241,6 +241,17 @@ impl TaskForm {
 
     /// The task the form describes, or what is wrong with it.
     pub fn spec(&self, tz: Tz) -> Result<TaskSpec, Vec<FieldProblem>> {
+        let (spec, problems) = self.read(tz);
+        if problems.is_empty() {
+            Ok(spec)
+        } else {
+            Err(problems)
+        }
+    }
+
+    /// The task the form describes, each field it cannot read left to its default, and what
+    /// it cannot read.
+    pub fn read(&self, tz: Tz) -> (TaskSpec, Vec<FieldProblem>) {
         let mut r = Reader::new(self, tz);
         let schedule = r.schedule();
         let spec = TaskSpec {
@@ -267,7 +278,7 @@ impl TaskForm {
             priority: r.int("priority"),
             paused: Some(self.checked("paused")),
         };
-        r.finish(spec)
+        (spec, r.problems)
     }
 }
 

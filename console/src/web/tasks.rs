@@ -377,6 +377,8 @@ struct FormPage {
     f: TaskForm,
     action: String,
     apps: Vec<Opt>,
+    /// Handlers the tenant's executors advertise (value: handler, label: its app), to suggest.
+    handlers: Vec<Opt>,
     kinds: Vec<Opt>,
     misfire: Vec<Opt>,
     overlap: Vec<Opt>,
@@ -439,6 +441,32 @@ async fn form_page(
         let all: Vec<&str> = all.iter().map(String::as_str).collect();
         options(ctx.tr, prefix, &all, &f.v(field), None)
     };
+    // Suggestions only: a handler no executor advertises yet may still be typed.
+    let handlers =
+        match crate::service::apps::executors(&ctx.services, &ctx.caller, &tenant.name, None).await
+        {
+            Ok((executors, apps)) => {
+                let mut seen = std::collections::BTreeSet::new();
+                for e in &executors {
+                    let app = apps
+                        .iter()
+                        .find(|a| a.id == e.app_id)
+                        .map(|a| a.name.clone())
+                        .unwrap_or_default();
+                    for h in e.handlers.0.iter() {
+                        seen.insert((h.clone(), app.clone()));
+                    }
+                }
+                seen.into_iter()
+                    .map(|(h, app)| Opt {
+                        value: h,
+                        label: app,
+                        selected: false,
+                    })
+                    .collect()
+            }
+            Err(_) => Vec::new(),
+        };
     let app_names: Vec<String> = apps.iter().map(|a| a.name.clone()).collect();
     let apps = app_names
         .iter()
@@ -454,6 +482,7 @@ async fn form_page(
         overlap: opts("overlap.", &names(OverlapPolicy::ALL), "overlap_policy"),
         routing: opts("routing.", &names(Routing::ALL), "routing"),
         apps,
+        handlers,
         preview,
         preview_url: l.link("schedule-preview"),
         parent_opts,
@@ -517,7 +546,23 @@ async fn save(
         Some(id) => format!("/t/{}/tasks/{id}/edit", urlencode(&tenant)),
         None => format!("/t/{}/tasks/new", urlencode(&tenant)),
     };
-    let saved = match (f.spec(ctx.tz), f.errors.is_empty()) {
+    let read = match f.read(ctx.tz) {
+        (spec, problems) if problems.is_empty() => Ok(spec),
+        (spec, mut problems) => {
+            // What saving would refuse as well, in the fields the form could read: one
+            // submission reports every error.
+            let more = tasks::problems(&ctx.services, &ctx.caller, &tenant, &spec)
+                .await
+                .unwrap_or_default();
+            for p in more {
+                if !problems.iter().any(|q| same_input(&q.field, &p.field)) {
+                    problems.push(p);
+                }
+            }
+            Err(problems)
+        }
+    };
+    let saved = match (read, f.errors.is_empty()) {
         (Err(problems), _) => Err(ApiError::fields(problems)),
         (Ok(_), false) => Err(ApiError::new(
             Code::ValidationFailed,
@@ -548,6 +593,12 @@ async fn save(
         }
         Err(e) => ctx.error(&e),
     }
+}
+
+/// Whether two field names point at the same input (`schedule` and `schedule.expr` do).
+fn same_input(a: &str, b: &str) -> bool {
+    let head = |f: &str| f.split('.').next().unwrap_or_default().to_owned();
+    a == b || (head(a) == "schedule" && head(b) == "schedule")
 }
 
 /// Creates or updates the task and sets its parents to the form's, in one transaction.
