@@ -17,8 +17,9 @@
   const badge = document.getElementById("alarm-badge");
   function bump(alarm, by) {
     if (!badge || alarm.tenant_id !== ownTenant) return;
-    const n = parseInt(badge.textContent, 10);
-    if (!isNaN(n) && !badge.textContent.endsWith("+")) badge.textContent = String(Math.max(0, n + by));
+    if (badge.textContent.endsWith("+")) return; // "500+": more than counted
+    const n = Math.max(0, (parseInt(badge.textContent, 10) || 0) + by);
+    badge.textContent = n === 0 ? "" : String(n); // an empty badge is hidden: no red "0"
   }
 
   // ---- pop-ups ----------------------------------------------------------------------------

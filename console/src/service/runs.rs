@@ -74,7 +74,8 @@ pub struct RunDetail {
     pub timeline: Vec<(&'static str, i64)>,
 }
 
-/// The steps `run` has been through, in order.
+/// The steps `run` has been through, in the order they happened (a run claimed ahead of its
+/// due time shows `claimed` before `due`; steps at the same instant keep their natural order).
 pub fn timeline(run: &Run) -> Vec<(&'static str, i64)> {
     let mut steps = vec![("scheduled", run.scheduled_at), ("created", run.created_at)];
     if run.due_at != run.scheduled_at {
@@ -91,6 +92,7 @@ pub fn timeline(run: &Run) -> Vec<(&'static str, i64)> {
             .into_iter()
             .filter_map(|(e, at)| at.map(|at| (e, at))),
     );
+    steps.sort_by_key(|(_, at)| *at);
     steps
 }
 

@@ -28,6 +28,8 @@ pub struct AuditRow {
     pub at: String,
     pub actor: String,
     pub action: String,
+    /// The action in the page's language (empty: the catalog has no words for it).
+    pub action_label: String,
     pub target: String,
     pub details: String,
 }
@@ -72,6 +74,11 @@ async fn list(
                 v => v.to_string(),
             },
             actor: e.actor,
+            // In words where the catalog has them; the action's name stays beside them.
+            action_label: ctx
+                .tr
+                .get(&format!("audit.action.{}", e.action))
+                .unwrap_or_default(),
             action: e.action,
         })
         .collect();
@@ -80,4 +87,46 @@ async fn list(
         .map(|c| format!("{}?cursor={}", l.link("audit"), urlencode(&c)))
         .unwrap_or_default();
     html(StatusCode::OK, &AuditPage { l, rows, next })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::i18n::{Lang, Tr};
+
+    /// Every audit action the services write (`action: "x.y"`, or a quoted `"task.…"` handed
+    /// to the task services' change helper) has words in the catalog.
+    #[test]
+    fn every_audit_action_the_services_write_is_in_the_catalog() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/src/service");
+        let mut actions = Vec::new();
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+            for piece in text.split('"').skip(1).step_by(2) {
+                let mut parts = piece.split('.');
+                let (Some(kind), Some(verb), None) = (parts.next(), parts.next(), parts.next())
+                else {
+                    continue;
+                };
+                let word = |s: &str| {
+                    !s.is_empty() && s.chars().all(|c| c.is_ascii_lowercase() || c == '_')
+                };
+                let is_action = text.contains(&format!("action: \"{piece}\""))
+                    || (kind == "task" && text.contains(&format!("\"{piece}\",")));
+                if word(kind) && word(verb) && is_action {
+                    actions.push(piece.to_owned());
+                }
+            }
+        }
+        assert!(actions.len() >= 20, "found {actions:?}");
+        for action in actions {
+            for lang in [Lang::En, Lang::Zh] {
+                assert!(
+                    Tr::new(lang)
+                        .get(&format!("audit.action.{action}"))
+                        .is_some(),
+                    "audit action {action} has no words"
+                );
+            }
+        }
+    }
 }

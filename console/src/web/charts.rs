@@ -35,8 +35,9 @@ pub struct TimeChart<'a> {
     pub y_max: Option<f64>,
 }
 
-/// Width and height of a chart, in SVG units (it scales with the page).
-pub const SIZE: (u32, u32) = (720, 260);
+/// Width and height of a chart, in SVG units (it scales with the page: on a phone about
+/// 0.6 of this, so the text stays readable).
+pub const SIZE: (u32, u32) = (600, 260);
 
 /// The colours of the series, in order, for readers that do not apply the style sheet; the
 /// page's CSS overrides them per class (mid tones, readable on light and dark backgrounds).
@@ -98,8 +99,8 @@ fn draw(c: &TimeChart<'_>, series: &[Series]) -> Result<String, String> {
             .axis_style(INK.mix(0.6))
             .bold_line_style(INK.mix(0.12))
             .light_line_style(TRANSPARENT)
-            .label_style(ink(13))
-            .axis_desc_style(ink(13))
+            .label_style(ink(15))
+            .axis_desc_style(ink(15))
             .draw()
             .map_err(|e| e.to_string())?;
         for (i, s) in series.iter().enumerate() {
@@ -139,7 +140,7 @@ fn draw(c: &TimeChart<'_>, series: &[Series]) -> Result<String, String> {
                 .position(SeriesLabelPosition::UpperLeft)
                 .background_style(TRANSPARENT)
                 .border_style(INK.mix(0.25))
-                .label_font(ink(12))
+                .label_font(ink(14))
                 .draw()
                 .map_err(|e| e.to_string())?;
         }

@@ -59,13 +59,18 @@ impl Tr {
 
     /// The text of `key`; `⟦key⟧` when the catalog lacks it.
     pub fn t(self, key: &str) -> String {
-        match CATALOG.iter().find(|(k, _, _)| *k == key) {
-            Some((_, en, zh)) => match self.lang {
+        self.get(key).unwrap_or_else(|| format!("⟦{key}⟧"))
+    }
+
+    /// The text of `key`, if the catalog has it (for values whose words are optional).
+    pub fn get(self, key: &str) -> Option<String> {
+        CATALOG
+            .iter()
+            .find(|(k, _, _)| *k == key)
+            .map(|(_, en, zh)| match self.lang {
                 Lang::En => (*en).to_owned(),
                 Lang::Zh => (*zh).to_owned(),
-            },
-            None => format!("⟦{key}⟧"),
-        }
+            })
     }
 }
 
@@ -105,6 +110,9 @@ pub static CATALOG: &[(&str, &str, &str)] = &[
     ("list.actions", "Actions", "操作"),
     ("list.more", "More", "更多"),
     ("list.older", "Older", "更早"),
+    ("list.newer", "Newer", "更新"),
+    ("list.newest", "Newest", "最新"),
+    ("list.pages", "Pages", "分页"),
     // sign-in
     ("login.title", "Sign in", "登录"),
     ("login.username", "User name", "用户名"),
@@ -303,6 +311,11 @@ pub static CATALOG: &[(&str, &str, &str)] = &[
     ("runs.attempt", "Attempt", "尝试"),
     ("runs.scheduled", "Scheduled", "计划时间"),
     ("runs.finished", "Finished", "结束时间"),
+    ("runs.duration", "Duration", "耗时"),
+    ("runs.from", "From", "从"),
+    ("runs.to", "To", "到"),
+    ("runs.find", "Find a run", "查找运行"),
+    ("runs.go", "Go", "前往"),
     ("runs.progress", "Progress", "进度"),
     ("runs.none", "No runs match.", "没有符合条件的运行记录。"),
     ("runs.live", "live", "实时"),
@@ -367,6 +380,11 @@ pub static CATALOG: &[(&str, &str, &str)] = &[
     ),
     ("task.chart.duration", "duration", "运行时长"),
     ("task.chart.lateness", "lateness", "触发延迟"),
+    (
+        "task.chart.ms",
+        "milliseconds (p95 of each hour)",
+        "毫秒（每小时 p95）",
+    ),
     (
         "task.chart.none",
         "No finished runs in the last 24 hours.",
@@ -489,8 +507,8 @@ pub static CATALOG: &[(&str, &str, &str)] = &[
         "Alarm sound and notifications",
         "告警声音和桌面通知",
     ),
-    ("notify.on", "🔔 on", "🔔 开"),
-    ("notify.off", "🔕 off", "🔕 关"),
+    ("notify.on", "Sound on", "提示音：开"),
+    ("notify.off", "Sound off", "提示音：关"),
     ("age.seconds", "{n} s ago", "{n} 秒前"),
     ("age.minutes", "{n} min ago", "{n} 分钟前"),
     ("age.hours", "{n} h ago", "{n} 小时前"),
@@ -637,6 +655,88 @@ pub static CATALOG: &[(&str, &str, &str)] = &[
     ("audit.target", "Target", "对象"),
     ("audit.details", "Details", "详情"),
     ("audit.none", "Nothing recorded yet.", "还没有记录。"),
+    (
+        "audit.action.alarm.ack",
+        "acknowledged an alarm",
+        "确认告警",
+    ),
+    ("audit.action.alarm.mute", "muted alarms", "静默告警"),
+    (
+        "audit.action.alarm.unmute",
+        "unmuted alarms",
+        "取消静默告警",
+    ),
+    ("audit.action.app.create", "created an app", "创建应用"),
+    ("audit.action.app.delete", "deleted an app", "删除应用"),
+    (
+        "audit.action.app.rotate_secret",
+        "rotated an app's secret",
+        "轮换应用密钥",
+    ),
+    (
+        "audit.action.channel.create",
+        "created a notification channel",
+        "创建通知渠道",
+    ),
+    (
+        "audit.action.channel.delete",
+        "deleted a notification channel",
+        "删除通知渠道",
+    ),
+    (
+        "audit.action.channel.update",
+        "changed a notification channel",
+        "修改通知渠道",
+    ),
+    (
+        "audit.action.executor.drain",
+        "drained an executor",
+        "排空执行器",
+    ),
+    (
+        "audit.action.executor.undrain",
+        "undrained an executor",
+        "恢复执行器",
+    ),
+    ("audit.action.run.cancel", "cancelled a run", "取消运行"),
+    ("audit.action.run.rerun", "ran a run again", "重新运行"),
+    ("audit.action.session.create", "signed in", "登录"),
+    ("audit.action.task.create", "created a task", "创建任务"),
+    ("audit.action.task.delete", "deleted a task", "删除任务"),
+    ("audit.action.task.pause", "paused a task", "暂停任务"),
+    ("audit.action.task.resume", "resumed a task", "恢复任务"),
+    (
+        "audit.action.task.trigger",
+        "ran a task now",
+        "立即运行任务",
+    ),
+    ("audit.action.task.update", "changed a task", "修改任务"),
+    ("audit.action.tenant.create", "created a tenant", "创建租户"),
+    ("audit.action.tenant.delete", "deleted a tenant", "删除租户"),
+    (
+        "audit.action.tenant.quotas",
+        "set a tenant's quotas",
+        "设置租户配额",
+    ),
+    ("audit.action.tenant.update", "changed a tenant", "修改租户"),
+    (
+        "audit.action.tenant.weight",
+        "set a tenant's claim weight",
+        "设置租户权重",
+    ),
+    (
+        "audit.action.token.create",
+        "created an API token",
+        "创建 API 令牌",
+    ),
+    (
+        "audit.action.token.revoke",
+        "revoked an API token",
+        "吊销 API 令牌",
+    ),
+    ("audit.action.user.create", "created a user", "创建用户"),
+    ("audit.action.user.delete", "deleted a user", "删除用户"),
+    ("audit.action.user.update", "changed a user", "修改用户"),
 ];
 
 #[cfg(test)]

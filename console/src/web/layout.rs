@@ -128,10 +128,11 @@ impl Layout {
             tenant_id: tenant.id.0,
             tenant_links,
             tenants_json,
-            open_alarms: if open >= BADGE_MAX {
-                format!("{BADGE_MAX}+")
-            } else {
-                open.to_string()
+            // None open: an empty badge, which the style sheet hides.
+            open_alarms: match open {
+                0 => String::new(),
+                n if n >= BADGE_MAX => format!("{BADGE_MAX}+"),
+                n => n.to_string(),
             },
             can_operate: may(Action::Operate),
             can_admin: may(Action::Administer),

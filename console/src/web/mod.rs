@@ -153,10 +153,11 @@ pub fn options(
     out
 }
 
-/// An instant (epoch ms) as `YYYY-MM-DD HH:MM:SS` in `tz`.
+/// An instant (epoch ms) as `YYYY-MM-DD HH:MM:SS +08:00` in `tz`: the offset says which
+/// moment it is whatever zone the reader has in mind.
 pub fn fmt_time(ms: i64, tz: Tz) -> String {
     match tz.timestamp_millis_opt(ms).single() {
-        Some(t) => t.format("%Y-%m-%d %H:%M:%S").to_string(),
+        Some(t) => t.format("%Y-%m-%d %H:%M:%S %:z").to_string(),
         None => String::new(),
     }
 }

@@ -5,13 +5,12 @@
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, web};
 use askama::Template;
-use chrono::TimeZone;
 use chrono_tz::Tz;
 use mthpt_engine::run::RunFilter;
 use mthpt_engine::schedule::describe::describe;
 use mthpt_engine::task::TaskId;
-use plotters::prelude::*;
 
+use super::charts::{self, Series, TimeChart};
 use super::dag::{self, MAX_NODES, Node};
 use super::i18n::Tr;
 use super::runs::{RunRow, row as run_row};
@@ -271,74 +270,47 @@ async fn graph(
     })
 }
 
-/// Duration and fire lateness (p95 of each hour) over the range of `s`, as SVG.
+/// Duration and fire lateness (p95 of each hour) over the range of `s`, as SVG: the console's
+/// themed line chart (text in the page's colour, dark mode included; an hour with a value
+/// between two without is drawn as a point).
 fn chart(tr: Tr, tz: Tz, s: &Stats) -> Result<String, String> {
     let half = s.bucket_ms / 2;
-    let duration: Vec<(i64, i64)> = s
-        .buckets
-        .iter()
-        .filter_map(|b| Some((b.start + half, b.duration_ms?.p95)))
-        .collect();
-    let lateness: Vec<(i64, i64)> = s
-        .buckets
-        .iter()
-        .filter_map(|b| Some((b.start + half, b.lateness_ms?.p95)))
-        .collect();
-    let top = duration
-        .iter()
-        .chain(&lateness)
-        .map(|(_, v)| *v)
-        .max()
-        .unwrap_or(0)
-        .max(10);
-    let hour = |ms: &i64| {
-        tz.timestamp_millis_opt(*ms)
-            .single()
-            .map(|t| t.format("%H:%M").to_string())
-            .unwrap_or_default()
+    let p95 = |pick: fn(&stats::Bucket) -> Option<i64>| -> Vec<(i64, Option<f64>)> {
+        s.buckets
+            .iter()
+            .map(|b| (b.start + half, pick(b).map(|v| v as f64)))
+            .collect()
     };
-    let e = |e: DrawingAreaErrorKind<std::io::Error>| e.to_string();
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (640, 240)).into_drawing_area();
-        root.fill(&WHITE).map_err(e)?;
-        let mut c = ChartBuilder::on(&root)
-            .margin(10)
-            .x_label_area_size(24)
-            .y_label_area_size(64)
-            .build_cartesian_2d(s.from..s.to, 0_i64..top + top / 10)
-            .map_err(e)?;
-        c.configure_mesh()
-            .x_labels(7)
-            .y_labels(5)
-            .x_label_formatter(&hour)
-            .y_label_formatter(&|v| format!("{v} ms"))
-            .draw()
-            .map_err(e)?;
-        let blue = RGBColor(37, 99, 235);
-        let orange = RGBColor(217, 119, 6);
-        c.draw_series(LineSeries::new(duration, blue.stroke_width(2)))
-            .map_err(e)?
-            .label(tr.t("task.chart.duration"))
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], blue));
-        c.draw_series(LineSeries::new(lateness, orange.stroke_width(2)))
-            .map_err(e)?
-            .label(tr.t("task.chart.lateness"))
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], orange));
-        c.configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .draw()
-            .map_err(e)?;
-        root.present().map_err(e)?;
+    let series = [
+        Series {
+            label: tr.t("task.chart.duration"),
+            class: "duration".to_owned(),
+            points: p95(|b| b.duration_ms.as_ref().map(|d| d.p95)),
+        },
+        Series {
+            label: tr.t("task.chart.lateness"),
+            class: "lateness".to_owned(),
+            points: p95(|b| b.lateness_ms.as_ref().map(|d| d.p95)),
+        },
+    ];
+    let title = tr.t("task.chart");
+    let y_label = tr.t("task.chart.ms");
+    let svg = charts::time_series(
+        &TimeChart {
+            title: &title,
+            y_label: &y_label,
+            from_ms: s.from,
+            to_ms: s.to,
+            tz,
+            y_max: None,
+        },
+        &series,
+    );
+    if svg.is_empty() {
+        Err("the chart could not be drawn".to_owned())
+    } else {
+        Ok(svg)
     }
-    let title = super::dag::escape(&tr.t("task.chart"));
-    Ok(svg.replacen(
-        "<svg ",
-        &format!("<svg role=\"img\" aria-label=\"{title}\" class=\"chart\" "),
-        1,
-    ))
 }
 
 #[cfg(test)]
@@ -364,12 +336,41 @@ mod tests {
             .collect();
         let s = stats::summarise(&samples, 0, CHART_RANGE_MS, hour, Some(TaskId(1)));
         let svg = chart(Tr::new(Lang::Zh), chrono_tz::Asia::Shanghai, &s).unwrap();
-        assert!(svg.starts_with("<svg role=\"img\" aria-label=\""), "{svg}");
+        assert!(
+            svg.starts_with("<svg class=\"chart\" role=\"img\" aria-label=\""),
+            "{svg}"
+        );
+        assert!(
+            !svg.contains("#FFFFFF"),
+            "no white background in dark mode: {svg}"
+        );
         assert!(svg.contains("运行时长") && svg.contains("触发延迟"));
         assert!(svg.contains("08:00"), "hours are in the user's zone");
         assert!(
             svg.matches("<polyline").count() >= 2,
             "both series are drawn"
+        );
+    }
+
+    #[test]
+    fn runs_all_in_one_hour_are_drawn_as_points() {
+        let hour = CHART_BUCKET_MS;
+        let samples: Vec<RunSample> = (0..3)
+            .map(|i| RunSample {
+                id: mthpt_engine::run::RunId(i + 1),
+                task_id: TaskId(1),
+                state: RunState::Succeeded,
+                scheduled_at: 5 * hour + i * 1_000,
+                due_at: 5 * hour + i * 1_000,
+                started_at: Some(5 * hour + i * 1_000 + 10),
+                finished_at: Some(5 * hour + i * 1_000 + 400),
+            })
+            .collect();
+        let s = stats::summarise(&samples, 0, CHART_RANGE_MS, hour, Some(TaskId(1)));
+        let svg = chart(Tr::new(Lang::En), chrono_tz::UTC, &s).unwrap();
+        assert!(
+            svg.matches("<circle").count() >= 2,
+            "one hour with runs is a point per series: {svg}"
         );
     }
 }

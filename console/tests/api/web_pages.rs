@@ -832,3 +832,116 @@ async fn operators_set_a_tenants_claim_weight_on_the_tenants_page() {
     assert_eq!(weight_of(&app, "acme").await, json!(4), "nothing changed");
     app.stop().await;
 }
+
+/// The `href` of the first link in `html` whose attributes end with `tail` (e.g. `rel="next"`).
+fn link_with(html: &str, tail: &str) -> Option<String> {
+    let end = html.find(&format!("\" {tail}>"))?;
+    let start = html[..end].rfind("href=\"")? + "href=\"".len();
+    Some(
+        html[start..end]
+            .replace("&amp;", "&")
+            .replace("&#38;", "&")
+            .replace("&#x3D;", "="),
+    )
+}
+
+/// The run ids listed in a runs page, in order.
+fn listed_runs(html: &str) -> Vec<i64> {
+    html.split("data-run-id=\"")
+        .skip(1)
+        .filter_map(|s| s.split('"').next()?.parse().ok())
+        .collect()
+}
+
+#[tokio::test]
+async fn the_runs_list_pages_both_ways_finds_a_run_by_id_and_filters_by_day() {
+    let app = spawn_app(Backend::Sqlite).await;
+    let (_, task) = acme(&app).await;
+    let admin = sign_in(&app, "root").await;
+    let mut made = Vec::new();
+    for _ in 0..60 {
+        let res = app
+            .op(
+                Method::POST,
+                &format!("/api/v1/tenants/acme/tasks/{task}/trigger"),
+            )
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), StatusCode::CREATED);
+        made.push(
+            res.json::<serde_json::Value>().await.unwrap()["id"]
+                .as_i64()
+                .unwrap(),
+        );
+    }
+    made.reverse();
+
+    // The newest page: 50 runs, a way to older ones, none to newer.
+    let (status, first) = page(&app, &admin, "/t/acme/runs").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(listed_runs(&first), made[..50]);
+    assert!(first.contains(">Duration</th>"), "a duration column");
+    assert!(link_with(&first, "rel=\"prev\"").is_none());
+    let older = link_with(&first, "rel=\"next\"").expect("a link to older runs");
+
+    // The older page links back to newer runs and to the newest.
+    let (_, second) = page(&app, &admin, &older).await;
+    assert_eq!(listed_runs(&second), made[50..]);
+    let newer = link_with(&second, "rel=\"prev\"").expect("a link to newer runs");
+    assert!(second.contains(">Newest</a>"), "{second}");
+    let (_, back) = page(&app, &admin, &newer).await;
+    assert_eq!(
+        listed_runs(&back),
+        made[..50],
+        "Newer leads back to the page before"
+    );
+
+    // A run is found by its id.
+    let res = client()
+        .get(app.url(&format!("/t/acme/runs?run={}", made[7])))
+        .header(COOKIE, &admin)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::SEE_OTHER);
+    assert_eq!(
+        res.headers()[LOCATION],
+        format!("/t/acme/runs/{}", made[7]).as_str()
+    );
+
+    // Days filter the scheduled time; a day that is not one is refused naming the field.
+    let (_, none) = page(&app, &admin, "/t/acme/runs?from=2999-01-01").await;
+    assert!(listed_runs(&none).is_empty() && none.contains("No runs match."));
+    let (_, all) = page(&app, &admin, "/t/acme/runs?from=2000-01-01&to=2999-12-31").await;
+    assert_eq!(listed_runs(&all), made[..50]);
+    let (status, wrong) = page(&app, &admin, "/t/acme/runs?from=31.12.2026").await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(wrong.contains("from"), "{wrong}");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn the_task_form_reports_every_wrong_field_in_one_answer() {
+    let app = spawn_app(Backend::Sqlite).await;
+    acme(&app).await;
+    let admin = sign_in(&app, "root").await;
+    // A field the form cannot read (timeout), and fields only saving checks (the handler
+    // missing, retries out of range): all of them come back at once.
+    let body = form(&[
+        ("name", "nightly"),
+        ("app", "billing"),
+        ("handler", ""),
+        ("schedule.kind", "manual"),
+        ("timeout_ms", "soon"),
+        ("max_retries", "5000"),
+    ]);
+    let res = post(&app, &admin, "/t/acme/tasks/new", body).await;
+    assert_eq!(res.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    let html = res.text().await.unwrap();
+    for field in ["timeout_ms", "handler", "max_retries"] {
+        let id = format!("id=\"err-f-{}\"", field.replace('_', "-"));
+        assert!(html.contains(&id), "{field} has its error: {html}");
+    }
+    app.stop().await;
+}

@@ -519,6 +519,16 @@ async fn sign_in_to(c: &Client, base: &str, username: &str, next: &str, ready: &
 
 /// The values of the progress bars on the runs page (read in one script: the rows are
 /// replaced as events arrive).
+/// The run log of the `slow` handler: its three lines, each once, in order.
+fn assert_each_line_once(log: &str) {
+    let lines: Vec<&str> = log.lines().filter(|l| !l.is_empty()).collect();
+    assert_eq!(
+        lines,
+        ["step one of two", "step two of two", "all done"],
+        "the run log shows each line once: {log:?}"
+    );
+}
+
 async fn progress_values(c: &Client) -> Vec<i64> {
     let values = c
         .execute(
@@ -572,6 +582,8 @@ async fn two_console_nodes_on_rabbitmq_move_progress_bars_and_pop_up_alarms_in_c
             ctx.progress(0.7, "nearly there");
             ctx.log("step two of two");
             tokio::time::sleep(Duration::from_millis(2_500)).await;
+            // The last line may reach the engine only with the result.
+            ctx.log("all done");
             Ok(json!(null))
         })
         .async_handler("fails", |_| async {
@@ -672,7 +684,8 @@ async fn two_console_nodes_on_rabbitmq_move_progress_bars_and_pop_up_alarms_in_c
             .await
             .unwrap();
         let (log, state): (String, String) = serde_json::from_value(seen).unwrap();
-        if log.contains("step two of two") && state.contains("state-succeeded") {
+        if log.contains("all done") && state.contains("state-succeeded") {
+            assert_each_line_once(&log);
             break;
         }
         assert!(
@@ -688,6 +701,16 @@ async fn two_console_nodes_on_rabbitmq_move_progress_bars_and_pop_up_alarms_in_c
         json!("yes"),
         "the run page was not reloaded"
     );
+    // After a reload the stored log holds each line once as well.
+    one.refresh().await.unwrap();
+    let stored = one
+        .execute(
+            "return document.getElementById('run-log').textContent;",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_each_line_once(stored.as_str().unwrap_or_default());
 
     // A failure's alarm pops up on both console nodes within 2 s.
     let status = one.execute(&trigger(fails.id.0), vec![]).await.unwrap();
@@ -990,4 +1013,110 @@ async fn the_task_page_draws_the_chain_set_in_the_form_and_its_nodes_lead_to_the
     .await
     .expect("the parent's page links its child");
     c.close().await.unwrap();
+}
+
+/// A headless Chromium session that renders as a phone 390 px wide (mobile emulation: the
+/// page's viewport, touch and device pixel ratio of a phone).
+async fn phone(driver: &str, profile: &Path) -> Client {
+    let mut caps = serde_json::Map::new();
+    caps.insert(
+        "goog:chromeOptions".to_owned(),
+        json!({
+            "binary": CHROMIUM,
+            "args": [
+                "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--disable-quic", "--no-first-run", "--disable-background-networking",
+                "--disable-component-update", "--disable-sync", "--disable-extensions",
+                "--lang=en-US",
+                format!("--user-data-dir={}", profile.display()),
+            ],
+            "mobileEmulation": {
+                "deviceMetrics": { "width": 390, "height": 844, "pixelRatio": 3.0, "touch": true }
+            },
+        }),
+    );
+    ClientBuilder::rustls()
+        .expect("rustls")
+        .capabilities(caps)
+        .connect(driver)
+        .await
+        .expect("a chromium session")
+}
+
+/// On the page shown: the page is no wider than the screen, and every control (link, button,
+/// field) that shows lies within the screen's width — nothing needs scrolling sideways.
+async fn fits_the_screen(c: &Client) {
+    let seen = c
+        .execute(
+            "const w = window.innerWidth;
+             const out = [];
+             for (const e of document.querySelectorAll('main a, main button, main input, main select, header a, header button')) {
+               const r = e.getBoundingClientRect();
+               if (r.width === 0 && r.height === 0) continue; // not shown
+               if (r.left < -1 || r.right > w + 1) out.push((e.textContent || e.name || e.id).trim().slice(0, 40) + ' @' + Math.round(r.left) + '..' + Math.round(r.right));
+             }
+             return [w, document.documentElement.scrollWidth, out];",
+            vec![],
+        )
+        .await
+        .unwrap();
+    let (width, scroll, outside): (i64, i64, Vec<String>) = serde_json::from_value(seen).unwrap();
+    let url = c.current_url().await.unwrap();
+    assert_eq!(width, 390, "the phone's viewport");
+    assert!(
+        scroll <= width,
+        "{url} is {scroll} px wide on a {width} px screen"
+    );
+    assert!(
+        outside.is_empty(),
+        "{url}: controls off the screen: {outside:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_phone_the_main_pages_fit_the_screen_with_every_action_in_reach() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, base, password) = tokio::task::block_in_place(|| start_standalone(dir.path()));
+    let (_driver, driver_url) = start_chromedriver().await;
+    let c = phone(&driver_url, &dir.path().join("profile")).await;
+    sign_in(&c, &base, &password).await;
+    // Some history: a task that fails, so runs, alarms and charts have rows.
+    create_task(&c, &base, "phone-fails", "flaky", None).await;
+    saved(&c).await;
+    let fails = task_id(&c, "phone-fails").await;
+    let status = c
+        .execute(
+            &format!("return fetch('/api/v1/tenants/demo/tasks/{fails}/trigger', {{method: 'POST', credentials: 'same-origin'}}).then(r => r.status);"),
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, json!(201));
+    c.goto(&format!("{base}/t/demo/alarms?status=open"))
+        .await
+        .unwrap();
+    c.wait()
+        .at_most(WAIT)
+        .for_element(Locator::Css("main table.list tbody tr"))
+        .await
+        .expect("the failure's alarm is listed");
+    for path in [
+        "/t/demo".to_owned(),
+        "/t/demo/tasks".to_owned(),
+        format!("/t/demo/tasks/{fails}"),
+        "/t/demo/tasks/new".to_owned(),
+        "/t/demo/runs".to_owned(),
+        "/t/demo/alarms?status=open".to_owned(),
+        "/t/demo/executors".to_owned(),
+    ] {
+        c.goto(&format!("{base}{path}")).await.unwrap();
+        c.wait()
+            .at_most(WAIT)
+            .for_element(Locator::Css("main h1"))
+            .await
+            .unwrap();
+        fits_the_screen(&c).await;
+    }
+    c.goto(&format!("{base}/t/demo/runs")).await.unwrap();
+    screenshot(&c, "phone-runs.png").await;
 }

@@ -274,10 +274,10 @@ const ENGLISH: Phrases = Phrases {
         },
         one: |u, v| format!("{} {} {v}", u.at, u.name),
         range: |u, a, b| format!("every {0} from {0} {a} through {b}", u.name),
-        every_n: |u, n| format!("every {n} {}s", u.name),
+        every_n: |u, n| every_en(n, u.name),
         step: |u, n, a, to| match to {
-            Some(b) => format!("every {n} {0}s from {0} {a} through {b}", u.name),
-            None => format!("every {n} {0}s from {0} {a}", u.name),
+            Some(b) => format!("{} from {} {a} through {b}", every_en(n, u.name), u.name),
+            None => format!("{} from {} {a}", every_en(n, u.name), u.name),
         },
         sep: ", ",
     },
@@ -285,10 +285,10 @@ const ENGLISH: Phrases = Phrases {
         values: Some(|list, _| format!("during hours {list}")),
         one: |h| format!("during hour {h}"),
         range: |a, b| format!("between {a} and {b}"),
-        every_n: Some(|n| format!("every {n} hours")),
+        every_n: Some(|n| every_en(n, "hour")),
         step: |n, a, to| match to {
-            Some(b) => format!("every {n} hours from {a} through {b}"),
-            None => format!("every {n} hours from {a}"),
+            Some(b) => format!("{} from {a} through {b}", every_en(n, "hour")),
+            None => format!("{} from {a}", every_en(n, "hour")),
         },
         all: "every hour",
         sep: ", ",
@@ -311,10 +311,10 @@ const ENGLISH: Phrases = Phrases {
         }),
         one: |d| format!("on day {d}"),
         range: |a, b| format!("on days {a} through {b}"),
-        every_n: Some(|n| format!("every {n} days")),
+        every_n: Some(|n| every_en(n, "day")),
         step: |n, a, to| match to {
-            Some(b) => format!("every {n} days from day {a} through {b}"),
-            None => format!("every {n} days from day {a}"),
+            Some(b) => format!("{} from day {a} through {b}", every_en(n, "day")),
+            None => format!("{} from day {a}", every_en(n, "day")),
         },
         all: "every day",
         sep: ", ",
@@ -342,7 +342,7 @@ const ENGLISH: Phrases = Phrases {
         one: str::to_owned,
         range: |a, b| format!("{a} through {b}"),
         every_n: None,
-        step: |n, from, _| format!("every {n} months from {from}"),
+        step: |n, from, _| format!("{} from {from}", every_en(n, "month")),
         all: "every month",
         sep: ", ",
         whole: as_is,
@@ -351,10 +351,10 @@ const ENGLISH: Phrases = Phrases {
         values: Some(|list, _| format!("only in {list}")),
         one: str::to_owned,
         range: |a, b| format!("{a} through {b}"),
-        every_n: Some(|n| format!("every {n} years")),
+        every_n: Some(|n| every_en(n, "year")),
         step: |n, a, to| match to {
-            Some(b) => format!("every {n} years from {a} through {b}"),
-            None => format!("every {n} years from {a}"),
+            Some(b) => format!("{} from {a} through {b}", every_en(n, "year")),
+            None => format!("{} from {a}", every_en(n, "year")),
         },
         all: "every year",
         sep: ", ",
@@ -508,6 +508,15 @@ const CHINESE: Phrases = Phrases {
 };
 
 /// `每秒`, `每 5 秒`.
+/// "every minute", "every 5 minutes".
+fn every_en(n: u32, unit: &str) -> String {
+    if n == 1 {
+        format!("every {unit}")
+    } else {
+        format!("every {n} {unit}s")
+    }
+}
+
 fn every_zh(u: &Unit, n: u32) -> String {
     if n == 1 {
         format!("每{}", u.name)
@@ -960,6 +969,7 @@ mod tests {
             "从第 0 分钟起每 15 分钟",
         ),
         ("0 */15 * * * ?", "Every 15 minutes", "每 15 分钟"),
+        ("0 */1 * * * ?", "Every minute", "每分钟"),
         (
             "30 */15 * * * ?",
             "Every 15 minutes, at second 30",
