@@ -23,6 +23,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod console_actions;
+
 use std::io::{BufRead, BufReader};
 
 use std::path::{Path, PathBuf};
