@@ -650,6 +650,7 @@ pub static CATALOG: &[(&str, &str, &str)] = &[
     ("flash.open_task", "Open the task", "查看任务"),
     ("flash.open_alarms", "Open alarms", "未处理告警"),
     ("flash.undo", "Undo", "撤销"),
+    ("alarm.open_run", "Run", "运行"),
     ("executor.state.up", "up", "在线"),
     ("executor.state.draining", "draining", "排空中"),
     ("executor.state.down", "down", "已下线"),

@@ -7,7 +7,9 @@
 //! - drain → alarm → undrain: draining the demo app's only executor is confirmed first, the
 //!   overview no longer counts it live, its waiting runs raise the backlog alarm (the pop-up
 //!   links to the executors), and the message's Undo (undrain) brings the executor back up and
-//!   resolves the alarm.
+//!   resolves the alarm;
+//! - an alarm pop-up links to its run and task, and a repeat while it is open shows the
+//!   latest run.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -15,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use fantoccini::{Client, Locator};
 use mthpt_testkit::{ChildGuard, free_port};
+use serde_json::json;
 
 use super::{
     WAIT, browser, choose, fill, live, saved, screenshot, sign_in, sign_in_to, start_chromedriver,
@@ -309,5 +312,71 @@ async fn draining_the_only_executor_raises_the_backlog_alarm_and_undrain_resolve
         "the backlog alarm was not resolved after the undrain",
     )
     .await;
+    c.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_alarm_pop_up_links_its_run_and_task_and_a_repeat_shows_the_latest() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, base, password) = tokio::task::block_in_place(|| start_standalone(dir.path()));
+    let (_driver, driver_url) = start_chromedriver().await;
+    let c = browser(&driver_url, &dir.path().join("profile")).await;
+    sign_in(&c, &base, &password).await;
+    super::create_task(&c, &base, "fails-twice", "flaky", None).await;
+    saved(&c).await;
+    let task = task_id(&c, "fails-twice").await;
+    c.goto(&format!("{base}/t/demo/runs")).await.unwrap();
+    live(&c).await;
+    let trigger = format!(
+        "return fetch('/t/demo/tasks/{task}/trigger', {{method: 'POST', credentials: 'same-origin', headers: {{'Content-Type': 'application/x-www-form-urlencoded'}}, body: 'back=/t/demo/runs'}}).then(r => r.url);"
+    );
+    let landed = c.execute(&trigger, vec![]).await.unwrap();
+    let first_run: i64 = landed
+        .as_str()
+        .and_then(|u| u.split("flash_id=").nth(1))
+        .and_then(|id| id.parse().ok())
+        .expect("Run now names the run it made");
+    let popup = format!(
+        "//div[contains(@class,'alarm-popup')][.//a[contains(@class,'task-link')][@href='/t/demo/tasks/{task}']]"
+    );
+    c.wait()
+        .at_most(WAIT)
+        .for_element(Locator::XPath(&popup))
+        .await
+        .expect("the failure popped up, linking to its task");
+    let run_link = |c: &Client| {
+        let c = c.clone();
+        async move {
+            c.execute(
+                "return Array.from(document.querySelectorAll('.alarm-popup a.run-link')).map(a => a.getAttribute('href'));",
+                vec![],
+            )
+            .await
+            .unwrap()
+        }
+    };
+    assert_eq!(
+        run_link(&c).await,
+        json!([format!("/t/demo/runs/{first_run}")])
+    );
+
+    // The same task fails again while the pop-up is open: one pop-up, counting two, showing
+    // the latest run.
+    let landed = c.execute(&trigger, vec![]).await.unwrap();
+    let second_run: i64 = landed
+        .as_str()
+        .and_then(|u| u.split("flash_id=").nth(1))
+        .and_then(|id| id.parse().ok())
+        .unwrap();
+    let deadline = Instant::now() + WAIT;
+    while run_link(&c).await != json!([format!("/t/demo/runs/{second_run}")]) {
+        assert!(
+            Instant::now() < deadline,
+            "the pop-up did not move to the latest run: {}",
+            run_link(&c).await
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(text(&c, ".alarm-popup .count").await, "×2");
     c.close().await.unwrap();
 }
