@@ -2,7 +2,8 @@
 //! redirects to sign in, roles (a tenant viewer is offered no controls and a post of its
 //! session is refused), the CSRF rule for form posts, the Chinese catalog, the task page (its
 //! dependency graph linked both ways), bulk actions on the task list and parents in the task form,
-//! confirmation steps of destructive actions and the messages after actions.
+//! confirmation steps of destructive actions and the messages after actions, and the apps page
+//! (a new app's secret shown once with the lines to paste).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -956,5 +957,110 @@ async fn destructive_actions_ask_first_and_actions_say_what_they_did() {
         )),
         "{html}"
     );
+    app.stop().await;
+}
+
+/// The apps page: a tenant admin creates an app and the answer shows its secret — the one
+/// wrappers sign with — once, with the `mthpt wrapper` lines (a placeholder for the engine URL
+/// this console does not know); replacing it asks first, then shows the new one once. A
+/// token's revocation asks first too.
+#[tokio::test]
+async fn a_tenant_admin_creates_an_app_and_sees_its_secret_once_with_the_lines_to_paste() {
+    let app = spawn_app(Backend::Sqlite).await;
+    let (acme_tenant, _) = acme(&app).await;
+    let (adam, token) = app
+        .user(Some(&acme_tenant), "adam", Role::TenantAdmin)
+        .await;
+    app.user(Some(&acme_tenant), "vera", Role::TenantViewer)
+        .await;
+    let admin = sign_in(&app, "adam").await;
+    let viewer = sign_in(&app, "vera").await;
+    let secret_of = |html: &str| {
+        html.split("id=\"app-secret\" class=\"secret-value\" value=\"")
+            .nth(1)
+            .and_then(|rest| rest.split('"').next())
+            .map(str::to_owned)
+    };
+    let stored = || async {
+        let mut tx = app.store().begin_read().await.unwrap();
+        tx.find_app_by_key("acme", "ops")
+            .await
+            .unwrap()
+            .map(|a| a.secret)
+    };
+
+    let res = post(&app, &admin, "/t/acme/apps", form(&[("name", "ops")])).await;
+    assert_eq!(res.status(), StatusCode::OK);
+    let html = res.text().await.unwrap();
+    let secret = secret_of(&html).expect("the secret is shown");
+    assert_eq!(stored().await.as_deref(), Some(secret.as_str()));
+    let text = html
+        .replace("&#x27;", "'")
+        .replace("&#39;", "'")
+        .replace("&gt;", ">")
+        .replace("&#62;", ">")
+        .replace("&lt;", "<")
+        .replace("&#60;", "<");
+    assert!(
+        text.contains(&format!(
+            "printf '%s' '{secret}' > acme.ops.secret\nmthpt wrapper --app acme.ops --secret-file acme.ops.secret --engine <ENGINE_URL> --listen 127.0.0.1:9010 --enable-shell"
+        )),
+        "the lines to paste: {html}"
+    );
+    assert!(html.contains("id=\"engine-unknown\""));
+    let (_, again) = page(&app, &admin, "/t/acme/apps").await;
+    assert!(secret_of(&again).is_none(), "the secret is shown once");
+    assert!(again.contains("data-app=\"ops\""), "the app is listed");
+    let res = post(&app, &admin, "/t/acme/apps", form(&[("name", "ops")])).await;
+    let html = res.text().await.unwrap();
+    assert!(
+        html.contains("id=\"app-name-err\"") && secret_of(&html).is_none(),
+        "a taken name is shown next to the field: {html}"
+    );
+    let res = post(&app, &viewer, "/t/acme/apps", form(&[("name", "evil")])).await;
+    assert_eq!(res.status(), StatusCode::FORBIDDEN);
+
+    // Replacing the secret asks first; confirmed, the new one is shown once.
+    let rotate = "/t/acme/apps/ops/rotate-secret";
+    let res = post(&app, &admin, rotate, String::new()).await;
+    assert!(res.text().await.unwrap().contains("id=\"confirm-yes\""));
+    assert_eq!(
+        stored().await.as_deref(),
+        Some(secret.as_str()),
+        "asking changed nothing"
+    );
+    let res = post(&app, &admin, rotate, form(&[("confirm", "yes")])).await;
+    let new = secret_of(&res.text().await.unwrap()).expect("the new secret is shown");
+    assert_ne!(new, secret);
+    assert_eq!(stored().await.as_deref(), Some(new.as_str()));
+
+    // Revoking a token asks first; confirmed, it stops working.
+    let tokens = {
+        let mut tx = app.store().begin_read().await.unwrap();
+        tx.list_api_tokens(adam.id).await.unwrap()
+    };
+    let revoke = format!("/account/tokens/{}/revoke", tokens[0].id.0);
+    let res = post(&app, &admin, &revoke, String::new()).await;
+    assert!(res.text().await.unwrap().contains("id=\"confirm-yes\""));
+    let me = app
+        .request(Method::GET, "/api/v1/me", &token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(me.status(), StatusCode::OK, "asking revoked nothing");
+    let res = post(&app, &admin, &revoke, form(&[("confirm", "yes")])).await;
+    assert_eq!(
+        res.headers()[LOCATION].to_str().unwrap(),
+        format!(
+            "/account/tokens?flash=token_revoked&flash_id={}",
+            tokens[0].id.0
+        )
+    );
+    let me = app
+        .request(Method::GET, "/api/v1/me", &token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(me.status(), StatusCode::UNAUTHORIZED);
     app.stop().await;
 }
