@@ -9,7 +9,9 @@
 //!   links to the executors), and the message's Undo (undrain) brings the executor back up and
 //!   resolves the alarm;
 //! - an alarm pop-up links to its run and task, and a repeat while it is open shows the
-//!   latest run.
+//!   latest run;
+//! - with JavaScript off, Run now's message links to the run, and a drain asks first, drains
+//!   once confirmed and is undone from its message.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -20,8 +22,8 @@ use mthpt_testkit::{ChildGuard, free_port};
 use serde_json::json;
 
 use super::{
-    WAIT, browser, choose, fill, live, saved, screenshot, sign_in, sign_in_to, start_chromedriver,
-    start_standalone, task_id, translated,
+    WAIT, browser, browser_without_script, choose, fill, live, saved, screenshot, sign_in,
+    sign_in_to, start_chromedriver, start_standalone, task_id, translated,
 };
 
 /// How long the backlog alarm may take: runs must be 10 s late, and the demo's `heartbeat`
@@ -378,5 +380,70 @@ async fn an_alarm_pop_up_links_its_run_and_task_and_a_repeat_shows_the_latest() 
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(text(&c, ".alarm-popup .count").await, "×2");
+    c.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_javascript_actions_ask_first_say_what_they_made_and_undo() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, base, password) = tokio::task::block_in_place(|| start_standalone(dir.path()));
+    let (_driver, driver_url) = start_chromedriver().await;
+    let c = browser_without_script(&driver_url, &dir.path().join("profile")).await;
+    sign_in(&c, &base, &password).await;
+
+    // Run now: the message links to the run it made.
+    click(&c, "tr.task button.trigger").await;
+    let link = c
+        .wait()
+        .at_most(WAIT)
+        .for_element(Locator::Css("#flash[data-flash='triggered'] a#flash-link"))
+        .await
+        .expect("Run now says which run it made");
+    link.click().await.unwrap();
+    c.wait()
+        .at_most(WAIT)
+        .for_element(Locator::Id("run-state"))
+        .await
+        .expect("the link opens the run");
+    assert!(
+        c.current_url()
+            .await
+            .unwrap()
+            .path()
+            .starts_with("/t/demo/runs/")
+    );
+
+    // Drain asks first, drains once confirmed, and its message's Undo undrains.
+    let executors = format!("{base}/t/demo/executors");
+    reload_until(
+        &c,
+        &executors,
+        "tr.executor button.drain",
+        WAIT,
+        "the demo executor did not register",
+    )
+    .await;
+    click(&c, "tr.executor button.drain").await;
+    click(&c, "#confirm-yes").await;
+    c.wait()
+        .at_most(WAIT)
+        .for_element(Locator::Css("tr.executor .exec-draining"))
+        .await
+        .expect("confirmed, it drains");
+    click(&c, "#flash-undo").await;
+    c.wait()
+        .at_most(WAIT)
+        .for_element(Locator::Css("#flash[data-flash='undrained']"))
+        .await
+        .expect("the undo was taken");
+    reload_until(
+        &c,
+        &executors,
+        "tr.executor .exec-up",
+        WAIT,
+        "the undrained executor did not come back up",
+    )
+    .await;
+    translated(&c).await;
     c.close().await.unwrap();
 }
