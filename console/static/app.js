@@ -45,6 +45,8 @@
     box.appendChild(el("p", "msg", alarm.message));
     const count = el("small", "count", alarm.count > 1 ? "×" + alarm.count : "");
     box.appendChild(count);
+    box.appendChild(el("p", "links"));
+    linkAlarm(box, alarm, tenant);
     const buttons = el("div", "buttons");
     if (data.canOperate === "true" && tenant) {
       const ack = el("button", "ack", data.tAck);
@@ -58,6 +60,24 @@
     buttons.appendChild(hide);
     box.appendChild(buttons);
     popups.appendChild(box);
+  }
+  // Links to what the alarm is about: its run and its task, in its tenant's pages.
+  function linkAlarm(box, alarm, tenant) {
+    const links = box.querySelector(".links");
+    if (!links) return;
+    links.textContent = "";
+    if (!tenant) return;
+    const base = "/t/" + encodeURIComponent(tenant) + "/";
+    const add = (cls, href, text) => {
+      const a = el("a", cls, text);
+      a.href = href;
+      links.appendChild(a);
+      links.appendChild(document.createTextNode(" "));
+    };
+    if (alarm.run_id) add("run-link", base + "runs/" + alarm.run_id, data.tOpenRun + " #" + alarm.run_id);
+    if (alarm.task_id) add("task-link", base + "tasks/" + alarm.task_id, data.tOpenTask);
+    // An app's backlog, a lost instance: the executors, where a drain is undone.
+    if (alarm.kind === "backlog" || alarm.executor_id) add("executors-link", base + "executors", data.tExecutors);
   }
   function acknowledge(alarm, tenant, box, button) {
     button.disabled = true;
@@ -83,8 +103,13 @@
         if (!a.muted) { if (!popupOf(a.id)) notify(a); showAlarm(a); bump(a, 1); }
         break;
       case "alarm.repeated": {
+        // A repeat while the pop-up is open: its count, and what happened last (message, run).
         const p = popupOf(a.id);
-        if (p) p.querySelector(".count").textContent = "×" + a.count;
+        if (p) {
+          p.querySelector(".count").textContent = "×" + a.count;
+          p.querySelector(".msg").textContent = a.message;
+          linkAlarm(p, a, tenants[String(a.tenant_id)] || "");
+        }
         break;
       }
       case "alarm.acknowledged":

@@ -87,6 +87,10 @@ pub struct Executor {
     pub state: ExecutorState,
     pub registered_at: i64,
     pub last_heartbeat_at: i64,
+    /// Draining, with an undrain asked for: `up` again at its next heartbeat unless the
+    /// instance is shutting down itself.
+    #[sqlx(default)]
+    pub undrain_requested: bool,
 }
 
 impl Executor {

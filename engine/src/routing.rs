@@ -131,6 +131,7 @@ mod tests {
             state: ExecutorState::Up,
             registered_at: id,
             last_heartbeat_at: 0,
+            undrain_requested: false,
         }
     }
 

@@ -1,4 +1,5 @@
-//! `/tenants/{tenant}/executors`: the live view of a tenant's wrapper instances, and drain.
+//! `/tenants/{tenant}/executors`: the live view of a tenant's wrapper instances, drain and
+//! undrain.
 
 use std::collections::BTreeMap;
 
@@ -14,7 +15,9 @@ use super::error::{ApiResult, Problem};
 use crate::service::{Services, apps};
 
 pub fn routes(cfg: &mut utoipa_actix_web::service_config::ServiceConfig<'_>) {
-    cfg.service(list_executors).service(drain_executor);
+    cfg.service(list_executors)
+        .service(drain_executor)
+        .service(undrain_executor);
 }
 
 /// One wrapper instance.
@@ -34,6 +37,9 @@ pub struct ExecutorBody {
     pub labels: BTreeMap<String, String>,
     pub registered_at: DateTime<Utc>,
     pub last_heartbeat_at: DateTime<Utc>,
+    /// Draining with an undrain asked for: `up` again at its next heartbeat, unless the
+    /// instance is shutting down itself.
+    pub undrain_requested: bool,
 }
 
 impl ExecutorBody {
@@ -50,6 +56,7 @@ impl ExecutorBody {
             labels: e.labels.0,
             registered_at: at(e.registered_at),
             last_heartbeat_at: at(e.last_heartbeat_at),
+            undrain_requested: e.undrain_requested,
         }
     }
 }
@@ -110,11 +117,44 @@ async fn drain_executor(
 ) -> ApiResult<web::Json<ExecutorBody>> {
     let (tenant, id) = path.into_inner();
     let drained = apps::drain(&services, &caller, &tenant, id).await?;
-    let app = apps::executors(&services, &caller, &tenant, None)
+    with_app(&services, &caller, &tenant, drained).await
+}
+
+/// Undoes a drain: the instance takes runs again from its next heartbeat (`undrain_requested`
+/// until then), unless that heartbeat says it is shutting down itself. An instance already up
+/// is answered as it is.
+#[utoipa::path(tag = "executors", params(
+    ("tenant" = String, Path, description = "tenant name"),
+    ("id" = i64, Path, description = "executor id"),
+), responses(
+    (status = 200, body = ExecutorBody),
+    (status = 403, body = Problem, content_type = "application/problem+json"),
+    (status = 404, body = Problem, content_type = "application/problem+json"),
+    (status = 409, description = "down or lost", body = Problem, content_type = "application/problem+json"),
+))]
+#[post("/tenants/{tenant}/executors/{id}/undrain")]
+async fn undrain_executor(
+    services: web::Data<Services>,
+    caller: Caller,
+    path: web::Path<(String, i64)>,
+) -> ApiResult<web::Json<ExecutorBody>> {
+    let (tenant, id) = path.into_inner();
+    let asked = apps::undrain(&services, &caller, &tenant, id).await?;
+    with_app(&services, &caller, &tenant, asked).await
+}
+
+/// `executor` as the API shows it, with its app's name.
+async fn with_app(
+    services: &Services,
+    caller: &Caller,
+    tenant: &str,
+    executor: Executor,
+) -> ApiResult<web::Json<ExecutorBody>> {
+    let app = apps::executors(services, caller, tenant, None)
         .await?
         .1
         .into_iter()
-        .find(|a| a.id == drained.app_id)
+        .find(|a| a.id == executor.app_id)
         .map_or_else(String::new, |a| a.name);
-    Ok(web::Json(ExecutorBody::of(drained, app)))
+    Ok(web::Json(ExecutorBody::of(executor, app)))
 }

@@ -66,6 +66,11 @@ pub struct ConsoleArgs {
     #[arg(long, value_enum, env = "MTHPT_LOG_FORMAT")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub log_format: Option<LogFormat>,
+    /// Engine URL(s), comma-separated, that wrappers should call: shown in the `mthpt wrapper`
+    /// command the console gives a new app (without it, a placeholder)
+    #[arg(long, env = "MTHPT_ENGINE_URL")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub engine_url: Option<String>,
 }
 
 /// The merged settings.
@@ -80,6 +85,7 @@ struct Settings {
     amqp_exchange: String,
     node_id: Option<String>,
     log_format: LogFormat,
+    engine_url: Option<String>,
 }
 
 impl Default for Settings {
@@ -94,6 +100,7 @@ impl Default for Settings {
             amqp_exchange: mthpt_engine::alarm::EXCHANGE.to_owned(),
             node_id: None,
             log_format: LogFormat::Human,
+            engine_url: None,
         }
     }
 }
@@ -160,6 +167,9 @@ pub async fn run(args: ConsoleArgs) -> ExitCode {
             Console::new(store.clone(), Arc::new(SystemClock))
         }
     };
+    if let Some(engine) = &settings.engine_url {
+        console.services().set_engine_url(engine.clone());
+    }
     let http = HttpSettings {
         bind: settings.bind.clone(),
         workers: settings.workers,

@@ -135,6 +135,7 @@ async fn serve(args: StandaloneArgs) -> anyhow::Result<()> {
     )
     .await?;
 
+    console.services().set_engine_url(engine.url());
     let mut wrapper = None;
     if let Some(secret) = secret {
         let listener = TcpListener::bind(&args.wrapper_listen)

@@ -203,3 +203,54 @@ pub async fn drain(
     tx.commit().await?;
     Ok(drained)
 }
+
+/// Undoes a drain: asks a draining instance to take runs again. It is `up` from its next
+/// heartbeat (about a second), unless that heartbeat says the instance is shutting down itself;
+/// then it stays draining. An instance already up needs nothing; one down or lost cannot.
+pub async fn undrain(
+    services: &Services,
+    caller: &Caller,
+    tenant: &str,
+    executor_id: i64,
+) -> ApiResult<Executor> {
+    let tenant = tenant_access(services, caller, tenant, Action::Operate).await?;
+    let now = services.now();
+    let mut tx = services.write().await?;
+    let executor = tx
+        .list_executors(tenant.id, None)
+        .await?
+        .into_iter()
+        .find(|e| e.id.0 == executor_id)
+        .ok_or_else(|| ApiError::not_found(format!("executor {executor_id}")))?;
+    let asked = match executor.state {
+        ExecutorState::Up => return Ok(executor),
+        ExecutorState::Draining => tx
+            .request_executor_undrain(tenant.id, executor.id)
+            .await?
+            .ok_or_else(|| ApiError::not_found(format!("executor {executor_id}")))?,
+        ExecutorState::Down | ExecutorState::Lost => {
+            return Err(ApiError::new(
+                crate::service::error::Code::Conflict,
+                format!(
+                    "executor {executor_id} is {}; only a draining instance can undrain (a stopped one comes back when it registers again)",
+                    executor.state
+                ),
+            ));
+        }
+    };
+    audit(
+        tx.as_mut(),
+        caller,
+        Change {
+            tenant: Some(tenant.id),
+            action: "executor.undrain",
+            target_kind: "executor",
+            target_id: executor_id.to_string(),
+            details: json!({ "instance_id": executor.instance_id }),
+        },
+        now,
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(asked)
+}

@@ -48,6 +48,8 @@ pub struct Services {
     pub clock: Arc<dyn Clock>,
     pub events: EventHub,
     run_events: Arc<OnceLock<RunEvents>>,
+    /// The engine URL wrappers are told to use (shown in the console's wrapper command).
+    engine_url: Arc<OnceLock<String>>,
 }
 
 impl Services {
@@ -59,7 +61,20 @@ impl Services {
             clock,
             events: EventHub::with_wrapper_check(check),
             run_events: Arc::default(),
+            engine_url: Arc::default(),
         }
+    }
+
+    /// Sets the engine URL(s) (comma-separated) that wrappers should be started with, for the
+    /// command the console shows a new app; every clone of these services sees it. Only the
+    /// first call counts.
+    pub fn set_engine_url(&self, url: impl Into<String>) {
+        let _ = self.engine_url.set(url.into());
+    }
+
+    /// The engine URL(s) wrappers should be started with, when known.
+    pub fn engine_url(&self) -> Option<&str> {
+        self.engine_url.get().map(String::as_str)
     }
 
     /// Announces the run changes made through these services (and every clone of them) on

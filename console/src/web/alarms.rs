@@ -226,5 +226,5 @@ async fn acknowledge(
         ctx,
         alarms::acknowledge(&ctx.services, &ctx.caller, &tenant, AlarmId(id)).await
     );
-    see_other(&super::safe_next(form.back.as_deref()))
+    see_other(&super::flash::Done::Acknowledged(id).on(&super::safe_next(form.back.as_deref())))
 }

@@ -1,19 +1,29 @@
 //! `/t/{tenant}/executors`: a tenant's apps and, per app, its executor instances (the wrappers
-//! that registered): state, capacity, load, handlers, labels, heartbeat age; drain.
+//! that registered): state, capacity, load, handlers, labels, heartbeat age; drain (confirmed
+//! first) and undrain, its undo.
 
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, web};
 use askama::Template;
-use serde::Deserialize;
 
+use mthpt_engine::app::{Executor, ExecutorState};
+
+use super::confirm::{self, ConfirmForm};
+use super::flash::Done;
 use super::i18n::Tr;
-use super::{Layout, html, local_path, safe_next, see_other};
+use super::{Ctx, Layout, html, local_path, see_other, urlencode};
+use crate::service::access::Action;
 use crate::service::apps;
+use crate::service::error::ApiError;
 use crate::{or_error, page_ctx};
 
 pub fn routes(cfg: &mut web::ServiceConfig) {
     cfg.route("/t/{tenant}/executors", web::get().to(list))
-        .route("/t/{tenant}/executors/{id}/drain", web::post().to(drain));
+        .route("/t/{tenant}/executors/{id}/drain", web::post().to(drain))
+        .route(
+            "/t/{tenant}/executors/{id}/undrain",
+            web::post().to(undrain),
+        );
 }
 
 /// How long ago `then` was at `now` (epoch ms), in words: "3 s ago", "5 min ago", …
@@ -42,9 +52,37 @@ pub struct ExecutorRow {
     pub labels: Vec<(String, String)>,
     pub heartbeat_age: String,
     pub heartbeat_at: String,
-    /// Up or draining: a drain can be asked for.
-    pub live: bool,
+    /// Draining with an undrain asked for (up at its next heartbeat).
+    pub undrain_requested: bool,
     pub drain_action: String,
+    pub undrain_action: String,
+}
+
+impl ExecutorRow {
+    /// The row of `e` on a page framed by `l`, at `now`.
+    pub fn of(ctx: &Ctx, l: &Layout, e: &Executor, now: i64) -> ExecutorRow {
+        ExecutorRow {
+            id: e.id.0,
+            instance_id: e.instance_id.clone(),
+            base_url: e.base_url.clone(),
+            state: e.state.to_string(),
+            state_label: ctx.tr.t(&format!("executor.state.{}", e.state)),
+            capacity: e.capacity,
+            running: e.running,
+            handlers: e.handlers.0.join(", "),
+            labels: e
+                .labels
+                .0
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            heartbeat_age: age(ctx.tr, now, e.last_heartbeat_at),
+            heartbeat_at: ctx.time(e.last_heartbeat_at),
+            undrain_requested: e.state == ExecutorState::Draining && e.undrain_requested,
+            drain_action: l.link(&format!("executors/{}/drain", e.id.0)),
+            undrain_action: l.link(&format!("executors/{}/undrain", e.id.0)),
+        }
+    }
 }
 
 /// An app and its instances.
@@ -80,29 +118,7 @@ async fn list(req: HttpRequest, tenant: web::Path<String>) -> HttpResponse {
             executors: executors
                 .iter()
                 .filter(|e| e.app_id == app.id)
-                .map(|e| {
-                    use mthpt_engine::app::ExecutorState;
-                    ExecutorRow {
-                        id: e.id.0,
-                        instance_id: e.instance_id.clone(),
-                        base_url: e.base_url.clone(),
-                        state: e.state.to_string(),
-                        state_label: ctx.tr.t(&format!("executor.state.{}", e.state)),
-                        capacity: e.capacity,
-                        running: e.running,
-                        handlers: e.handlers.0.join(", "),
-                        labels: e
-                            .labels
-                            .0
-                            .iter()
-                            .map(|(k, v)| (k.clone(), v.clone()))
-                            .collect(),
-                        heartbeat_age: age(ctx.tr, now, e.last_heartbeat_at),
-                        heartbeat_at: ctx.time(e.last_heartbeat_at),
-                        live: matches!(e.state, ExecutorState::Up | ExecutorState::Draining),
-                        drain_action: l.link(&format!("executors/{}/drain", e.id.0)),
-                    }
-                })
+                .map(|e| ExecutorRow::of(&ctx, &l, e, now))
                 .collect(),
             name: app.name,
         })
@@ -110,24 +126,67 @@ async fn list(req: HttpRequest, tenant: web::Path<String>) -> HttpResponse {
     html(StatusCode::OK, &ExecutorsPage { l, apps: groups })
 }
 
-#[derive(Debug, Deserialize)]
-struct BackForm {
-    back: Option<String>,
-}
-
-/// `POST /t/{tenant}/executors/{id}/drain`.
+/// `POST /t/{tenant}/executors/{id}/drain`: after a confirmation step; back with a message
+/// that offers the undrain.
 async fn drain(
     req: HttpRequest,
     path: web::Path<(String, i64)>,
-    form: web::Form<BackForm>,
+    form: web::Form<ConfirmForm>,
+) -> HttpResponse {
+    let ctx = page_ctx!(req);
+    let (tenant, id) = path.into_inner();
+    let back = form.back_or(&format!("/t/{}/executors", urlencode(&tenant)));
+    if !form.confirmed() {
+        let (list, apps) = or_error!(
+            ctx,
+            apps::executors(&ctx.services, &ctx.caller, &tenant, None).await
+        );
+        let Some(e) = list.iter().find(|e| e.id.0 == id) else {
+            return ctx.error(&ApiError::not_found(format!("executor {id}")));
+        };
+        let app = apps
+            .iter()
+            .find(|a| a.id == e.app_id)
+            .map_or("", |a| a.name.as_str());
+        let detail = ctx
+            .tr
+            .t("confirm.drain_detail")
+            .replace("{instance}", &e.instance_id)
+            .replace("{app}", app);
+        return confirm::ask(
+            &ctx,
+            &req,
+            &tenant,
+            Action::Operate,
+            "executors",
+            "confirm.drain_title",
+            detail,
+            "executors.drain",
+            back,
+        )
+        .await;
+    }
+    or_error!(
+        ctx,
+        apps::drain(&ctx.services, &ctx.caller, &tenant, id).await
+    );
+    see_other(&Done::Drained(id).on(&back))
+}
+
+/// `POST /t/{tenant}/executors/{id}/undrain`: the undo of a drain.
+async fn undrain(
+    req: HttpRequest,
+    path: web::Path<(String, i64)>,
+    form: web::Form<ConfirmForm>,
 ) -> HttpResponse {
     let ctx = page_ctx!(req);
     let (tenant, id) = path.into_inner();
     or_error!(
         ctx,
-        apps::drain(&ctx.services, &ctx.caller, &tenant, id).await
+        apps::undrain(&ctx.services, &ctx.caller, &tenant, id).await
     );
-    see_other(&safe_next(form.back.as_deref()))
+    let back = form.back_or(&format!("/t/{}/executors", urlencode(&tenant)));
+    see_other(&Done::Undrained(id).on(&back))
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 use mthpt_engine::alarm::AlarmFilter;
 use mthpt_engine::tenant::{Role, Tenant};
 
+use super::flash::{self, Flash};
 use super::i18n::Tr;
 use super::{Ctx, urlencode};
 use crate::service::access::{Action, Decision, Target, decide};
@@ -41,6 +42,8 @@ pub struct Layout {
     pub labels_json: String,
     /// Which navigation entry is current: `overview`, `tasks`, `runs`, `alarms`.
     pub nav: &'static str,
+    /// The message about the action that led here ([`flash`]).
+    pub flash: Option<Flash>,
 }
 
 impl Layout {
@@ -62,7 +65,16 @@ impl Layout {
             tz: "UTC".to_owned(),
             labels_json: labels(tr),
             nav: "",
+            flash: None,
         }
+    }
+
+    /// Takes the message about the action that led here from `here` (the page's path and
+    /// query, which then no longer names it).
+    pub fn take_flash(&mut self, here: &str) {
+        let (here, done) = flash::strip(here);
+        self.flash = done.map(|d| d.render(self.tr, &self.tenant));
+        self.here = here;
     }
 
     /// The frame of a page about `tenant`.
@@ -119,7 +131,7 @@ impl Layout {
         } else {
             Vec::new()
         };
-        Ok(Layout {
+        let mut l = Layout {
             tr: ctx.tr,
             title: title.into(),
             user: caller.user.username.clone(),
@@ -136,11 +148,14 @@ impl Layout {
             },
             can_operate: may(Action::Operate),
             can_admin: may(Action::Administer),
-            here,
+            here: String::new(),
             tz: ctx.tz.name().to_owned(),
             labels_json: labels(ctx.tr),
             nav,
-        })
+            flash: None,
+        };
+        l.take_flash(&here);
+        Ok(l)
     }
 
     /// A catalog string in the page's language.

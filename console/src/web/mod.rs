@@ -15,11 +15,14 @@
 //!   cron preview of the task form.
 
 pub mod alarms;
+pub mod apps;
 pub mod assets;
 pub mod audit;
 pub mod charts;
+pub mod confirm;
 pub mod dag;
 pub mod executors;
+pub mod flash;
 pub mod i18n;
 mod layout;
 pub mod nodes;
@@ -63,6 +66,7 @@ pub fn configure(services: Services) -> impl FnOnce(&mut web::ServiceConfig) + C
             .configure(task_detail::routes)
             .configure(runs::routes)
             .configure(executors::routes)
+            .configure(apps::routes)
             .configure(nodes::routes)
             .configure(users::routes)
             .configure(audit::routes);

@@ -30,7 +30,7 @@ pub fn own_layout(ctx: &Ctx, title: String, here: String, nav: &'static str) -> 
     let mut l = Layout::bare(ctx.tr, title);
     l.user = ctx.caller.user.username.clone();
     l.role = format!("role.{}", ctx.caller.role());
-    l.here = here;
+    l.take_flash(&here);
     l.tz = ctx.tz.name().to_owned();
     l.nav = nav;
     l

@@ -129,7 +129,11 @@ pub struct AlarmLine {
 #[derive(Debug, Clone)]
 pub struct AppExecutors {
     pub app: String,
+    /// Up: taking runs. A draining instance takes none, so it is not counted here.
     pub live: usize,
+    pub draining: usize,
+    /// "2 draining".
+    pub draining_label: String,
     pub total: usize,
 }
 
@@ -195,12 +199,18 @@ async fn overview(
         .iter()
         .map(|a| {
             let mine: Vec<_> = list.iter().filter(|e| e.app_id == a.id).collect();
+            let draining = mine
+                .iter()
+                .filter(|e| e.state == ExecutorState::Draining)
+                .count();
             AppExecutors {
                 app: a.name.clone(),
-                live: mine
-                    .iter()
-                    .filter(|e| matches!(e.state, ExecutorState::Up | ExecutorState::Draining))
-                    .count(),
+                live: mine.iter().filter(|e| e.state == ExecutorState::Up).count(),
+                draining,
+                draining_label: ctx
+                    .tr
+                    .t("overview.draining")
+                    .replace("{n}", &draining.to_string()),
                 total: mine.len(),
             }
         })

@@ -12,8 +12,11 @@ use mthpt_engine::run::{Run, RunFilter, RunId, RunState};
 use mthpt_engine::task::{TaskFilter, TaskId};
 use serde::Deserialize;
 
+use super::confirm::{self, ConfirmForm};
+use super::flash::Done;
 use super::i18n::Tr;
-use super::{Ctx, Layout, Opt, html, local_path, options, safe_next, see_other, urlencode};
+use super::{Ctx, Layout, Opt, html, local_path, options, see_other, urlencode};
+use crate::service::access::Action;
 use crate::service::error::{ApiError, ApiResult};
 use crate::service::{runs, tasks};
 use crate::{or_error, page_ctx};
@@ -424,27 +427,42 @@ async fn detail(req: HttpRequest, path: web::Path<(String, i64)>) -> HttpRespons
     html(StatusCode::OK, &page)
 }
 
-#[derive(Debug, Deserialize)]
-struct BackForm {
-    back: Option<String>,
-}
-
-/// `POST /t/{tenant}/runs/{id}/{cancel|rerun}`.
+/// `POST /t/{tenant}/runs/{id}/{cancel|rerun}`: cancel after a confirmation step, back with
+/// a message linking the run; a re-run opens the new run's page, which says it was made.
 async fn act(
     req: HttpRequest,
     path: web::Path<(String, i64, String)>,
-    form: web::Form<BackForm>,
+    form: web::Form<ConfirmForm>,
 ) -> HttpResponse {
     let ctx = page_ctx!(req);
     let (tenant, id, action) = path.into_inner();
     let (s, c) = (&ctx.services, &ctx.caller);
+    let run_page = format!("/t/{}/runs/{id}", urlencode(&tenant));
     let back = match action.as_str() {
+        "cancel" if !form.confirmed() => {
+            let detail = ctx
+                .tr
+                .t("confirm.cancel_detail")
+                .replace("{id}", &id.to_string());
+            return confirm::ask(
+                &ctx,
+                &req,
+                &tenant,
+                Action::Operate,
+                "runs",
+                "confirm.cancel_title",
+                detail,
+                "runs.cancel",
+                form.back_or(&run_page),
+            )
+            .await;
+        }
         "cancel" => runs::cancel(s, c, &tenant, RunId(id), Some("cancelled in the console"))
             .await
-            .map(|_| safe_next(form.back.as_deref())),
-        "rerun" => runs::rerun(s, c, &tenant, RunId(id))
-            .await
-            .map(|r| format!("/t/{}/runs/{}", urlencode(&tenant), r.id)),
+            .map(|_| Done::Cancelled(id).on(&form.back_or(&run_page))),
+        "rerun" => runs::rerun(s, c, &tenant, RunId(id)).await.map(|r| {
+            Done::Triggered(r.id.0).on(&format!("/t/{}/runs/{}", urlencode(&tenant), r.id))
+        }),
         _ => Err(ApiError::not_found(format!("run action {action:?}"))),
     };
     see_other(&or_error!(ctx, back))

@@ -13,6 +13,7 @@ use mthpt_engine::schedule::describe::describe;
 use mthpt_engine::task::{MisfirePolicy, OverlapPolicy, Routing, TaskFilter, TaskId};
 use serde::Deserialize;
 
+use super::flash::Done;
 use super::task_form::{KINDS, TaskForm};
 use super::{Ctx, Layout, Opt, html, local_path, options, safe_next, see_other, urlencode};
 use crate::service::access::{Action, tenant_access};
@@ -353,21 +354,21 @@ async fn act(
     let done = match action.as_str() {
         "pause" => tasks::set_paused(s, c, &tenant, id, None, true)
             .await
-            .map(|_| ()),
+            .map(|_| Done::Paused(id.0)),
         "resume" => tasks::set_paused(s, c, &tenant, id, None, false)
             .await
-            .map(|_| ()),
+            .map(|_| Done::Resumed(id.0)),
         "trigger" => {
             let key = form.key.as_deref().filter(|k| !k.is_empty());
             let key = key.map(|k| format!("web-{id}-{k}"));
             tasks::trigger(s, c, &tenant, id, None, key.as_deref())
                 .await
-                .map(|_| ())
+                .map(|t| Done::Triggered(t.run.id.0))
         }
         _ => Err(ApiError::not_found(format!("task action {action:?}"))),
     };
-    or_error!(ctx, done);
-    see_other(&safe_next(form.back.as_deref()))
+    let done = or_error!(ctx, done);
+    see_other(&done.on(&safe_next(form.back.as_deref())))
 }
 
 #[derive(Template)]
@@ -571,11 +572,11 @@ async fn save(
         (Ok(spec), true) => save_in_one(&ctx, &tenant, id, &f, &spec).await,
     };
     match saved {
-        Ok(view) => see_other(&format!(
+        Ok(view) => see_other(&Done::Saved(view.task.id.0).on(&format!(
             "/t/{}/tasks?q={}",
             urlencode(&tenant),
             urlencode(&view.task.name)
-        )),
+        ))),
         Err(e)
             if e.code == Code::ValidationFailed
                 || e.code == Code::Conflict

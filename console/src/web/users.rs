@@ -10,8 +10,11 @@ use askama::Template;
 use mthpt_engine::tenant::{ApiTokenId, Role, UserId};
 use serde::Deserialize;
 
+use super::confirm::{self, ConfirmForm};
+use super::flash::Done;
 use super::nodes::{field_errors, own_layout};
-use super::{Ctx, Layout, Opt, html, local_path, options, safe_next, see_other};
+use super::{Ctx, Layout, Opt, html, local_path, options, see_other};
+use crate::service::access::Action;
 use crate::service::error::ApiError;
 use crate::service::users::{self, TokenOwner, UserChange, Where};
 use crate::{or_error, page_ctx};
@@ -221,9 +224,43 @@ async fn user_role(
     see_other(&format!("/t/{}/users", super::urlencode(&tenant)))
 }
 
-async fn user_delete(req: HttpRequest, path: web::Path<(String, i64)>) -> HttpResponse {
+/// `POST /t/{tenant}/users/{id}/delete`: after a confirmation step.
+async fn user_delete(
+    req: HttpRequest,
+    path: web::Path<(String, i64)>,
+    form: web::Form<ConfirmForm>,
+) -> HttpResponse {
     let ctx = page_ctx!(req);
     let (tenant, id) = path.into_inner();
+    let list = format!("/t/{}/users", super::urlencode(&tenant));
+    if !form.confirmed() {
+        let user = or_error!(
+            ctx,
+            users::get(
+                &ctx.services,
+                &ctx.caller,
+                Where::Tenant(&tenant),
+                UserId(id)
+            )
+            .await
+        );
+        let detail = ctx
+            .tr
+            .t("confirm.delete_user_detail")
+            .replace("{user}", &user.username);
+        return confirm::ask(
+            &ctx,
+            &req,
+            &tenant,
+            Action::Administer,
+            "users",
+            "confirm.delete_user_title",
+            detail,
+            "users.delete",
+            list,
+        )
+        .await;
+    }
     or_error!(
         ctx,
         users::delete(
@@ -234,7 +271,7 @@ async fn user_delete(req: HttpRequest, path: web::Path<(String, i64)>) -> HttpRe
         )
         .await
     );
-    see_other(&format!("/t/{}/users", super::urlencode(&tenant)))
+    see_other(&Done::UserDeleted(id).on(&list))
 }
 
 /// One token (never its secret).
@@ -401,26 +438,41 @@ async fn token_create(req: HttpRequest, input: web::Form<HashMap<String, String>
     }
 }
 
-#[derive(Debug, Deserialize)]
-struct BackForm {
-    back: Option<String>,
-}
-
+/// `POST /account/tokens/{id}/revoke`: after a confirmation step.
 async fn token_revoke(
     req: HttpRequest,
     id: web::Path<i64>,
-    form: web::Form<BackForm>,
+    form: web::Form<ConfirmForm>,
 ) -> HttpResponse {
     let ctx = page_ctx!(req);
+    let id = id.into_inner();
+    let back = form.back_or("/account/tokens");
+    if !form.confirmed() {
+        let list = or_error!(
+            ctx,
+            users::list_tokens(&ctx.services, &ctx.caller, TokenOwner::Me).await
+        );
+        let Some(token) = list.iter().find(|t| t.id.0 == id) else {
+            return ctx.error(&ApiError::not_found(format!("token {id}")));
+        };
+        let mut l = or_error!(ctx, account_layout(&ctx, &req).await);
+        l.title = ctx.tr.t("confirm.revoke_title");
+        l.take_flash(&back);
+        let detail = ctx
+            .tr
+            .t("confirm.revoke_detail")
+            .replace("{token}", &token.name);
+        return confirm::page(
+            l,
+            detail,
+            req.path().to_owned(),
+            ctx.tr.t("tokens.revoke"),
+            back,
+        );
+    }
     or_error!(
         ctx,
-        users::revoke_token(
-            &ctx.services,
-            &ctx.caller,
-            TokenOwner::Me,
-            ApiTokenId(id.into_inner())
-        )
-        .await
+        users::revoke_token(&ctx.services, &ctx.caller, TokenOwner::Me, ApiTokenId(id)).await
     );
-    see_other(&safe_next(form.back.as_deref().or(Some("/account/tokens"))))
+    see_other(&Done::TokenRevoked(id).on(&back))
 }

@@ -1,5 +1,5 @@
-//! Apps (secrets shown once, rotate, delete), executor instances (live view, drain) and engine
-//! nodes through the API — on both backends.
+//! Apps (secrets shown once, rotate, delete), executor instances (live view, drain, undrain)
+//! and engine nodes through the API — on both backends.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -195,6 +195,93 @@ async fn apps_executors_and_nodes(app: TestApp) {
         .unwrap();
     assert_eq!(status_code(unknown).await, pair(404, "not_found"));
 
+    // Undrain, the undo of drain: asked for now, up from the instance's next heartbeat.
+    let undrain_path = format!("/api/v1/tenants/acme/executors/{}/undrain", executor.id);
+    let by_viewer = app
+        .request(Method::POST, &undrain_path, &viewer)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(status_code(by_viewer).await, pair(403, "forbidden"));
+    let by_stranger = app
+        .request(
+            Method::POST,
+            &format!("/api/v1/tenants/other/executors/{}/undrain", executor.id),
+            &stranger,
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(status_code(by_stranger).await, pair(404, "not_found"));
+    let asked: Value = app
+        .request(Method::POST, &undrain_path, &operator)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            asked["state"].as_str(),
+            asked["undrain_requested"].as_bool()
+        ),
+        (Some("draining"), Some(true))
+    );
+    {
+        let mut tx = app.store().begin().await.unwrap();
+        let beat = mthpt_engine::app::ExecutorHeartbeat {
+            capacity: 4,
+            running: 0,
+        };
+        tx.heartbeat_executor(executor.app_id, "shop-1", beat, SystemClock.now_ms())
+            .await
+            .unwrap();
+        tx.commit().await.unwrap();
+    }
+    let live: Value = app
+        .request(Method::GET, "/api/v1/tenants/acme/executors", &viewer)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            live[0]["state"].as_str(),
+            live[0]["undrain_requested"].as_bool()
+        ),
+        (Some("up"), Some(false))
+    );
+    let again: Value = app
+        .request(Method::POST, &undrain_path, &operator)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(again["state"], "up", "an instance up needs nothing");
+    {
+        let mut tx = app.store().begin().await.unwrap();
+        tx.set_executor_state(
+            executor.app_id,
+            "shop-1",
+            mthpt_engine::app::ExecutorState::Lost,
+            SystemClock.now_ms(),
+        )
+        .await
+        .unwrap();
+        tx.commit().await.unwrap();
+    }
+    let lost = app
+        .request(Method::POST, &undrain_path, &operator)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(status_code(lost).await, pair(409, "conflict"));
+
     let deleted = app
         .request(Method::DELETE, "/api/v1/tenants/acme/apps/shop", &admin)
         .send()
@@ -230,6 +317,7 @@ async fn apps_executors_and_nodes(app: TestApp) {
         actions,
         [
             "app.delete",
+            "executor.undrain",
             "executor.drain",
             "app.rotate_secret",
             "app.create"

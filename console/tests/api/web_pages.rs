@@ -1,7 +1,9 @@
 //! The web console's pages over HTTP, without a browser (SQLite): signing in with the form,
 //! redirects to sign in, roles (a tenant viewer is offered no controls and a post of its
 //! session is refused), the CSRF rule for form posts, the Chinese catalog, the task page (its
-//! dependency graph linked both ways), bulk actions on the task list and parents in the task form.
+//! dependency graph linked both ways), bulk actions on the task list and parents in the task form,
+//! confirmation steps of destructive actions and the messages after actions, and the apps page
+//! (a new app's secret shown once with the lines to paste).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -551,6 +553,7 @@ async fn overview_and_administration_pages_render_by_role_in_both_languages() {
                 "/t/acme",
                 "/t/acme?range=24h",
                 "/t/acme?range=7d",
+                "/t/acme/apps",
                 "/t/acme/executors",
                 "/t/acme/users",
                 "/t/acme/audit",
@@ -562,6 +565,7 @@ async fn overview_and_administration_pages_render_by_role_in_both_languages() {
             &viewer,
             &[
                 "/t/acme",
+                "/t/acme/apps",
                 "/t/acme/executors",
                 "/t/acme/audit",
                 "/account/tokens",
@@ -943,5 +947,233 @@ async fn the_task_form_reports_every_wrong_field_in_one_answer() {
         let id = format!("id=\"err-f-{}\"", field.replace('_', "-"));
         assert!(html.contains(&id), "{field} has its error: {html}");
     }
+    app.stop().await;
+}
+
+/// Destructive actions answer with a confirmation page first and act only on `confirm=yes`;
+/// every action then lands on a page with a message linking what it made, and a drain's
+/// message offers the undrain. A viewer gets no confirmation page for what it may not do.
+#[tokio::test]
+async fn destructive_actions_ask_first_and_actions_say_what_they_did() {
+    let app = spawn_app(Backend::Sqlite).await;
+    let (acme_tenant, task) = acme(&app).await;
+    let (user, _) = app
+        .user(Some(&acme_tenant), "dora", Role::TenantOperator)
+        .await;
+    app.user(Some(&acme_tenant), "vera", Role::TenantViewer)
+        .await;
+    let root = sign_in(&app, "root").await;
+    let viewer = sign_in(&app, "vera").await;
+
+    // Delete a user: a question first, nothing deleted; confirmed, deleted, with a message.
+    let delete = format!("/t/acme/users/{}/delete", user.id);
+    let res = post(&app, &root, &delete, String::new()).await;
+    assert_eq!(res.status(), StatusCode::OK);
+    let html = res.text().await.unwrap();
+    assert!(
+        html.contains("id=\"confirm-yes\"") && html.contains("dora"),
+        "the question names the user: {html}"
+    );
+    let (_, users) = page(&app, &root, "/t/acme/users").await;
+    assert!(users.contains("dora"), "asking deleted nothing");
+    let res = post(&app, &root, &delete, form(&[("confirm", "yes")])).await;
+    assert_eq!(res.status(), StatusCode::SEE_OTHER);
+    let to = res.headers()[LOCATION].to_str().unwrap().to_owned();
+    assert_eq!(
+        to,
+        format!("/t/acme/users?flash=user_deleted&flash_id={}", user.id)
+    );
+    let (_, users) = page(&app, &root, &to).await;
+    assert!(
+        !users.contains("dora") && users.contains("id=\"flash\""),
+        "{users}"
+    );
+    let res = post(&app, &viewer, &delete, String::new()).await;
+    assert_eq!(
+        res.status(),
+        StatusCode::FORBIDDEN,
+        "no question for a viewer"
+    );
+
+    // Run now: the message links to the run it made.
+    let res = post(
+        &app,
+        &root,
+        &format!("/t/acme/tasks/{task}/trigger"),
+        form(&[("back", "/t/acme/tasks")]),
+    )
+    .await;
+    let to = res.headers()[LOCATION].to_str().unwrap().to_owned();
+    let run: i64 = to
+        .strip_prefix("/t/acme/tasks?flash=triggered&flash_id=")
+        .and_then(|id| id.parse().ok())
+        .unwrap_or_else(|| panic!("{to}"));
+    let (_, html) = page(&app, &root, &to).await;
+    assert!(
+        html.contains(&format!("href=\"/t/acme/runs/{run}\" id=\"flash-link\"")),
+        "{html}"
+    );
+    assert!(
+        !html.contains("value=\"/t/acme/tasks?flash="),
+        "the page's own back links drop the message"
+    );
+
+    // Cancel that run: a question first; confirmed, the message links to it.
+    let cancel = format!("/t/acme/runs/{run}/cancel");
+    let res = post(&app, &root, &cancel, String::new()).await;
+    assert_eq!(res.status(), StatusCode::OK);
+    assert!(res.text().await.unwrap().contains(&format!("#{run}")));
+    let res = post(&app, &root, &cancel, form(&[("confirm", "yes")])).await;
+    assert_eq!(
+        res.headers()[LOCATION].to_str().unwrap(),
+        format!("/t/acme/runs/{run}?flash=cancelled&flash_id={run}")
+    );
+
+    // A drain's message offers the undrain.
+    let executor = {
+        let mut tx = app.store().begin().await.unwrap();
+        let billing = tx
+            .find_app_by_name(acme_tenant.id, "billing")
+            .await
+            .unwrap()
+            .unwrap();
+        let e = tx
+            .register_executor(
+                &mthpt_engine::app::ExecutorRegistration {
+                    app_id: billing.id,
+                    instance_id: "b-1".into(),
+                    base_url: "http://127.0.0.1:9".into(),
+                    capacity: 1,
+                    handlers: vec!["h".into()],
+                    labels: Default::default(),
+                },
+                mthpt_engine::clock::Clock::now_ms(&mthpt_engine::clock::SystemClock),
+            )
+            .await
+            .unwrap();
+        tx.commit().await.unwrap();
+        e
+    };
+    let drain = format!("/t/acme/executors/{}/drain", executor.id);
+    let res = post(&app, &root, &drain, String::new()).await;
+    assert!(
+        res.text().await.unwrap().contains("b-1"),
+        "the question names the instance"
+    );
+    let res = post(&app, &root, &drain, form(&[("confirm", "yes")])).await;
+    let to = res.headers()[LOCATION].to_str().unwrap().to_owned();
+    let (_, html) = page(&app, &root, &to).await;
+    assert!(
+        html.contains(&format!(
+            "action=\"/t/acme/executors/{}/undrain\"",
+            executor.id
+        )),
+        "{html}"
+    );
+    app.stop().await;
+}
+
+/// The apps page: a tenant admin creates an app and the answer shows its secret — the one
+/// wrappers sign with — once, with the `mthpt wrapper` lines (a placeholder for the engine URL
+/// this console does not know); replacing it asks first, then shows the new one once. A
+/// token's revocation asks first too.
+#[tokio::test]
+async fn a_tenant_admin_creates_an_app_and_sees_its_secret_once_with_the_lines_to_paste() {
+    let app = spawn_app(Backend::Sqlite).await;
+    let (acme_tenant, _) = acme(&app).await;
+    let (adam, token) = app
+        .user(Some(&acme_tenant), "adam", Role::TenantAdmin)
+        .await;
+    app.user(Some(&acme_tenant), "vera", Role::TenantViewer)
+        .await;
+    let admin = sign_in(&app, "adam").await;
+    let viewer = sign_in(&app, "vera").await;
+    let secret_of = |html: &str| {
+        html.split("id=\"app-secret\" class=\"secret-value\" value=\"")
+            .nth(1)
+            .and_then(|rest| rest.split('"').next())
+            .map(str::to_owned)
+    };
+    let stored = || async {
+        let mut tx = app.store().begin_read().await.unwrap();
+        tx.find_app_by_key("acme", "ops")
+            .await
+            .unwrap()
+            .map(|a| a.secret)
+    };
+
+    let res = post(&app, &admin, "/t/acme/apps", form(&[("name", "ops")])).await;
+    assert_eq!(res.status(), StatusCode::OK);
+    let html = res.text().await.unwrap();
+    let secret = secret_of(&html).expect("the secret is shown");
+    assert_eq!(stored().await.as_deref(), Some(secret.as_str()));
+    let text = html
+        .replace("&#x27;", "'")
+        .replace("&#39;", "'")
+        .replace("&gt;", ">")
+        .replace("&#62;", ">")
+        .replace("&lt;", "<")
+        .replace("&#60;", "<");
+    assert!(
+        text.contains(&format!(
+            "printf '%s' '{secret}' > acme.ops.secret\nmthpt wrapper --app acme.ops --secret-file acme.ops.secret --engine <ENGINE_URL> --listen 127.0.0.1:9010 --enable-shell"
+        )),
+        "the lines to paste: {html}"
+    );
+    assert!(html.contains("id=\"engine-unknown\""));
+    let (_, again) = page(&app, &admin, "/t/acme/apps").await;
+    assert!(secret_of(&again).is_none(), "the secret is shown once");
+    assert!(again.contains("data-app=\"ops\""), "the app is listed");
+    let res = post(&app, &admin, "/t/acme/apps", form(&[("name", "ops")])).await;
+    let html = res.text().await.unwrap();
+    assert!(
+        html.contains("id=\"app-name-err\"") && secret_of(&html).is_none(),
+        "a taken name is shown next to the field: {html}"
+    );
+    let res = post(&app, &viewer, "/t/acme/apps", form(&[("name", "evil")])).await;
+    assert_eq!(res.status(), StatusCode::FORBIDDEN);
+
+    // Replacing the secret asks first; confirmed, the new one is shown once.
+    let rotate = "/t/acme/apps/ops/rotate-secret";
+    let res = post(&app, &admin, rotate, String::new()).await;
+    assert!(res.text().await.unwrap().contains("id=\"confirm-yes\""));
+    assert_eq!(
+        stored().await.as_deref(),
+        Some(secret.as_str()),
+        "asking changed nothing"
+    );
+    let res = post(&app, &admin, rotate, form(&[("confirm", "yes")])).await;
+    let new = secret_of(&res.text().await.unwrap()).expect("the new secret is shown");
+    assert_ne!(new, secret);
+    assert_eq!(stored().await.as_deref(), Some(new.as_str()));
+
+    // Revoking a token asks first; confirmed, it stops working.
+    let tokens = {
+        let mut tx = app.store().begin_read().await.unwrap();
+        tx.list_api_tokens(adam.id).await.unwrap()
+    };
+    let revoke = format!("/account/tokens/{}/revoke", tokens[0].id.0);
+    let res = post(&app, &admin, &revoke, String::new()).await;
+    assert!(res.text().await.unwrap().contains("id=\"confirm-yes\""));
+    let me = app
+        .request(Method::GET, "/api/v1/me", &token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(me.status(), StatusCode::OK, "asking revoked nothing");
+    let res = post(&app, &admin, &revoke, form(&[("confirm", "yes")])).await;
+    assert_eq!(
+        res.headers()[LOCATION].to_str().unwrap(),
+        format!(
+            "/account/tokens?flash=token_revoked&flash_id={}",
+            tokens[0].id.0
+        )
+    );
+    let me = app
+        .request(Method::GET, "/api/v1/me", &token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(me.status(), StatusCode::UNAUTHORIZED);
     app.stop().await;
 }

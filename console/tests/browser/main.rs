@@ -15,13 +15,16 @@
 //!   clears it on the other; a tenant viewer is offered no controls and its forged posts are
 //!   refused;
 //! - a parent chosen in the task form shows in the child's dependency graph, where clicking the
-//!   parent's node opens the parent's page.
+//!   parent's node opens the parent's page;
+//! - onboarding, drain → alarm → undrain and alarm pop-up links ([`console_actions`]).
 //!
 //! Its screenshots replace `docs/screenshots/` with `MTHPT_WRITE_SCREENSHOTS=1` (otherwise they
 //! go to the temp folder). Chromium and chromedriver missing is a
 //! failure, not a skip (`scripts/test.sh` installs them).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod console_actions;
 
 use std::io::{BufRead, BufReader};
 

@@ -123,10 +123,18 @@ impl Alarms for StoreTx {
             .bind(now)
             .fetch_one(&mut **c)
             .await)?;
+            // The event tells of the latest occurrence: its message, run and details, on the
+            // open alarm's id and count (a pop-up shows what happened last).
+            let latest = Alarm {
+                message: inserted.message,
+                run_id: inserted.run_id,
+                details: inserted.details,
+                ..bumped.clone()
+            };
             crate::store::Alarms::insert_alarm_event(
                 &mut *self,
                 AlarmEventKind::Repeated,
-                &bumped,
+                &latest,
                 now,
             )
             .await?;

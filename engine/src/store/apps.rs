@@ -39,6 +39,9 @@ pub trait Apps: Send {
     async fn register_executor(&mut self, reg: &ExecutorRegistration, now: i64)
     -> Result<Executor>;
     /// Records a heartbeat; `None` when the instance is unknown, lost or down (it must register).
+    /// A draining instance with an undrain asked for ([`Apps::request_executor_undrain`]) is
+    /// `up` again from this heartbeat on; the caller, in the same transaction, drains it again
+    /// when the heartbeat says the instance is shutting down itself.
     async fn heartbeat_executor(
         &mut self,
         app: AppId,
@@ -46,13 +49,21 @@ pub trait Apps: Send {
         beat: ExecutorHeartbeat,
         now: i64,
     ) -> Result<Option<Executor>>;
-    /// Marks an instance draining or down (deregistration).
+    /// Marks an instance draining or down (deregistration); an undrain asked for is dropped.
     async fn set_executor_state(
         &mut self,
         app: AppId,
         instance_id: &str,
         state: ExecutorState,
         now: i64,
+    ) -> Result<Option<Executor>>;
+    /// Asks for a draining instance of `tenant` to come back `up`: its next heartbeat brings it
+    /// back unless the instance says it is shutting down itself
+    /// ([`Apps::heartbeat_executor`]). `None` when the tenant has no draining instance `id`.
+    async fn request_executor_undrain(
+        &mut self,
+        tenant: TenantId,
+        id: ExecutorId,
     ) -> Result<Option<Executor>>;
     /// An app's instance by the id it registered with (in any state); `None` when it never
     /// registered.
@@ -230,7 +241,8 @@ impl Apps for StoreTx {
              SELECT a.tenant_id, a.id, $2, $3, $4, 0, $5, $6, 'up', $7, $7 FROM apps a WHERE a.id = $1
              ON CONFLICT (app_id, instance_id) DO UPDATE SET base_url = excluded.base_url,
                  capacity = excluded.capacity, running = 0, handlers = excluded.handlers,
-                 labels = excluded.labels, state = 'up', registered_at = excluded.registered_at,
+                 labels = excluded.labels, state = 'up', undrain_requested = FALSE,
+                 registered_at = excluded.registered_at,
                  last_heartbeat_at = excluded.last_heartbeat_at
              RETURNING *",
         )
@@ -255,7 +267,9 @@ impl Apps for StoreTx {
         now: i64,
     ) -> Result<Option<Executor>> {
         Ok(on_conn!(self, |c| sqlx::query_as(
-            "UPDATE executors SET capacity = $3, running = $4, last_heartbeat_at = $5
+            "UPDATE executors SET capacity = $3, running = $4, last_heartbeat_at = $5,
+                 state = CASE WHEN undrain_requested THEN 'up' ELSE state END,
+                 undrain_requested = FALSE
              WHERE app_id = $1 AND instance_id = $2 AND state IN ('up', 'draining') RETURNING *",
         )
         .bind(app)
@@ -275,13 +289,28 @@ impl Apps for StoreTx {
         now: i64,
     ) -> Result<Option<Executor>> {
         Ok(on_conn!(self, |c| sqlx::query_as(
-            "UPDATE executors SET state = $3, last_heartbeat_at = $4
+            "UPDATE executors SET state = $3, last_heartbeat_at = $4, undrain_requested = FALSE
              WHERE app_id = $1 AND instance_id = $2 RETURNING *",
         )
         .bind(app)
         .bind(instance_id)
         .bind(state.as_str())
         .bind(now)
+        .fetch_optional(&mut **c)
+        .await)?)
+    }
+
+    async fn request_executor_undrain(
+        &mut self,
+        tenant: TenantId,
+        id: ExecutorId,
+    ) -> Result<Option<Executor>> {
+        Ok(on_conn!(self, |c| sqlx::query_as(
+            "UPDATE executors SET undrain_requested = TRUE
+             WHERE tenant_id = $1 AND id = $2 AND state = 'draining' RETURNING *",
+        )
+        .bind(tenant)
+        .bind(id)
         .fetch_optional(&mut **c)
         .await)?)
     }

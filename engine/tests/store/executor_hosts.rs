@@ -7,7 +7,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod hosts {
+pub(crate) mod hosts {
     use std::sync::Arc;
     use std::time::Duration;
 
@@ -28,7 +28,7 @@ mod hosts {
     use crate::support::fixtures::*;
 
     /// An engine's callback API over `store`, on a free port; its base URL.
-    fn serve(store: Arc<dyn Store>) -> String {
+    pub(crate) fn serve(store: Arc<dyn Store>) -> String {
         let clock = Arc::new(SystemClock);
         let directory = Arc::new(Directory::new(
             store.clone(),
@@ -49,7 +49,7 @@ mod hosts {
         format!("http://{addr}")
     }
 
-    fn register_body(instance: &str, base_url: &str) -> RegisterRequest {
+    pub(crate) fn register_body(instance: &str, base_url: &str) -> RegisterRequest {
         RegisterRequest {
             instance_id: instance.into(),
             base_url: base_url.into(),
@@ -62,7 +62,7 @@ mod hosts {
         }
     }
 
-    fn heartbeat_body(instance: &str) -> HeartbeatRequest {
+    pub(crate) fn heartbeat_body(instance: &str) -> HeartbeatRequest {
         HeartbeatRequest {
             instance_id: instance.into(),
             capacity: 4,
@@ -87,7 +87,11 @@ mod hosts {
             .unwrap());
     }
 
-    async fn state_of(store: &dyn Store, w: &World, instance: &str) -> Option<ExecutorState> {
+    pub(crate) async fn state_of(
+        store: &dyn Store,
+        w: &World,
+        instance: &str,
+    ) -> Option<ExecutorState> {
         let mut tx = store.begin_read().await.unwrap();
         tx.find_executor(w.app.id, instance)
             .await

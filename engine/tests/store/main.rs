@@ -10,6 +10,7 @@
 
 mod conformance;
 mod executor_hosts;
+mod executor_undrain;
 mod migrations;
 mod retention;
 mod server_settings;

@@ -328,7 +328,8 @@ async fn a_prestarted_bash_runs_a_script_as_a_new_bash_does() -> anyhow::Result<
         "the same lines from a new and a prestarted bash"
     );
     let bash_name = format!("0={bash} args=0 line=2 source=[]");
-    let not_found = format!("{bash}: line 13: no_such_command_here: command not found");
+    // A stderr line is kept as the engine stores it when it is streamed.
+    let not_found = format!("[stderr] {bash}: line 13: no_such_command_here: command not found");
     for expected in [
         bash_name.as_str(),
         "parent=wrapper",

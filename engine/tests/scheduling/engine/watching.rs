@@ -670,7 +670,8 @@ pub async fn late_success_finished_before_the_deadline_wins_over_the_timeout(
 }
 
 /// Due runs of an app whose executors are full wait unclaimed: one `backlog` alarm per episode,
-/// resolved when none waits any more; draining the app's last instance opens a new episode.
+/// resolved when none waits any more; draining the app's last instance opens a new episode even
+/// with nothing running, and undraining it lets the runs flow and closes that episode.
 pub async fn backlog_waiting_for_capacity_raises_one_alarm_per_episode(store: Arc<dyn Store>) {
     let w = world(&*store, "acme").await;
     let (task, _) = create_task(&*store, &w, &manual(w.app.id, "job")).await;
@@ -706,10 +707,9 @@ pub async fn backlog_waiting_for_capacity_raises_one_alarm_per_episode(store: Ar
 
     // Two finish: their capacity takes the two waiting runs, and the episode is over.
     succeed(&store, &fires[..2], T0 + 2 * SECOND).await;
-    assert_eq!(
-        claimer.run_once(T0 + 2 * SECOND).await.unwrap().fires.len(),
-        2
-    );
+    let more = claimer.run_once(T0 + 2 * SECOND).await.unwrap().fires;
+    assert_eq!(more.len(), 2);
+    start(&store, &more, e.id, T0 + 2 * SECOND).await;
     let report = wd.run_once(T0 + 3 * SECOND, 0.0).await.unwrap();
     assert_eq!(report.backlogs_resolved, vec![w.app.id]);
     let alarms = read(&*store)
@@ -719,7 +719,9 @@ pub async fn backlog_waiting_for_capacity_raises_one_alarm_per_episode(store: Ar
         .unwrap();
     assert!(alarms.iter().all(|a| a.resolved_at.is_some()));
 
-    // The last instance drains: new due runs wait, a new episode opens.
+    // The last instance drains with nothing running: new due runs wait, a new episode opens.
+    succeed(&store, &fires[2..], T0 + 3 * SECOND).await;
+    succeed(&store, &more, T0 + 3 * SECOND).await;
     in_tx!(&*store, |tx| tx
         .set_executor_state(w.app.id, "host-1", ExecutorState::Draining, T0 + 3 * SECOND)
         .await
@@ -742,6 +744,38 @@ pub async fn backlog_waiting_for_capacity_raises_one_alarm_per_episode(store: Ar
         alarm_kinds(&*store, Scope::Tenant(w.tenant.id)).await,
         vec![AlarmKind::Backlog, AlarmKind::Backlog]
     );
+
+    // Undrained, the instance is up from its next heartbeat: the runs are claimed and the
+    // episode is over.
+    let asked = in_tx!(&*store, |tx| tx
+        .request_executor_undrain(w.tenant.id, e.id)
+        .await
+        .unwrap());
+    assert!(asked.is_some_and(|x| x.undrain_requested && x.state == ExecutorState::Draining));
+    assert!(
+        claimer
+            .run_once(T0 + 4 * SECOND)
+            .await
+            .unwrap()
+            .fires
+            .is_empty(),
+        "still draining until its heartbeat"
+    );
+    let beat = ExecutorHeartbeat {
+        capacity: 4,
+        running: 0,
+    };
+    let up = in_tx!(&*store, |tx| tx
+        .heartbeat_executor(w.app.id, "host-1", beat, T0 + 5 * SECOND)
+        .await
+        .unwrap());
+    assert!(up.is_some_and(|x| x.state == ExecutorState::Up && !x.undrain_requested));
+    assert_eq!(
+        claimer.run_once(T0 + 5 * SECOND).await.unwrap().fires.len(),
+        3
+    );
+    let report = wd.run_once(T0 + 6 * SECOND, 0.0).await.unwrap();
+    assert_eq!(report.backlogs_resolved, vec![w.app.id]);
 }
 
 /// Due runs waiting behind their tenant's concurrency quota (its app has room): one `quota`
