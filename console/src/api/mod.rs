@@ -10,6 +10,7 @@ pub mod alarms;
 pub mod apps;
 pub mod audit;
 pub mod auth;
+pub mod body;
 pub mod bulk;
 pub mod channels;
 pub mod dependencies;
@@ -104,7 +105,7 @@ pub fn configure(
         .service(
             utoipa_actix_web::scope("/api/v1")
                 .app_data(web::Data::new(services))
-                .app_data(json_config(limits))
+                .app_data(limits)
                 .app_data(web::PayloadConfig::new(limits.max_body_bytes))
                 .app_data(web::QueryConfig::default().error_handler(|e, _| {
                     ApiError::bad_request(format!("query string: {e}")).into()
@@ -130,27 +131,6 @@ pub fn configure(
                 })),
         );
     }
-}
-
-fn json_config(limits: ApiLimits) -> web::JsonConfig {
-    web::JsonConfig::default()
-        .limit(limits.max_body_bytes)
-        .error_handler(move |e, _| {
-            use actix_web::error::JsonPayloadError as E;
-            match &e {
-                E::OverflowKnownLength { .. } | E::Overflow { .. } => ApiError::new(
-                    Code::PayloadTooLarge,
-                    format!(
-                        "request bodies are limited to {} bytes",
-                        limits.max_body_bytes
-                    ),
-                ),
-                E::ContentType => ApiError::bad_request("send the body as application/json"),
-                E::Deserialize(d) => ApiError::new(Code::ValidationFailed, format!("body: {d}")),
-                _ => ApiError::bad_request(format!("body: {e}")),
-            }
-            .into()
-        })
 }
 
 /// The OpenAPI 3.1 description of `/api/v1`, generated from the handlers.

@@ -31,7 +31,9 @@ pub const IDEMPOTENCY_WINDOW_MS: i64 = mthpt_engine::store::TRIGGER_KEY_WINDOW_M
 pub const MAX_IDEMPOTENCY_KEY_LEN: usize = 200;
 
 /// When a task fires, as written in the API and in task files.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+// Read by hand (`impl Deserialize` below) rather than as a derived internally tagged enum,
+// which buffers the object and so cannot say which of its fields is wrong.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum ScheduleInput {
     /// A Quartz cron expression (seconds first) on the wall clock of an IANA zone.
@@ -57,6 +59,120 @@ pub enum ScheduleInput {
 
 fn utc() -> String {
     "UTC".to_owned()
+}
+
+/// The keys of a schedule object, whatever its kind.
+#[derive(Deserialize)]
+#[serde(field_identifier, rename_all = "snake_case")]
+enum ScheduleKey {
+    Kind,
+    Expr,
+    Timezone,
+    EveryMs,
+    AnchorAt,
+    DelayMs,
+    At,
+}
+
+/// The kinds of schedule.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum ScheduleKindName {
+    Cron,
+    FixedRate,
+    FixedDelay,
+    Once,
+    Manual,
+}
+
+impl<'de> Deserialize<'de> for ScheduleInput {
+    /// Each field is read with its own type as it comes (every key means the same in every
+    /// kind), so an error names it (`schedule.every_ms`); then the kind decides which fields
+    /// it needs and which it refuses.
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_map(ScheduleVisitor)
+    }
+}
+
+struct ScheduleVisitor;
+
+impl<'de> serde::de::Visitor<'de> for ScheduleVisitor {
+    type Value = ScheduleInput;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a schedule object with a `kind`")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(
+        self,
+        mut map: A,
+    ) -> Result<ScheduleInput, A::Error> {
+        use serde::de::Error;
+        let mut kind = None;
+        let (mut expr, mut timezone, mut every_ms, mut anchor_at, mut delay_ms, mut at) =
+            (None, None, None, None, None, None);
+        fn once<T, E: Error>(slot: &mut Option<T>, name: &'static str, v: T) -> Result<(), E> {
+            if slot.replace(v).is_some() {
+                return Err(E::duplicate_field(name));
+            }
+            Ok(())
+        }
+        while let Some(key) = map.next_key::<ScheduleKey>()? {
+            match key {
+                ScheduleKey::Kind => {
+                    once(&mut kind, "kind", map.next_value::<ScheduleKindName>()?)?
+                }
+                ScheduleKey::Expr => once(&mut expr, "expr", map.next_value::<String>()?)?,
+                ScheduleKey::Timezone => {
+                    once(&mut timezone, "timezone", map.next_value::<String>()?)?
+                }
+                ScheduleKey::EveryMs => once(&mut every_ms, "every_ms", map.next_value::<i64>()?)?,
+                ScheduleKey::AnchorAt => once(
+                    &mut anchor_at,
+                    "anchor_at",
+                    map.next_value::<Option<DateTime<Utc>>>()?,
+                )?,
+                ScheduleKey::DelayMs => once(&mut delay_ms, "delay_ms", map.next_value::<i64>()?)?,
+                ScheduleKey::At => once(&mut at, "at", map.next_value::<DateTime<Utc>>()?)?,
+            }
+        }
+        let kind = kind.ok_or_else(|| A::Error::missing_field("kind"))?;
+        let given = [
+            ("expr", expr.is_some()),
+            ("timezone", timezone.is_some()),
+            ("every_ms", every_ms.is_some()),
+            ("anchor_at", anchor_at.is_some()),
+            ("delay_ms", delay_ms.is_some()),
+            ("at", at.is_some()),
+        ];
+        let allowed: &'static [&'static str] = match kind {
+            ScheduleKindName::Cron => &["kind", "expr", "timezone"],
+            ScheduleKindName::FixedRate => &["kind", "every_ms", "anchor_at"],
+            ScheduleKindName::FixedDelay => &["kind", "delay_ms"],
+            ScheduleKindName::Once => &["kind", "at"],
+            ScheduleKindName::Manual => &["kind"],
+        };
+        if let Some((name, _)) = given.iter().find(|(n, g)| *g && !allowed.contains(n)) {
+            return Err(A::Error::unknown_field(name, allowed));
+        }
+        Ok(match kind {
+            ScheduleKindName::Cron => ScheduleInput::Cron {
+                expr: expr.ok_or_else(|| A::Error::missing_field("expr"))?,
+                timezone: timezone.unwrap_or_else(utc),
+            },
+            ScheduleKindName::FixedRate => ScheduleInput::FixedRate {
+                every_ms: every_ms.ok_or_else(|| A::Error::missing_field("every_ms"))?,
+                anchor_at: anchor_at.flatten(),
+            },
+            ScheduleKindName::FixedDelay => ScheduleInput::FixedDelay {
+                delay_ms: delay_ms.ok_or_else(|| A::Error::missing_field("delay_ms"))?,
+            },
+            ScheduleKindName::Once => ScheduleInput::Once {
+                at: at.ok_or_else(|| A::Error::missing_field("at"))?,
+            },
+            ScheduleKindName::Manual => ScheduleInput::Manual,
+        })
+    }
 }
 
 impl ScheduleInput {

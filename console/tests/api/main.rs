@@ -12,6 +12,7 @@ mod api_apps;
 mod api_channels;
 mod api_cross_tenant;
 mod api_effects;
+mod api_errors;
 mod api_hostile_names;
 mod api_quotas;
 mod api_retention;
