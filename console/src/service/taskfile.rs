@@ -198,10 +198,7 @@ fn resolve_file(
                 message: format!("{:?} appears more than once", spec.name),
             });
         }
-        let checked = spec
-            .resolve(apps)
-            .and_then(|d| d.validate(now).map(|_| d).map_err(ApiError::from));
-        match checked {
+        match spec.check(apps, now) {
             Ok(d) => defs.push(d),
             Err(e) => problems.extend(e.errors.into_iter().map(|p| FieldProblem {
                 field: format!("tasks[{i}].{}", p.field),

@@ -22,7 +22,7 @@ use utoipa::ToSchema;
 
 use super::{Change, Services, audit, quotas};
 use crate::service::access::{Action, Caller, tenant_access};
-use crate::service::error::{ApiError, ApiResult};
+use crate::service::error::{ApiError, ApiResult, FieldProblem};
 
 /// How long an `Idempotency-Key` of a trigger is remembered (engines purge older keys).
 pub const IDEMPOTENCY_WINDOW_MS: i64 = mthpt_engine::store::TRIGGER_KEY_WINDOW_MS;
@@ -323,6 +323,47 @@ impl TaskSpec {
         Ok(d)
     }
 
+    /// The engine definition of a task being written, checked: every error of the schedule at
+    /// once (a never-firing cron included, see [`ScheduleSpec::check`]), beside an unknown app
+    /// and the first other wrong field.
+    pub fn check(&self, apps: &[App], now: i64) -> ApiResult<TaskDefinition> {
+        let mut problems: Vec<FieldProblem> = Vec::new();
+        let schedule_ok = match self.schedule.to_spec().check(now) {
+            Ok(_) => true,
+            Err(errors) => {
+                problems.extend(errors.into_iter().map(|e| FieldProblem {
+                    field: e.field,
+                    message: e.reason,
+                }));
+                false
+            }
+        };
+        let def = match self.resolve(apps) {
+            Ok(def) => Some(def),
+            Err(e) => {
+                problems.extend(e.errors);
+                None
+            }
+        };
+        if let Some(def) = &def {
+            // The other fields, with the schedule (reported above) out of the way.
+            let mut rest = def.clone();
+            if !schedule_ok {
+                rest.schedule = ScheduleSpec::Manual;
+            }
+            if let Err(e) = rest.validate(now) {
+                problems.push(FieldProblem {
+                    field: e.field,
+                    message: e.reason,
+                });
+            }
+        }
+        match def {
+            Some(def) if problems.is_empty() => Ok(def),
+            _ => Err(ApiError::fields(problems)),
+        }
+    }
+
     /// The spec of a stored task, every field spelled out.
     pub fn of(task: &Task, app_name: &str) -> ApiResult<TaskSpec> {
         let d = task.definition().map_err(ApiError::internal)?;
@@ -484,7 +525,7 @@ pub async fn create_in(
     now: i64,
 ) -> ApiResult<TaskView> {
     let apps = tx.list_apps(tenant.id).await?;
-    let def = spec.resolve(&apps)?;
+    let def = spec.check(&apps, now)?;
     quotas::check_new_task(tx, tenant, now).await?;
     let created = tx.create_task(tenant.id, &def, now).await?;
     audit(
@@ -538,7 +579,7 @@ pub async fn update_in(
     now: i64,
 ) -> ApiResult<TaskView> {
     let apps = tx.list_apps(tenant.id).await?;
-    let def = spec.resolve(&apps)?;
+    let def = spec.check(&apps, now)?;
     let current = tx.get_task(tenant.id, id).await?;
     let changed = current
         .definition()
@@ -1086,7 +1127,17 @@ pub async fn preview(
     }
     let now = services.now();
     let parsed: Schedule = match (schedule, task) {
-        (Some(s), _) => s.to_spec().parse(now)?,
+        (Some(s), _) => s.to_spec().check(now).map_err(|errors| {
+            ApiError::fields(
+                errors
+                    .into_iter()
+                    .map(|e| FieldProblem {
+                        field: e.field,
+                        message: e.reason,
+                    })
+                    .collect(),
+            )
+        })?,
         (None, Some(id)) => {
             let mut tx = services.read().await?;
             tx.get_task(tenant.id, id)

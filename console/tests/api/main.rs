@@ -18,6 +18,7 @@ mod api_quotas;
 mod api_retention;
 mod api_session;
 mod api_skeleton;
+mod api_task_checks;
 mod api_tasks;
 mod api_users;
 mod api_weights;
