@@ -1,5 +1,6 @@
 //! What a task, a schedule or a task file is checked for before anything is written: crons that
-//! never fire, and every error of a schedule at once — on both backends.
+//! never fire, every error of a schedule at once, dependency cycles refused by a dry run exactly
+//! as by the apply, and dependencies listed twice — on both backends.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -13,6 +14,8 @@ mthpt_engine::on_both_backends!(
     with mthpt_console::testing::spawn_app;
     crons_that_never_fire_are_refused_naming_the_expression,
     every_error_of_a_schedule_is_reported_at_once,
+    a_dry_run_refuses_a_dependency_cycle_exactly_as_the_apply_does,
+    dependencies_listed_twice_are_refused_naming_the_entry,
 );
 
 /// The fields a 422 names, in order.
@@ -185,5 +188,128 @@ async fn every_error_of_a_schedule_is_reported_at_once(app: TestApp) {
         "{p}"
     );
     assert!(task_names(&app).await.is_empty());
+    app.stop().await;
+}
+
+/// The problem an apply of `file` answers, with and without `dry_run` (with the request id
+/// left out): they must be the same.
+async fn refusal_of(app: &TestApp, file: &Value, status: u16, code: &str) -> Value {
+    let mut answers = Vec::new();
+    for query in [
+        "?dry_run=true",
+        "",
+        "?dry_run=true&prune=true",
+        "?prune=true",
+    ] {
+        let path = format!("/api/v1/tenants/acme/tasks/apply{query}");
+        let mut p = problem(post(app, &path, file).await, status, code).await;
+        p.as_object_mut().unwrap().remove("instance");
+        answers.push(p);
+    }
+    for p in &answers[1..] {
+        assert_eq!(p, &answers[0], "a dry run refuses what the apply refuses");
+    }
+    answers.swap_remove(0)
+}
+
+async fn a_dry_run_refuses_a_dependency_cycle_exactly_as_the_apply_does(app: TestApp) {
+    tenant_with_app(&app, "acme").await;
+    let tasks = json!([
+        manual_task("extract"),
+        manual_task("transform"),
+        manual_task("load")
+    ]);
+
+    // A cycle within the file.
+    let file = json!({ "tasks": tasks, "dependencies": [
+        { "parent": "extract", "child": "transform" },
+        { "parent": "transform", "child": "load" },
+        { "parent": "load", "child": "extract" },
+    ] });
+    let p = refusal_of(&app, &file, 409, "cycle").await;
+    assert!(
+        p["detail"]
+            .as_str()
+            .unwrap()
+            .contains("extract → transform → load → extract"),
+        "{p}"
+    );
+    assert!(task_names(&app).await.is_empty(), "nothing was applied");
+
+    // A task depending on itself.
+    let file = json!({ "tasks": tasks, "dependencies": [{ "parent": "load", "child": "load" }] });
+    let p = refusal_of(&app, &file, 409, "cycle").await;
+    assert!(p["detail"].as_str().unwrap().contains("itself"), "{p}");
+
+    // A cycle closed with a dependency the tenant already has.
+    let chain = json!({ "tasks": tasks, "dependencies": [
+        { "parent": "extract", "child": "transform" },
+        { "parent": "transform", "child": "load" },
+    ] });
+    json(
+        post(&app, "/api/v1/tenants/acme/tasks/apply", &chain).await,
+        200,
+    )
+    .await;
+    let closing =
+        json!({ "tasks": [], "dependencies": [{ "parent": "load", "child": "extract" }] });
+    let mut answers = Vec::new();
+    for query in ["?dry_run=true", ""] {
+        let path = format!("/api/v1/tenants/acme/tasks/apply{query}");
+        let mut p = problem(post(&app, &path, &closing).await, 409, "cycle").await;
+        p.as_object_mut().unwrap().remove("instance");
+        answers.push(p);
+    }
+    assert_eq!(answers[0], answers[1]);
+    // With prune, the file drops the old chain, so the same dependency closes no cycle.
+    let pruned =
+        json!({ "tasks": tasks, "dependencies": [{ "parent": "load", "child": "extract" }] });
+    let plan = json(
+        post(
+            &app,
+            "/api/v1/tenants/acme/tasks/apply?prune=true&dry_run=true",
+            &pruned,
+        )
+        .await,
+        200,
+    )
+    .await;
+    assert_eq!(plan["applied"], false);
+    json(
+        post(&app, "/api/v1/tenants/acme/tasks/apply?prune=true", &pruned).await,
+        200,
+    )
+    .await;
+    let deps = json(
+        app.op(Method::GET, "/api/v1/tenants/acme/dependencies")
+            .send()
+            .await
+            .unwrap(),
+        200,
+    )
+    .await;
+    assert_eq!(deps.as_array().map(Vec::len), Some(1), "{deps}");
+    app.stop().await;
+}
+
+async fn dependencies_listed_twice_are_refused_naming_the_entry(app: TestApp) {
+    tenant_with_app(&app, "acme").await;
+    let file = json!({
+        "tasks": [manual_task("extract"), manual_task("load")],
+        "dependencies": [
+            { "parent": "extract", "child": "load" },
+            { "parent": "extract", "child": "load", "condition": "always" },
+        ],
+    });
+    let p = refusal_of(&app, &file, 422, "validation_failed").await;
+    assert_eq!(fields(&p), ["dependencies[1].parent"], "{p}");
+    assert!(
+        p["errors"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("dependencies[0]"),
+        "{p}"
+    );
+    assert!(task_names(&app).await.is_empty(), "nothing was applied");
     app.stop().await;
 }
