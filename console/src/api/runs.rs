@@ -40,8 +40,7 @@ pub struct RunBody {
     pub state: String,
     pub priority: i32,
     pub parent_run_id: Option<i64>,
-    /// Parameters of this run only (manual triggers); absent: the task's.
-    #[schema(value_type = Option<Object>)]
+    /// Parameters of this run only (manual triggers; any JSON value); absent: the task's.
     pub params: Option<serde_json::Value>,
     pub triggered_by: Option<String>,
     pub executor_id: Option<i64>,

@@ -309,8 +309,8 @@ async fn resume_task(
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TriggerBody {
-    /// Replace the task's parameters for this run only.
-    #[schema(value_type = Option<Object>)]
+    /// Replace the task's parameters for this run only: any JSON value, as a task's `params`;
+    /// left out or `null`: the task's own.
     pub params: Option<serde_json::Value>,
 }
 

@@ -238,9 +238,10 @@ pub struct TaskSpec {
     pub schedule: ScheduleInput,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
-    /// JSON handed to the handler (default `{}`).
+    /// Any JSON value (an object, an array, a string, a number, a boolean), handed to the
+    /// handler as it is; left out or `null`: `{}`. At most 256 KiB of JSON, without NUL
+    /// characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Object>)]
     pub params: Option<serde_json::Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window_start_at: Option<DateTime<Utc>>,
