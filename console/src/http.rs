@@ -28,6 +28,19 @@ use crate::service::error::{ApiError, ApiResult, Code};
 /// The name of the session cookie.
 pub const SESSION_COOKIE: &str = "mthpt_session";
 
+/// Answers `HEAD` as `GET` on every route (API, pages, assets): the `GET` route answers, and
+/// the server sends its status and headers without the body (actix-http leaves the body out
+/// for a request that came as `HEAD`). Wrapped around the whole app in `startup`.
+pub async fn head_as_get(
+    mut req: actix_web::dev::ServiceRequest,
+    next: actix_web::middleware::Next<impl actix_web::body::MessageBody + 'static>,
+) -> Result<actix_web::dev::ServiceResponse<impl actix_web::body::MessageBody>, actix_web::Error> {
+    if req.method() == actix_web::http::Method::HEAD {
+        req.head_mut().method = actix_web::http::Method::GET;
+    }
+    next.call(req).await
+}
+
 /// The HTTP status an error code is answered with (from the code table).
 pub fn status_of(code: Code) -> StatusCode {
     StatusCode::from_u16(code.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)

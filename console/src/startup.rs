@@ -185,13 +185,16 @@ impl Application {
         listen: Listen<'_>,
     ) -> std::io::Result<Application> {
         let limits = settings.limits;
-        let server =
-            HttpServer::new(move || App::new().configure(configure(services.clone(), limits)))
-                .workers(settings.workers)
-                .client_request_timeout(settings.client_request_timeout)
-                .client_disconnect_timeout(CLIENT_DISCONNECT_TIMEOUT)
-                .disable_signals()
-                .shutdown_timeout(SHUTDOWN_TIMEOUT_S);
+        let server = HttpServer::new(move || {
+            App::new()
+                .wrap(actix_web::middleware::from_fn(crate::http::head_as_get))
+                .configure(configure(services.clone(), limits))
+        })
+        .workers(settings.workers)
+        .client_request_timeout(settings.client_request_timeout)
+        .client_disconnect_timeout(CLIENT_DISCONNECT_TIMEOUT)
+        .disable_signals()
+        .shutdown_timeout(SHUTDOWN_TIMEOUT_S);
         let server = match listen {
             Listen::Bind(addr) => server.bind(addr)?,
             Listen::On(listener) => server.listen(listener)?,

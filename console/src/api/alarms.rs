@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use super::auth::Caller;
+use super::body::JsonBody;
 use super::error::{ApiError, ApiResult, Problem};
 use super::{LimitQuery, at};
 use crate::service::Services;
@@ -249,7 +250,7 @@ async fn mute_task_alarms(
     services: web::Data<Services>,
     caller: Caller,
     path: web::Path<(String, i64)>,
-    body: web::Json<MuteRequest>,
+    body: JsonBody<MuteRequest>,
 ) -> ApiResult<HttpResponse> {
     let (tenant, id) = path.into_inner();
     let until = body.until.map(|t| t.timestamp_millis());

@@ -8,6 +8,7 @@ use utoipa::ToSchema;
 
 use super::at;
 use super::auth::Caller;
+use super::body::JsonBody;
 use super::error::{ApiResult, Problem};
 use crate::service::Services;
 use crate::service::apps::{self, AppWithSecret};
@@ -100,7 +101,7 @@ async fn create_app(
     services: web::Data<Services>,
     caller: Caller,
     path: web::Path<String>,
-    body: web::Json<CreateApp>,
+    body: JsonBody<CreateApp>,
 ) -> ApiResult<HttpResponse> {
     let created = apps::create(&services, &caller, &path, &body.name).await?;
     Ok(HttpResponse::Created().json(AppSecretBody::of(&path, created)))

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::auth::Caller;
+use super::body::JsonBody;
 use super::error::{ApiResult, Problem};
 use crate::service::Services;
 use crate::service::bulk::{self, BulkAction};
@@ -60,7 +61,7 @@ async fn bulk_tasks(
     services: web::Data<Services>,
     caller: Caller,
     tenant: web::Path<String>,
-    body: web::Json<BulkRequest>,
+    body: JsonBody<BulkRequest>,
 ) -> ApiResult<web::Json<BulkResponse>> {
     let ids: Vec<TaskId> = body.task_ids.iter().copied().map(TaskId).collect();
     let outcomes = bulk::bulk(&services, &caller, &tenant, body.action, &ids).await?;

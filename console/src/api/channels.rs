@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use super::auth::Caller;
+use super::body::JsonBody;
 use super::error::{ApiError, ApiResult, Problem};
 use super::{LimitQuery, at};
 use crate::service::Services;
@@ -273,7 +274,7 @@ async fn create_channel(
     services: web::Data<Services>,
     caller: Caller,
     tenant: web::Path<String>,
-    body: web::Json<CreateChannel>,
+    body: JsonBody<CreateChannel>,
 ) -> ApiResult<HttpResponse> {
     let body = body.into_inner();
     let new = NewChannel {
@@ -325,7 +326,7 @@ async fn update_channel(
     services: web::Data<Services>,
     caller: Caller,
     path: web::Path<(String, i64)>,
-    body: web::Json<UpdateChannel>,
+    body: JsonBody<UpdateChannel>,
 ) -> ApiResult<web::Json<ChannelBody>> {
     let (tenant, id) = path.into_inner();
     let body = body.into_inner();

@@ -8,6 +8,7 @@ use utoipa::ToSchema;
 
 use super::at;
 use super::auth::Caller;
+use super::body::JsonBody;
 use super::error::{ApiResult, Problem};
 use crate::service::Services;
 use crate::service::tasks;
@@ -79,7 +80,7 @@ async fn add_dependency(
     services: web::Data<Services>,
     caller: Caller,
     tenant: web::Path<String>,
-    body: web::Json<NewDependency>,
+    body: JsonBody<NewDependency>,
 ) -> ApiResult<HttpResponse> {
     let dep = tasks::add_dependency(
         &services,

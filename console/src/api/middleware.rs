@@ -1,5 +1,6 @@
-//! The request-id middleware: every request gets an id, logged with its outcome, returned as
-//! `X-Request-Id`, and put into the `instance` of an error's problem body.
+//! The API's middleware: every request gets an id, logged with its outcome, returned as
+//! `X-Request-Id`, and put into the `instance` of an error's problem body; every error answer
+//! is problem+json, also those actix shapes itself.
 
 use std::time::Instant;
 
@@ -9,7 +10,7 @@ use actix_web::http::header::{HeaderName, HeaderValue};
 use actix_web::middleware::Next;
 use actix_web::{Error, HttpMessage};
 
-use super::error::ApiError;
+use super::error::{ApiError, Code};
 
 /// The request's id, in the request's extensions.
 #[derive(Debug, Clone)]
@@ -36,7 +37,8 @@ pub(super) async fn request_id(
         .response()
         .error()
         .and_then(|e| e.as_error::<ApiError>())
-        .cloned();
+        .cloned()
+        .or_else(|| plain_error(res.response()));
     let ms = started.elapsed().as_millis() as u64;
     let mut res = match api_error {
         Some(err) => {
@@ -59,6 +61,41 @@ pub(super) async fn request_id(
             .insert(HeaderName::from_static("x-request-id"), value);
     }
     Ok(res)
+}
+
+/// An error answer that is not problem+json (made by actix, e.g. for a body or a query it
+/// could not read), as the [`ApiError`] of its status, keeping its message as the detail.
+fn plain_error<B>(res: &actix_web::HttpResponse<B>) -> Option<ApiError> {
+    let status = res.status();
+    if !(status.is_client_error() || status.is_server_error()) {
+        return None;
+    }
+    let is_problem = res
+        .headers()
+        .get(actix_web::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with(super::error::PROBLEM_JSON));
+    if is_problem {
+        return None;
+    }
+    let code = match status.as_u16() {
+        401 => Code::Unauthenticated,
+        403 => Code::Forbidden,
+        404 | 405 => Code::NotFound,
+        409 => Code::Conflict,
+        412 => Code::VersionConflict,
+        413 => Code::PayloadTooLarge,
+        428 => Code::PreconditionRequired,
+        429 => Code::RateLimited,
+        503 => Code::Unavailable,
+        500..=599 => Code::Internal,
+        _ => Code::BadRequest,
+    };
+    let detail = match res.error() {
+        Some(e) if code != Code::Internal => e.to_string(),
+        _ => code.title().to_owned(),
+    };
+    Some(ApiError::new(code, detail))
 }
 
 /// Counts a request in `mthpt_console_requests_total{method,route,status}` and its time in
@@ -90,4 +127,34 @@ fn record(
     metrics::counter!("mthpt_console_requests_total", "method" => method, "route" => route, "status" => class)
         .increment(1);
     metrics::histogram!("mthpt_console_request_seconds").record(took.as_secs_f64());
+}
+
+#[cfg(test)]
+mod tests {
+    use actix_web::HttpResponse;
+    use actix_web::http::StatusCode;
+
+    use super::*;
+
+    #[test]
+    fn plain_error_answers_become_problems_of_their_status() {
+        let cases = [
+            (StatusCode::PAYLOAD_TOO_LARGE, Code::PayloadTooLarge),
+            (StatusCode::METHOD_NOT_ALLOWED, Code::NotFound),
+            (StatusCode::URI_TOO_LONG, Code::BadRequest),
+            (StatusCode::BAD_REQUEST, Code::BadRequest),
+            (StatusCode::INTERNAL_SERVER_ERROR, Code::Internal),
+        ];
+        for (status, code) in cases {
+            let res = HttpResponse::build(status)
+                .content_type("text/plain")
+                .body("A payload reached size limit.");
+            assert_eq!(plain_error(&res).map(|e| e.code), Some(code), "{status}");
+        }
+        let problem = HttpResponse::build(StatusCode::BAD_REQUEST)
+            .content_type(crate::api::error::PROBLEM_JSON)
+            .finish();
+        assert!(plain_error(&problem).is_none());
+        assert!(plain_error(&HttpResponse::Ok().body("fine")).is_none());
+    }
 }

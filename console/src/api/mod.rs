@@ -10,6 +10,7 @@ pub mod alarms;
 pub mod apps;
 pub mod audit;
 pub mod auth;
+pub mod body;
 pub mod bulk;
 pub mod channels;
 pub mod dependencies;
@@ -104,7 +105,7 @@ pub fn configure(
         .service(
             utoipa_actix_web::scope("/api/v1")
                 .app_data(web::Data::new(services))
-                .app_data(json_config(limits))
+                .app_data(limits)
                 .app_data(web::PayloadConfig::new(limits.max_body_bytes))
                 .app_data(web::QueryConfig::default().error_handler(|e, _| {
                     ApiError::bad_request(format!("query string: {e}")).into()
@@ -130,27 +131,6 @@ pub fn configure(
                 })),
         );
     }
-}
-
-fn json_config(limits: ApiLimits) -> web::JsonConfig {
-    web::JsonConfig::default()
-        .limit(limits.max_body_bytes)
-        .error_handler(move |e, _| {
-            use actix_web::error::JsonPayloadError as E;
-            match &e {
-                E::OverflowKnownLength { .. } | E::Overflow { .. } => ApiError::new(
-                    Code::PayloadTooLarge,
-                    format!(
-                        "request bodies are limited to {} bytes",
-                        limits.max_body_bytes
-                    ),
-                ),
-                E::ContentType => ApiError::bad_request("send the body as application/json"),
-                E::Deserialize(d) => ApiError::new(Code::ValidationFailed, format!("body: {d}")),
-                _ => ApiError::bad_request(format!("body: {e}")),
-            }
-            .into()
-        })
 }
 
 /// The OpenAPI 3.1 description of `/api/v1`, generated from the handlers.
@@ -179,12 +159,108 @@ pub fn openapi() -> OpenApi {
             }
         }
     }
-    let (_, spec) = actix_web::App::new()
+    let (_, mut spec) = actix_web::App::new()
         .into_utoipa_app()
         .openapi(<Base as utoipa::OpenApi>::openapi())
         .service(utoipa_actix_web::scope("/api/v1").configure(resources))
         .split_for_parts();
+    // After the paths are collected: modifiers named in `#[openapi]` run before.
+    ErrorResponses.modify(&mut spec);
     spec
+}
+
+/// Adds to every operation the error answers its shape allows, where its handler does not
+/// describe them itself: `400` (a body or a query that cannot be read), `401` (every
+/// operation but signing in), `403` (every change: the role and CSRF checks), `413` and `422`
+/// (every operation with a body, or with query parameters for `422`).
+struct ErrorResponses;
+
+impl Modify for ErrorResponses {
+    fn modify(&self, openapi: &mut OpenApi) {
+        use utoipa::openapi::path::{Operation, ParameterIn};
+        use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder};
+
+        fn add(op: &mut Operation, status: &str, description: &str) {
+            op.responses
+                .responses
+                .entry(status.to_owned())
+                .or_insert_with(|| {
+                    ResponseBuilder::new()
+                        .description(description)
+                        .content(
+                            error::PROBLEM_JSON,
+                            ContentBuilder::new()
+                                .schema(Some(Ref::from_schema_name("Problem")))
+                                .build(),
+                        )
+                        .into()
+                });
+        }
+        fn errors_of(op: &mut Operation, change: bool) {
+            let has_body = op.request_body.is_some();
+            let params_in = |place: ParameterIn| {
+                op.parameters.iter().flatten().any(|p| match p {
+                    RefOr::T(p) => p.parameter_in == place,
+                    RefOr::Ref(_) => false,
+                })
+            };
+            let has_query = params_in(ParameterIn::Query);
+            // `security(())`: signing in, the one operation without credentials.
+            let public = op
+                .security
+                .as_ref()
+                .is_some_and(|s| s.iter().all(|r| r == &Default::default()));
+            if has_body || has_query {
+                add(
+                    op,
+                    "400",
+                    "`bad_request`: the body is not JSON (or not sent as `application/json`), or a parameter cannot be read",
+                );
+            }
+            if !public {
+                add(
+                    op,
+                    "401",
+                    "`unauthenticated`: no credentials, or unknown, expired or revoked ones",
+                );
+                if change {
+                    add(
+                        op,
+                        "403",
+                        "`forbidden`: the caller's role may not do this, or a cookie-authenticated request failed the CSRF check",
+                    );
+                }
+            }
+            if has_body {
+                add(
+                    op,
+                    "413",
+                    "`payload_too_large`: the body is larger than the server accepts",
+                );
+            }
+            if has_body || has_query {
+                add(
+                    op,
+                    "422",
+                    "`validation_failed`: a field is wrong; `errors[]` names it",
+                );
+            }
+        }
+        for item in openapi.paths.paths.values_mut() {
+            for (op, change) in [
+                (item.get.as_mut(), false),
+                (item.head.as_mut(), false),
+                (item.post.as_mut(), true),
+                (item.put.as_mut(), true),
+                (item.patch.as_mut(), true),
+                (item.delete.as_mut(), true),
+            ] {
+                if let Some(op) = op {
+                    errors_of(op, change);
+                }
+            }
+        }
+    }
 }
 
 /// The largest page a listing returns.

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use super::auth::Caller;
+use super::body::RawBody;
 use super::error::{ApiError, ApiResult, Problem};
 use super::{LimitQuery, at};
 use crate::service::Services;
@@ -39,8 +40,7 @@ pub struct RunBody {
     pub state: String,
     pub priority: i32,
     pub parent_run_id: Option<i64>,
-    /// Parameters of this run only (manual triggers); absent: the task's.
-    #[schema(value_type = Option<Object>)]
+    /// Parameters of this run only (manual triggers; any JSON value); absent: the task's.
     pub params: Option<serde_json::Value>,
     pub triggered_by: Option<String>,
     pub executor_id: Option<i64>,
@@ -267,16 +267,10 @@ async fn cancel_run(
     services: web::Data<Services>,
     caller: Caller,
     path: RunPath,
-    body: web::Bytes,
+    body: RawBody,
 ) -> ApiResult<web::Json<RunBody>> {
     let (tenant, id) = path.into_inner();
-    let reason = if body.iter().all(u8::is_ascii_whitespace) {
-        None
-    } else {
-        serde_json::from_slice::<CancelBody>(&body)
-            .map_err(|e| ApiError::field("body", e.to_string()))?
-            .reason
-    };
+    let reason = body.optional_json::<CancelBody>()?.and_then(|b| b.reason);
     let run = runs::cancel(&services, &caller, &tenant, RunId(id), reason.as_deref()).await?;
     Ok(web::Json(run.into()))
 }

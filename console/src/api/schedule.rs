@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::auth::Caller;
+use super::body::JsonBody;
 use super::error::{ApiResult, Problem};
 use crate::service::Services;
 use crate::service::tasks::{self, ScheduleInput};
@@ -53,7 +54,7 @@ async fn preview_schedule(
     services: web::Data<Services>,
     caller: Caller,
     tenant: web::Path<String>,
-    body: web::Json<PreviewRequest>,
+    body: JsonBody<PreviewRequest>,
 ) -> ApiResult<web::Json<PreviewBody>> {
     let body = body.into_inner();
     let preview = tasks::preview(

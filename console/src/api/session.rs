@@ -5,6 +5,7 @@ use serde::Deserialize;
 use utoipa::ToSchema;
 
 use super::auth::{Caller, Credential, SESSION_COOKIE};
+use super::body::JsonBody;
 use super::error::{ApiError, ApiResult, Problem};
 use super::me::MeBody;
 use crate::http::session_cookie;
@@ -33,7 +34,7 @@ pub struct SignIn {
 async fn sign_in(
     req: HttpRequest,
     services: web::Data<Services>,
-    body: web::Json<SignIn>,
+    body: JsonBody<SignIn>,
 ) -> ApiResult<HttpResponse> {
     let address = req
         .peer_addr()

@@ -8,6 +8,7 @@ use serde::Deserialize;
 use utoipa::IntoParams;
 
 use super::auth::Caller;
+use super::body::{JsonBody, RawBody, parse_json};
 use super::error::{ApiError, ApiResult, Code, Problem};
 use crate::service::Services;
 use crate::service::taskfile::{self, Format, Plan, TaskFile};
@@ -87,7 +88,7 @@ async fn apply_tasks(
     caller: Caller,
     tenant: web::Path<String>,
     query: web::Query<ApplyQuery>,
-    body: web::Json<TaskFile>,
+    body: JsonBody<TaskFile>,
 ) -> ApiResult<web::Json<Plan>> {
     let plan = taskfile::apply(
         &services,
@@ -116,22 +117,21 @@ async fn import_tasks(
     caller: Caller,
     req: HttpRequest,
     tenant: web::Path<String>,
-    body: web::Bytes,
+    body: RawBody,
 ) -> ApiResult<web::Json<Plan>> {
     let content_type = req
         .headers()
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("application/toml");
-    let format = if content_type.starts_with("application/json") {
-        Format::Json
+    let file = if content_type.starts_with("application/json") {
+        parse_json(&body.0)?
     } else {
-        Format::Toml
+        let text = std::str::from_utf8(&body.0)
+            .map_err(|_| ApiError::bad_request("the file is not UTF-8 text"))?;
+        TaskFile::parse(text, Format::Toml)
+            .map_err(|e| ApiError::new(Code::ValidationFailed, e.to_string()))?
     };
-    let text = std::str::from_utf8(&body)
-        .map_err(|_| ApiError::bad_request("the file is not UTF-8 text"))?;
-    let file = TaskFile::parse(text, format)
-        .map_err(|e| ApiError::new(Code::ValidationFailed, e.to_string()))?;
     let plan = taskfile::apply(&services, &caller, &tenant, &file, false, false).await?;
     Ok(web::Json(plan))
 }

@@ -9,7 +9,8 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use super::auth::Caller;
-use super::error::{ApiError, ApiResult, Code, Problem};
+use super::body::{JsonBody, RawBody, from_value};
+use super::error::{ApiError, ApiResult, Problem};
 use super::runs::RunBody;
 use super::{LimitQuery, at};
 use crate::service::Services;
@@ -102,9 +103,7 @@ fn edited_spec(mut body: serde_json::Value) -> ApiResult<(TaskSpec, Option<i64>)
             fields.remove(key);
         }
     }
-    let spec = serde_json::from_value(body)
-        .map_err(|e| ApiError::new(Code::ValidationFailed, format!("body: {e}")))?;
-    Ok((spec, version))
+    Ok((from_value(body)?, version))
 }
 
 /// A page of tasks and the cursor of the next one.
@@ -182,7 +181,7 @@ async fn create_task(
     services: web::Data<Services>,
     caller: Caller,
     tenant: web::Path<String>,
-    body: web::Json<TaskSpec>,
+    body: JsonBody<TaskSpec>,
 ) -> ApiResult<HttpResponse> {
     let view = tasks::create(&services, &caller, &tenant, &body).await?;
     let mut res = HttpResponse::Created();
@@ -227,7 +226,7 @@ async fn update_task(
     caller: Caller,
     req: HttpRequest,
     path: TaskPath,
-    body: web::Json<serde_json::Value>,
+    body: JsonBody<serde_json::Value>,
 ) -> ApiResult<HttpResponse> {
     let (tenant, id) = path.into_inner();
     let (spec, body_version) = edited_spec(body.into_inner())?;
@@ -310,8 +309,8 @@ async fn resume_task(
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TriggerBody {
-    /// Replace the task's parameters for this run only.
-    #[schema(value_type = Option<Object>)]
+    /// Replace the task's parameters for this run only: any JSON value, as a task's `params`;
+    /// left out or `null`: the task's own.
     pub params: Option<serde_json::Value>,
 }
 
@@ -332,7 +331,7 @@ async fn trigger_task(
     caller: Caller,
     req: HttpRequest,
     path: TaskPath,
-    body: web::Bytes,
+    body: RawBody,
 ) -> ApiResult<HttpResponse> {
     let (tenant, id) = path.into_inner();
     let key = match req.headers().get("Idempotency-Key") {
@@ -344,13 +343,7 @@ async fn trigger_task(
         None => None,
     };
     // The body is optional, so it is read by hand: a wrong one is an error, not ignored.
-    let params = if body.iter().all(u8::is_ascii_whitespace) {
-        None
-    } else {
-        serde_json::from_slice::<TriggerBody>(&body)
-            .map_err(|e| ApiError::new(Code::ValidationFailed, format!("body: {e}")))?
-            .params
-    };
+    let params = body.optional_json::<TriggerBody>()?.and_then(|b| b.params);
     let done = tasks::trigger(
         &services,
         &caller,

@@ -8,6 +8,7 @@ use utoipa::ToSchema;
 
 use super::at;
 use super::auth::Caller;
+use super::body::JsonBody;
 use super::error::{ApiError, ApiResult, Problem};
 use crate::service::quotas::QuotaReport;
 use crate::service::weights::WeightReport;
@@ -118,7 +119,7 @@ async fn list_tenants(
 async fn create_tenant(
     services: web::Data<Services>,
     caller: Caller,
-    body: web::Json<CreateTenant>,
+    body: JsonBody<CreateTenant>,
 ) -> ApiResult<HttpResponse> {
     let body = body.into_inner();
     let new = NewTenant {
@@ -163,7 +164,7 @@ async fn update_tenant(
     services: web::Data<Services>,
     caller: Caller,
     path: web::Path<String>,
-    body: web::Json<UpdateTenant>,
+    body: JsonBody<UpdateTenant>,
 ) -> ApiResult<web::Json<TenantBody>> {
     let body = body.into_inner();
     let retention_ms = match body.retention_hours {
@@ -316,7 +317,7 @@ async fn set_quotas(
     services: web::Data<Services>,
     caller: Caller,
     path: web::Path<String>,
-    body: web::Json<QuotasBody>,
+    body: JsonBody<QuotasBody>,
 ) -> ApiResult<web::Json<QuotaReportBody>> {
     let wanted = TenantQuotas::from(body.into_inner());
     Ok(web::Json(
@@ -386,7 +387,7 @@ async fn set_weight(
     services: web::Data<Services>,
     caller: Caller,
     path: web::Path<String>,
-    body: web::Json<SetWeight>,
+    body: JsonBody<SetWeight>,
 ) -> ApiResult<web::Json<WeightBody>> {
     Ok(web::Json(
         weights::set(&services, &caller, &path, body.weight)

@@ -10,6 +10,7 @@ use utoipa::ToSchema;
 
 use super::at;
 use super::auth::Caller;
+use super::body::JsonBody;
 use super::error::{ApiError, ApiResult, Problem};
 use crate::service::Services;
 use crate::service::users::{self, TokenOwner, Where};
@@ -140,7 +141,7 @@ async fn list_my_tokens(s: web::Data<Services>, c: Caller) -> ApiResult<web::Jso
 async fn create_my_token(
     s: web::Data<Services>,
     c: Caller,
-    body: web::Json<CreateToken>,
+    body: JsonBody<CreateToken>,
 ) -> ApiResult<HttpResponse> {
     create(&s, &c, TokenOwner::Me, body.into_inner()).await
 }
@@ -193,7 +194,7 @@ async fn create_tenant_user_token(
     s: web::Data<Services>,
     c: Caller,
     path: web::Path<(String, i64)>,
-    body: web::Json<CreateToken>,
+    body: JsonBody<CreateToken>,
 ) -> ApiResult<HttpResponse> {
     let (tenant, id) = path.into_inner();
     let whose = TokenOwner::User(Where::Tenant(&tenant), UserId(id));
@@ -254,7 +255,7 @@ async fn create_operator_token(
     s: web::Data<Services>,
     c: Caller,
     path: web::Path<i64>,
-    body: web::Json<CreateToken>,
+    body: JsonBody<CreateToken>,
 ) -> ApiResult<HttpResponse> {
     let whose = TokenOwner::User(Where::Platform, UserId(*path));
     create(&s, &c, whose, body.into_inner()).await

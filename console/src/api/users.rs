@@ -9,6 +9,7 @@ use utoipa::ToSchema;
 
 use super::at;
 use super::auth::Caller;
+use super::body::JsonBody;
 use super::error::{ApiError, ApiResult, Problem};
 use crate::service::Services;
 use crate::service::users::{self, UserChange, Where};
@@ -128,7 +129,7 @@ async fn create_tenant_user(
     services: web::Data<Services>,
     caller: Caller,
     path: web::Path<String>,
-    body: web::Json<CreateUser>,
+    body: JsonBody<CreateUser>,
 ) -> ApiResult<HttpResponse> {
     let role = role(body.role.as_deref(), None)?;
     let user = users::create(
@@ -179,7 +180,7 @@ async fn update_tenant_user(
     services: web::Data<Services>,
     caller: Caller,
     path: web::Path<(String, i64)>,
-    body: web::Json<UpdateUser>,
+    body: JsonBody<UpdateUser>,
 ) -> ApiResult<web::Json<UserBody>> {
     let (tenant, id) = path.into_inner();
     let change = change(body.into_inner())?;
@@ -240,7 +241,7 @@ async fn list_operators(
 async fn create_operator(
     services: web::Data<Services>,
     caller: Caller,
-    body: web::Json<CreateUser>,
+    body: JsonBody<CreateUser>,
 ) -> ApiResult<HttpResponse> {
     let role = role(body.role.as_deref(), Some(Role::Operator))?;
     let user = users::create(
@@ -285,7 +286,7 @@ async fn update_operator(
     services: web::Data<Services>,
     caller: Caller,
     path: web::Path<i64>,
-    body: web::Json<UpdateUser>,
+    body: JsonBody<UpdateUser>,
 ) -> ApiResult<web::Json<UserBody>> {
     let change = change(body.into_inner())?;
     let user = users::update(&services, &caller, Where::Platform, UserId(*path), change).await?;

@@ -198,10 +198,7 @@ fn resolve_file(
                 message: format!("{:?} appears more than once", spec.name),
             });
         }
-        let checked = spec
-            .resolve(apps)
-            .and_then(|d| d.validate(now).map(|_| d).map_err(ApiError::from));
-        match checked {
+        match spec.check(apps, now) {
             Ok(d) => defs.push(d),
             Err(e) => problems.extend(e.errors.into_iter().map(|p| FieldProblem {
                 field: format!("tasks[{i}].{}", p.field),
@@ -209,7 +206,19 @@ fn resolve_file(
             })),
         }
     }
+    let mut pairs: HashMap<(&str, &str), usize> = HashMap::new();
     for (i, dep) in file.dependencies.iter().enumerate() {
+        if let Some(first) = pairs.get(&(dep.parent.as_str(), dep.child.as_str())) {
+            problems.push(FieldProblem {
+                field: format!("dependencies[{i}].parent"),
+                message: format!(
+                    "{:?} is already a parent of {:?} in dependencies[{first}]; list a dependency once",
+                    dep.parent, dep.child
+                ),
+            });
+        } else {
+            pairs.insert((dep.parent.as_str(), dep.child.as_str()), i);
+        }
         for (field, name) in [("parent", &dep.parent), ("child", &dep.child)] {
             if !seen.contains(name.as_str()) && !existing.contains_key(name.as_str()) {
                 problems.push(FieldProblem {
@@ -324,6 +333,8 @@ async fn apply_to(
             }
         }
     }
+    // Refused here, before anything is written, so a dry run refuses what applying would.
+    check_cycles(&existing_deps, &dep_removals, &doomed_names, &dep_work)?;
     if dry_run {
         return Ok(plan);
     }
@@ -394,6 +405,71 @@ async fn apply_to(
     tx.commit().await?;
     plan.applied = true;
     Ok(plan)
+}
+
+/// Refuses dependencies that would close a cycle once the file is applied: the tenant's
+/// dependencies, less those the file removes, plus those it adds, in the file's order — the
+/// same refusal (`409 cycle`, naming the cycle) as the store gives for one dependency.
+fn check_cycles(
+    existing: &BTreeMap<(String, String), DependencyCondition>,
+    removed: &[(String, String)],
+    doomed: &HashSet<&str>,
+    added: &[DependencySpec],
+) -> ApiResult<()> {
+    let mut edges: Vec<(&str, &str)> = existing
+        .keys()
+        .filter(|k| !removed.contains(k))
+        .filter(|(p, c)| !doomed.contains(p.as_str()) && !doomed.contains(c.as_str()))
+        .map(|(p, c)| (p.as_str(), c.as_str()))
+        .collect();
+    for dep in added {
+        let (parent, child) = (dep.parent.as_str(), dep.child.as_str());
+        let cycle = |detail: String| {
+            ApiError::new(
+                crate::service::error::Code::Cycle,
+                format!("dependency cycle: {detail}"),
+            )
+        };
+        if parent == child {
+            return Err(cycle(format!("task {parent:?} cannot depend on itself")));
+        }
+        if let Some(mut path) = name_path(&edges, child, parent) {
+            path.push(child);
+            return Err(cycle(format!(
+                "making {child:?} a child of {parent:?} would close the cycle {}",
+                path.join(" → ")
+            )));
+        }
+        if !edges.contains(&(parent, child)) {
+            edges.push((parent, child));
+        }
+    }
+    Ok(())
+}
+
+/// The shortest chain of dependencies from task `from` to task `to` (by name), both included.
+fn name_path<'a>(edges: &[(&'a str, &'a str)], from: &'a str, to: &'a str) -> Option<Vec<&'a str>> {
+    let mut came_from: HashMap<&str, &str> = HashMap::new();
+    let mut queue = std::collections::VecDeque::from([from]);
+    while let Some(at) = queue.pop_front() {
+        if at == to {
+            let mut path = vec![to];
+            let mut cur = to;
+            while cur != from {
+                cur = came_from.get(cur)?;
+                path.push(cur);
+            }
+            path.reverse();
+            return Some(path);
+        }
+        for &(_, next) in edges.iter().filter(|(p, _)| *p == at) {
+            if next != from && !came_from.contains_key(next) {
+                came_from.insert(next, at);
+                queue.push_back(next);
+            }
+        }
+    }
+    None
 }
 
 fn id_of(ids: &HashMap<String, TaskId>, name: &str) -> ApiResult<TaskId> {

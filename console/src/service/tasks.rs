@@ -31,7 +31,9 @@ pub const IDEMPOTENCY_WINDOW_MS: i64 = mthpt_engine::store::TRIGGER_KEY_WINDOW_M
 pub const MAX_IDEMPOTENCY_KEY_LEN: usize = 200;
 
 /// When a task fires, as written in the API and in task files.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+// Read by hand (`impl Deserialize` below) rather than as a derived internally tagged enum,
+// which buffers the object and so cannot say which of its fields is wrong.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum ScheduleInput {
     /// A Quartz cron expression (seconds first) on the wall clock of an IANA zone.
@@ -57,6 +59,120 @@ pub enum ScheduleInput {
 
 fn utc() -> String {
     "UTC".to_owned()
+}
+
+/// The keys of a schedule object, whatever its kind.
+#[derive(Deserialize)]
+#[serde(field_identifier, rename_all = "snake_case")]
+enum ScheduleKey {
+    Kind,
+    Expr,
+    Timezone,
+    EveryMs,
+    AnchorAt,
+    DelayMs,
+    At,
+}
+
+/// The kinds of schedule.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum ScheduleKindName {
+    Cron,
+    FixedRate,
+    FixedDelay,
+    Once,
+    Manual,
+}
+
+impl<'de> Deserialize<'de> for ScheduleInput {
+    /// Each field is read with its own type as it comes (every key means the same in every
+    /// kind), so an error names it (`schedule.every_ms`); then the kind decides which fields
+    /// it needs and which it refuses.
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_map(ScheduleVisitor)
+    }
+}
+
+struct ScheduleVisitor;
+
+impl<'de> serde::de::Visitor<'de> for ScheduleVisitor {
+    type Value = ScheduleInput;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a schedule object with a `kind`")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(
+        self,
+        mut map: A,
+    ) -> Result<ScheduleInput, A::Error> {
+        use serde::de::Error;
+        let mut kind = None;
+        let (mut expr, mut timezone, mut every_ms, mut anchor_at, mut delay_ms, mut at) =
+            (None, None, None, None, None, None);
+        fn once<T, E: Error>(slot: &mut Option<T>, name: &'static str, v: T) -> Result<(), E> {
+            if slot.replace(v).is_some() {
+                return Err(E::duplicate_field(name));
+            }
+            Ok(())
+        }
+        while let Some(key) = map.next_key::<ScheduleKey>()? {
+            match key {
+                ScheduleKey::Kind => {
+                    once(&mut kind, "kind", map.next_value::<ScheduleKindName>()?)?
+                }
+                ScheduleKey::Expr => once(&mut expr, "expr", map.next_value::<String>()?)?,
+                ScheduleKey::Timezone => {
+                    once(&mut timezone, "timezone", map.next_value::<String>()?)?
+                }
+                ScheduleKey::EveryMs => once(&mut every_ms, "every_ms", map.next_value::<i64>()?)?,
+                ScheduleKey::AnchorAt => once(
+                    &mut anchor_at,
+                    "anchor_at",
+                    map.next_value::<Option<DateTime<Utc>>>()?,
+                )?,
+                ScheduleKey::DelayMs => once(&mut delay_ms, "delay_ms", map.next_value::<i64>()?)?,
+                ScheduleKey::At => once(&mut at, "at", map.next_value::<DateTime<Utc>>()?)?,
+            }
+        }
+        let kind = kind.ok_or_else(|| A::Error::missing_field("kind"))?;
+        let given = [
+            ("expr", expr.is_some()),
+            ("timezone", timezone.is_some()),
+            ("every_ms", every_ms.is_some()),
+            ("anchor_at", anchor_at.is_some()),
+            ("delay_ms", delay_ms.is_some()),
+            ("at", at.is_some()),
+        ];
+        let allowed: &'static [&'static str] = match kind {
+            ScheduleKindName::Cron => &["kind", "expr", "timezone"],
+            ScheduleKindName::FixedRate => &["kind", "every_ms", "anchor_at"],
+            ScheduleKindName::FixedDelay => &["kind", "delay_ms"],
+            ScheduleKindName::Once => &["kind", "at"],
+            ScheduleKindName::Manual => &["kind"],
+        };
+        if let Some((name, _)) = given.iter().find(|(n, g)| *g && !allowed.contains(n)) {
+            return Err(A::Error::unknown_field(name, allowed));
+        }
+        Ok(match kind {
+            ScheduleKindName::Cron => ScheduleInput::Cron {
+                expr: expr.ok_or_else(|| A::Error::missing_field("expr"))?,
+                timezone: timezone.unwrap_or_else(utc),
+            },
+            ScheduleKindName::FixedRate => ScheduleInput::FixedRate {
+                every_ms: every_ms.ok_or_else(|| A::Error::missing_field("every_ms"))?,
+                anchor_at: anchor_at.flatten(),
+            },
+            ScheduleKindName::FixedDelay => ScheduleInput::FixedDelay {
+                delay_ms: delay_ms.ok_or_else(|| A::Error::missing_field("delay_ms"))?,
+            },
+            ScheduleKindName::Once => ScheduleInput::Once {
+                at: at.ok_or_else(|| A::Error::missing_field("at"))?,
+            },
+            ScheduleKindName::Manual => ScheduleInput::Manual,
+        })
+    }
 }
 
 impl ScheduleInput {
@@ -122,9 +238,10 @@ pub struct TaskSpec {
     pub schedule: ScheduleInput,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
-    /// JSON handed to the handler (default `{}`).
+    /// Any JSON value (an object, an array, a string, a number, a boolean), handed to the
+    /// handler as it is; left out or `null`: `{}`. At most 256 KiB of JSON, without NUL
+    /// characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Object>)]
     pub params: Option<serde_json::Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window_start_at: Option<DateTime<Utc>>,
@@ -205,6 +322,45 @@ impl TaskSpec {
             paused
         );
         Ok(d)
+    }
+
+    /// The engine definition of a task being written, checked: every error of the schedule at
+    /// once (a never-firing cron included, see [`ScheduleSpec::check`]), beside an unknown app
+    /// and every other wrong field.
+    pub fn check(&self, apps: &[App], now: i64) -> ApiResult<TaskDefinition> {
+        let mut problems: Vec<FieldProblem> = Vec::new();
+        let schedule_ok = match self.schedule.to_spec().check(now) {
+            Ok(_) => true,
+            Err(errors) => {
+                problems.extend(errors.into_iter().map(|e| FieldProblem {
+                    field: e.field,
+                    message: e.reason,
+                }));
+                false
+            }
+        };
+        let def = match self.resolve(apps) {
+            Ok(def) => Some(def),
+            Err(e) => {
+                problems.extend(e.errors);
+                None
+            }
+        };
+        if let Some(def) = &def {
+            // The other fields, with the schedule (reported above) out of the way.
+            let mut rest = def.clone();
+            if !schedule_ok {
+                rest.schedule = ScheduleSpec::Manual;
+            }
+            problems.extend(rest.problems(now).into_iter().map(|e| FieldProblem {
+                field: e.field,
+                message: e.reason,
+            }));
+        }
+        match def {
+            Some(def) if problems.is_empty() => Ok(def),
+            _ => Err(ApiError::fields(problems)),
+        }
     }
 
     /// The spec of a stored task, every field spelled out.
@@ -368,8 +524,7 @@ pub async fn create_in(
     now: i64,
 ) -> ApiResult<TaskView> {
     let apps = tx.list_apps(tenant.id).await?;
-    let def = spec.resolve(&apps)?;
-    every_problem(&def, now)?;
+    let def = spec.check(&apps, now)?;
     quotas::check_new_task(tx, tenant, now).await?;
     let created = tx.create_task(tenant.id, &def, now).await?;
     audit(
@@ -387,23 +542,6 @@ pub async fn create_in(
     Ok(view(created.task, &apps))
 }
 
-/// A `validation_failed` naming every wrong field of `def` at once, if any is.
-pub fn every_problem(def: &TaskDefinition, now: i64) -> ApiResult<()> {
-    let problems = def.problems(now);
-    if problems.is_empty() {
-        return Ok(());
-    }
-    Err(ApiError::fields(
-        problems
-            .into_iter()
-            .map(|p| FieldProblem {
-                field: p.field,
-                message: p.reason,
-            })
-            .collect(),
-    ))
-}
-
 /// What is wrong with `spec` in `tenant`, without saving anything: an unknown app, or every
 /// wrong field of the task it describes (empty: nothing). A form shows these beside the
 /// fields it could not read itself, so that one submission reports everything.
@@ -416,11 +554,8 @@ pub async fn problems(
     let tenant = tenant_access(services, caller, tenant, Action::Read).await?;
     let mut tx = services.read().await?;
     let apps = tx.list_apps(tenant.id).await?;
-    Ok(match spec.resolve(&apps) {
-        Ok(def) => match every_problem(&def, services.now()) {
-            Ok(()) => Vec::new(),
-            Err(e) => e.errors,
-        },
+    Ok(match spec.check(&apps, services.now()) {
+        Ok(_) => Vec::new(),
         Err(e) => e.errors,
     })
 }
@@ -461,8 +596,7 @@ pub async fn update_in(
     now: i64,
 ) -> ApiResult<TaskView> {
     let apps = tx.list_apps(tenant.id).await?;
-    let def = spec.resolve(&apps)?;
-    every_problem(&def, now)?;
+    let def = spec.check(&apps, now)?;
     let current = tx.get_task(tenant.id, id).await?;
     let changed = current
         .definition()
@@ -1010,7 +1144,17 @@ pub async fn preview(
     }
     let now = services.now();
     let parsed: Schedule = match (schedule, task) {
-        (Some(s), _) => s.to_spec().parse(now)?,
+        (Some(s), _) => s.to_spec().check(now).map_err(|errors| {
+            ApiError::fields(
+                errors
+                    .into_iter()
+                    .map(|e| FieldProblem {
+                        field: e.field,
+                        message: e.reason,
+                    })
+                    .collect(),
+            )
+        })?,
         (None, Some(id)) => {
             let mut tx = services.read().await?;
             tx.get_task(tenant.id, id)

@@ -10,7 +10,7 @@ use mthpt_engine::tenant::Role;
 use reqwest::Method;
 use serde_json::{Value, json};
 
-async fn problem(res: reqwest::Response, status: u16, code: &str) -> Value {
+pub(crate) async fn problem(res: reqwest::Response, status: u16, code: &str) -> Value {
     assert_eq!(res.status().as_u16(), status);
     let ct = res.headers()["content-type"].to_str().unwrap().to_owned();
     assert_eq!(ct, "application/problem+json");

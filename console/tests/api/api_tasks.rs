@@ -24,21 +24,21 @@ mthpt_engine::on_both_backends!(
     params_with_a_nul_or_beyond_256_kib_are_refused_naming_params,
 );
 
-async fn problem(res: reqwest::Response, status: u16, code: &str) -> Value {
+pub(crate) async fn problem(res: reqwest::Response, status: u16, code: &str) -> Value {
     assert_eq!(res.status().as_u16(), status, "{}", res.url());
     let body: Value = res.json().await.unwrap();
     assert_eq!(body["code"], code, "{body}");
     body
 }
 
-async fn json(res: reqwest::Response, status: u16) -> Value {
+pub(crate) async fn json(res: reqwest::Response, status: u16) -> Value {
     let url = res.url().to_string();
     assert_eq!(res.status().as_u16(), status, "{url}");
     res.json().await.unwrap()
 }
 
 /// A tenant `name` with an app `billing`.
-async fn tenant_with_app(app: &TestApp, name: &str) -> Tenant {
+pub(crate) async fn tenant_with_app(app: &TestApp, name: &str) -> Tenant {
     let tenant = app.tenant(name).await;
     let mut tx = app.store().begin().await.unwrap();
     tx.create_app(
@@ -55,7 +55,7 @@ async fn tenant_with_app(app: &TestApp, name: &str) -> Tenant {
     tenant
 }
 
-fn cron_task(name: &str) -> Value {
+pub(crate) fn cron_task(name: &str) -> Value {
     json!({
         "name": name,
         "app": "billing",
@@ -64,11 +64,11 @@ fn cron_task(name: &str) -> Value {
     })
 }
 
-fn manual_task(name: &str) -> Value {
+pub(crate) fn manual_task(name: &str) -> Value {
     json!({ "name": name, "app": "billing", "handler": "noop", "schedule": { "kind": "manual" } })
 }
 
-async fn create(app: &TestApp, tenant: &str, body: &Value) -> Value {
+pub(crate) async fn create(app: &TestApp, tenant: &str, body: &Value) -> Value {
     let res = app
         .op(Method::POST, &format!("/api/v1/tenants/{tenant}/tasks"))
         .json(body)

@@ -105,6 +105,42 @@ impl ScheduleSpec {
     }
 }
 
+impl ScheduleSpec {
+    /// Checks a schedule being written (a task created or edited, a preview): like
+    /// [`ScheduleSpec::parse`], but every error at once (a wrong expression *and* a wrong zone),
+    /// and a cron expression that never fires from `now_ms` up to the search
+    /// [horizon](cron::horizon_year) (`0 0 0 31 2 ?`, February 31st; a year already past) is
+    /// refused naming `schedule.expr`. Stored schedules are read with [`ScheduleSpec::parse`],
+    /// which keeps accepting them.
+    pub fn check(&self, now_ms: i64) -> Result<Schedule, Vec<FieldError>> {
+        let ScheduleSpec::Cron { expr, timezone } = self else {
+            return self.parse(now_ms).map_err(|e| vec![e]);
+        };
+        let spec =
+            CronSpec::parse(expr).map_err(|e| FieldError::new("schedule.expr", e.to_string()));
+        let tz = parse_timezone(timezone);
+        let (spec, tz) = match (spec, tz) {
+            (Ok(spec), Ok(tz)) => (spec, tz),
+            (spec, tz) => return Err(spec.err().into_iter().chain(tz.err()).collect()),
+        };
+        let schedule = Schedule::Cron {
+            spec: Box::new(spec),
+            tz,
+        };
+        if schedule.next_after(now_ms).is_none() {
+            return Err(vec![FieldError::new(
+                "schedule.expr",
+                format!(
+                    "{:?} never fires: it has no fire time from now to the end of {}, the end of the search horizon",
+                    expr.trim(),
+                    cron::horizon_year()
+                ),
+            )]);
+        }
+        Ok(schedule)
+    }
+}
+
 fn check_interval(field: &str, ms: i64) -> Result<(), FieldError> {
     if !(1..=MAX_INTERVAL_MS).contains(&ms) {
         Err(FieldError::new(
@@ -247,6 +283,43 @@ mod tests {
         .parse(0)
         .unwrap_err();
         assert_eq!(err.field, "schedule.expr");
+    }
+
+    #[test]
+    fn a_written_schedule_reports_every_error_at_once() {
+        let errors = ScheduleSpec::Cron {
+            expr: "0 0 25 * * ?".into(),
+            timezone: "Mars/Olympus".into(),
+        }
+        .check(0)
+        .unwrap_err();
+        let fields: Vec<&str> = errors.iter().map(|e| e.field.as_str()).collect();
+        assert_eq!(fields, ["schedule.expr", "schedule.timezone"]);
+    }
+
+    #[test]
+    fn a_cron_that_never_fires_is_refused_when_written_but_read_when_stored() {
+        let now = 1_780_000_000_000; // 2026-05-28
+        for expr in ["0 0 0 31 2 ?", "0 0 0 30 2 ?", "0 0 12 * * ? 2020"] {
+            let spec = ScheduleSpec::Cron {
+                expr: expr.into(),
+                timezone: "UTC".into(),
+            };
+            let errors = spec.check(now).unwrap_err();
+            assert_eq!(errors.len(), 1, "{expr}");
+            assert_eq!(errors[0].field, "schedule.expr");
+            assert!(
+                errors[0].reason.contains("never fires"),
+                "{}",
+                errors[0].reason
+            );
+            assert!(spec.parse(now).is_ok(), "{expr}");
+        }
+        let leap = ScheduleSpec::Cron {
+            expr: "0 0 0 29 2 ?".into(),
+            timezone: "UTC".into(),
+        };
+        assert!(leap.check(now).is_ok());
     }
 
     #[test]
