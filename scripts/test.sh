@@ -66,12 +66,15 @@ WHERE NOT EXISTS (SELECT 1 FROM pg_database WHERE datname = 'mthpt_test') \gexec
 SQL
   export MTHPT_TEST_DATABASE_URL="postgres://mthpt:mthpt@127.0.0.1:5432/mthpt_test"
 fi
-# Schemas a crashed earlier run left behind.
+# Schemas a crashed earlier run left behind (those of this role: a run under another role
+# left its own, which names never collide with and this role may not drop).
 psql "$MTHPT_TEST_DATABASE_URL" -qAt -v ON_ERROR_STOP=1 <<'SQL' >/dev/null
 DO $$
 DECLARE s text;
 BEGIN
-  FOR s IN SELECT nspname FROM pg_namespace WHERE nspname LIKE 'mthpt\_test\_%' OR nspname LIKE 'mthpt\_cli\_%' LOOP
+  FOR s IN SELECT nspname FROM pg_namespace
+           WHERE (nspname LIKE 'mthpt\_test\_%' OR nspname LIKE 'mthpt\_cli\_%')
+             AND pg_get_userbyid(nspowner) = current_user LOOP
     EXECUTE format('DROP SCHEMA IF EXISTS %I CASCADE', s);
   END LOOP;
 END $$;

@@ -2,6 +2,7 @@
 //! secrets, and their live executor instances.
 
 use mthpt_engine::app::{App, Executor, ExecutorState, NewApp};
+use mthpt_engine::store::Tx;
 use mthpt_engine::tenant::Tenant;
 use serde_json::json;
 
@@ -153,6 +154,19 @@ pub async fn executors(
     Ok((tx.list_executors(tenant.id, app_id).await?, apps))
 }
 
+/// Executor instance `executor_id` of `tenant` (404 when the tenant has none by that id).
+async fn tenant_executor(
+    tx: &mut dyn Tx,
+    tenant: &Tenant,
+    executor_id: i64,
+) -> ApiResult<Executor> {
+    tx.list_executors(tenant.id, None)
+        .await?
+        .into_iter()
+        .find(|e| e.id.0 == executor_id)
+        .ok_or_else(|| ApiError::not_found(format!("executor {executor_id}")))
+}
+
 /// Asks an executor instance to drain: it finishes its runs and gets no new ones.
 pub async fn drain(
     services: &Services,
@@ -163,12 +177,7 @@ pub async fn drain(
     let tenant = tenant_access(services, caller, tenant, Action::Operate).await?;
     let now = services.now();
     let mut tx = services.write().await?;
-    let executor = tx
-        .list_executors(tenant.id, None)
-        .await?
-        .into_iter()
-        .find(|e| e.id.0 == executor_id)
-        .ok_or_else(|| ApiError::not_found(format!("executor {executor_id}")))?;
+    let executor = tenant_executor(tx.as_mut(), &tenant, executor_id).await?;
     if !matches!(executor.state, ExecutorState::Up | ExecutorState::Draining) {
         return Err(ApiError::new(
             crate::service::error::Code::Conflict,
@@ -216,12 +225,7 @@ pub async fn undrain(
     let tenant = tenant_access(services, caller, tenant, Action::Operate).await?;
     let now = services.now();
     let mut tx = services.write().await?;
-    let executor = tx
-        .list_executors(tenant.id, None)
-        .await?
-        .into_iter()
-        .find(|e| e.id.0 == executor_id)
-        .ok_or_else(|| ApiError::not_found(format!("executor {executor_id}")))?;
+    let executor = tenant_executor(tx.as_mut(), &tenant, executor_id).await?;
     let asked = match executor.state {
         ExecutorState::Up => return Ok(executor),
         ExecutorState::Draining => tx

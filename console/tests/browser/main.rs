@@ -81,19 +81,48 @@ async fn start_chromedriver() -> (ChildGuard, String) {
 
 /// A fresh headless Chromium session with its own profile (its own cookies).
 async fn browser(driver: &str, profile: &Path) -> Client {
+    chromium(
+        driver,
+        profile,
+        json!({ "args": ["--window-size=1280,860"] }),
+    )
+    .await
+}
+
+/// A headless Chromium session with its own profile; `extra` adds arguments (`args`) and
+/// other `goog:chromeOptions` (a phone's `mobileEmulation`, say).
+async fn chromium(driver: &str, profile: &Path, extra: serde_json::Value) -> Client {
+    let mut args = vec![
+        json!("--headless=new"),
+        json!("--no-sandbox"),
+        json!("--disable-gpu"),
+        json!("--disable-dev-shm-usage"),
+        json!("--disable-quic"),
+        json!("--no-first-run"),
+        json!("--disable-background-networking"),
+        json!("--disable-component-update"),
+        json!("--disable-sync"),
+        json!("--disable-extensions"),
+        json!("--lang=en-US"),
+        json!(format!("--user-data-dir={}", profile.display())),
+    ];
+    let mut options = serde_json::Map::new();
+    options.insert("binary".to_owned(), json!(CHROMIUM));
+    if let serde_json::Value::Object(extra) = extra {
+        for (k, v) in extra {
+            match (k.as_str(), v) {
+                ("args", serde_json::Value::Array(more)) => args.extend(more),
+                (_, v) => {
+                    options.insert(k, v);
+                }
+            }
+        }
+    }
+    options.insert("args".to_owned(), serde_json::Value::Array(args));
     let mut caps = serde_json::Map::new();
     caps.insert(
         "goog:chromeOptions".to_owned(),
-        json!({
-            "binary": CHROMIUM,
-            "args": [
-                "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--disable-quic", "--no-first-run", "--disable-background-networking",
-                "--disable-component-update", "--disable-sync", "--disable-extensions",
-                "--window-size=1280,860", "--lang=en-US",
-                format!("--user-data-dir={}", profile.display()),
-            ],
-        }),
+        serde_json::Value::Object(options),
     );
     ClientBuilder::rustls()
         .expect("rustls")
@@ -828,26 +857,13 @@ async fn two_console_nodes_on_rabbitmq_move_progress_bars_and_pop_up_alarms_in_c
 
 /// A Chromium session with JavaScript switched off.
 async fn browser_without_script(driver: &str, profile: &Path) -> Client {
-    let mut caps = serde_json::Map::new();
-    caps.insert(
-        "goog:chromeOptions".to_owned(),
-        json!({
-            "binary": CHROMIUM,
-            "args": [
-                "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--no-first-run", "--disable-background-networking", "--disable-component-update",
-                "--disable-sync", "--disable-extensions", "--window-size=1280,860", "--lang=en-US",
-                format!("--user-data-dir={}", profile.display()),
-            ],
-            "prefs": { "profile.managed_default_content_settings.javascript": 2 },
-        }),
-    );
-    ClientBuilder::rustls()
-        .expect("rustls")
-        .capabilities(caps)
-        .connect(driver)
-        .await
-        .expect("a chromium session")
+    let no_script = json!({ "profile.managed_default_content_settings.javascript": 2 });
+    chromium(
+        driver,
+        profile,
+        json!({ "args": ["--window-size=1280,860"], "prefs": no_script }),
+    )
+    .await
 }
 
 /// With JavaScript off the console still reads and takes plain form posts: sign in, create a
@@ -1021,29 +1037,13 @@ async fn the_task_page_draws_the_chain_set_in_the_form_and_its_nodes_lead_to_the
 /// A headless Chromium session that renders as a phone 390 px wide (mobile emulation: the
 /// page's viewport, touch and device pixel ratio of a phone).
 async fn phone(driver: &str, profile: &Path) -> Client {
-    let mut caps = serde_json::Map::new();
-    caps.insert(
-        "goog:chromeOptions".to_owned(),
-        json!({
-            "binary": CHROMIUM,
-            "args": [
-                "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--disable-quic", "--no-first-run", "--disable-background-networking",
-                "--disable-component-update", "--disable-sync", "--disable-extensions",
-                "--lang=en-US",
-                format!("--user-data-dir={}", profile.display()),
-            ],
-            "mobileEmulation": {
-                "deviceMetrics": { "width": 390, "height": 844, "pixelRatio": 3.0, "touch": true }
-            },
-        }),
-    );
-    ClientBuilder::rustls()
-        .expect("rustls")
-        .capabilities(caps)
-        .connect(driver)
-        .await
-        .expect("a chromium session")
+    let phone = json!({ "width": 390, "height": 844, "pixelRatio": 3.0, "touch": true });
+    chromium(
+        driver,
+        profile,
+        json!({ "mobileEmulation": { "deviceMetrics": phone } }),
+    )
+    .await
 }
 
 /// On the page shown: the page is no wider than the screen, and every control (link, button,
