@@ -167,6 +167,30 @@ async fn tenant_executor(
         .ok_or_else(|| ApiError::not_found(format!("executor {executor_id}")))
 }
 
+/// Audits `action` (`executor.drain`, `executor.undrain`) on `executor` of `tenant`.
+async fn audit_executor(
+    tx: &mut dyn Tx,
+    caller: &Caller,
+    tenant: &Tenant,
+    action: &'static str,
+    executor: &Executor,
+    now: i64,
+) -> ApiResult<()> {
+    audit(
+        tx,
+        caller,
+        Change {
+            tenant: Some(tenant.id),
+            action,
+            target_kind: "executor",
+            target_id: executor.id.0.to_string(),
+            details: json!({ "instance_id": executor.instance_id }),
+        },
+        now,
+    )
+    .await
+}
+
 /// Asks an executor instance to drain: it finishes its runs and gets no new ones.
 pub async fn drain(
     services: &Services,
@@ -196,16 +220,12 @@ pub async fn drain(
         )
         .await?
         .ok_or_else(|| ApiError::not_found(format!("executor {executor_id}")))?;
-    audit(
+    audit_executor(
         tx.as_mut(),
         caller,
-        Change {
-            tenant: Some(tenant.id),
-            action: "executor.drain",
-            target_kind: "executor",
-            target_id: executor_id.to_string(),
-            details: json!({ "instance_id": executor.instance_id }),
-        },
+        &tenant,
+        "executor.drain",
+        &executor,
         now,
     )
     .await?;
@@ -242,16 +262,12 @@ pub async fn undrain(
             ));
         }
     };
-    audit(
+    audit_executor(
         tx.as_mut(),
         caller,
-        Change {
-            tenant: Some(tenant.id),
-            action: "executor.undrain",
-            target_kind: "executor",
-            target_id: executor_id.to_string(),
-            details: json!({ "instance_id": executor.instance_id }),
-        },
+        &tenant,
+        "executor.undrain",
+        &executor,
         now,
     )
     .await?;

@@ -122,6 +122,18 @@ async fn page(
     )
 }
 
+/// The apps page showing `made`'s new secret (once), after a create or a replacement.
+async fn secret_page(
+    ctx: &Ctx,
+    req: &HttpRequest,
+    tenant: &str,
+    made: AppWithSecret,
+    created: bool,
+) -> HttpResponse {
+    let secret = shown(ctx, tenant, made, created);
+    page(ctx, req, tenant, Some(secret), String::new(), String::new()).await
+}
+
 fn shown(ctx: &Ctx, tenant: &str, made: AppWithSecret, created: bool) -> NewSecret {
     let key = format!("{tenant}.{}", made.app.name);
     let engine = ctx.services.engine_url();
@@ -146,18 +158,7 @@ async fn create(
         .map(|n| n.trim().to_owned())
         .unwrap_or_default();
     match apps::create(&ctx.services, &ctx.caller, &tenant, &name).await {
-        Ok(made) => {
-            let secret = shown(&ctx, &tenant, made, true);
-            page(
-                &ctx,
-                &req,
-                &tenant,
-                Some(secret),
-                String::new(),
-                String::new(),
-            )
-            .await
-        }
+        Ok(made) => secret_page(&ctx, &req, &tenant, made, true).await,
         Err(e) => match field_errors(&e, "name") {
             Some(errors) => {
                 let message = errors
@@ -202,16 +203,7 @@ async fn rotate(
         ctx,
         apps::rotate_secret(&ctx.services, &ctx.caller, &tenant, &app).await
     );
-    let secret = shown(&ctx, &tenant, made, false);
-    page(
-        &ctx,
-        &req,
-        &tenant,
-        Some(secret),
-        String::new(),
-        String::new(),
-    )
-    .await
+    secret_page(&ctx, &req, &tenant, made, false).await
 }
 
 /// `POST /t/{tenant}/apps/{app}/delete`: after a confirmation step (refused while tasks use it).

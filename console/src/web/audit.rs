@@ -93,8 +93,9 @@ async fn list(
 mod tests {
     use super::super::i18n::{Lang, Tr};
 
-    /// Every audit action the services write (`action: "x.y"`, or a quoted `"task.…"` handed
-    /// to the task services' change helper) has words in the catalog.
+    /// Every audit action the services write (`action: "x.y"`, or a quoted `"task.…"` or
+    /// `"executor.…"` handed to the task and executor services' audit helpers) has words in the
+    /// catalog.
     #[test]
     fn every_audit_action_the_services_write_is_in_the_catalog() {
         let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/src/service");
@@ -111,7 +112,8 @@ mod tests {
                     !s.is_empty() && s.chars().all(|c| c.is_ascii_lowercase() || c == '_')
                 };
                 let is_action = text.contains(&format!("action: \"{piece}\""))
-                    || (kind == "task" && text.contains(&format!("\"{piece}\",")));
+                    || (matches!(kind, "task" | "executor")
+                        && text.contains(&format!("\"{piece}\",")));
                 if word(kind) && word(verb) && is_action {
                     actions.push(piece.to_owned());
                 }
