@@ -30,8 +30,12 @@ use super::{
 /// task fires every 5 s.
 const BACKLOG_WAIT: Duration = Duration::from_secs(40);
 
+/// Clicks `css` once it is there: a click that submits a form returns before the next page
+/// has loaded, so the next element is waited for, not looked up at once.
 async fn click(c: &Client, css: &str) {
-    c.find(Locator::Css(css))
+    c.wait()
+        .at_most(WAIT)
+        .for_element(Locator::Css(css))
         .await
         .unwrap_or_else(|e| panic!("{css}: {e}"))
         .click()
