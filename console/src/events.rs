@@ -259,11 +259,36 @@ async fn next_frame(
     }
 }
 
+/// The text of `frame` for a session: as published, or with an alarm's `message` in Chinese
+/// for a session that asked for it (see [`crate::messages`]).
+pub fn text_for(frame: &Frame, chinese: bool) -> String {
+    if !chinese || !frame.text.contains("\"alarm.") {
+        return frame.text.clone();
+    }
+    let Ok(serde_json::Value::Object(mut body)) = serde_json::from_str(&frame.text) else {
+        return frame.text.clone();
+    };
+    let is_alarm = body
+        .get("type")
+        .and_then(|t| t.as_str())
+        .is_some_and(|t| t.starts_with("alarm."));
+    match body.get("message").and_then(|m| m.as_str()) {
+        Some(message) if is_alarm => {
+            let message = crate::messages::chinese(message);
+            body.insert("message".to_owned(), serde_json::Value::String(message));
+            serde_json::Value::Object(body).to_string()
+        }
+        _ => frame.text.clone(),
+    }
+}
+
 /// One WebSocket session: see the module docs. `runs` is the feed of live run events when the
-/// client asked for them; `still_allowed` answers whether the session's credential still
-/// holds (asked every [`RECHECK_EVERY`]).
+/// client asked for them; `chinese`: alarm messages in Chinese; `still_allowed` answers whether
+/// the session's credential still holds (asked every [`RECHECK_EVERY`]).
+#[allow(clippy::too_many_arguments)]
 pub async fn run_session<F, Fut>(
     viewer: Viewer,
+    chinese: bool,
     mut session: Session,
     msgs: actix_ws::MessageStream,
     mut frames: broadcast::Receiver<Arc<Frame>>,
@@ -318,7 +343,9 @@ pub async fn run_session<F, Fut>(
                     return;
                 }
                 Ok(frame) => {
-                    if viewer.sees(frame.audience) && session.text(frame.text.clone()).await.is_err() {
+                    if viewer.sees(frame.audience)
+                        && session.text(text_for(&frame, chinese)).await.is_err()
+                    {
                         break;
                     }
                 }
@@ -361,6 +388,26 @@ mod tests {
         assert!(a.sees(Audience::All));
         assert!(Viewer::Operator.sees(Audience::Tenant(TenantId(2))));
         assert!(Viewer::Operator.sees(Audience::Operators));
+    }
+
+    #[test]
+    fn a_chinese_session_gets_engine_alarm_messages_in_chinese() {
+        let frame = Frame {
+            audience: Audience::All,
+            text: r#"{"type":"alarm.raised","message":"task \"a\" failed after 3 attempt(s); last error: exit 1"}"#
+                .to_owned(),
+        };
+        let zh: serde_json::Value = serde_json::from_str(&text_for(&frame, true)).unwrap();
+        assert_eq!(
+            zh["message"],
+            "任务 \"a\" 尝试 3 次后失败；最后的错误：exit 1"
+        );
+        assert_eq!(text_for(&frame, false), frame.text);
+        let run = Frame {
+            audience: Audience::All,
+            text: r#"{"type":"run.log","message":"run 5 not found"}"#.to_owned(),
+        };
+        assert_eq!(text_for(&run, true), run.text);
     }
 
     #[test]

@@ -16,6 +16,7 @@ pub mod cli;
 pub mod events;
 pub mod http;
 mod layering;
+pub mod messages;
 pub mod service;
 pub mod startup;
 #[cfg(feature = "test-support")]

@@ -222,7 +222,10 @@
   let delay = 500;
   function connect() {
     if (!data.tenant) return; // signed-out pages
-    const ws = new WebSocket((location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/api/v1/events" + (liveUrl || runLive ? "?runs=true" : ""));
+    const query = new URLSearchParams();
+    if (liveUrl || runLive) query.set("runs", "true");
+    if (document.documentElement.lang.startsWith("zh")) query.set("lang", "zh-CN");
+    const ws = new WebSocket((location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/api/v1/events" + (query.toString() ? "?" + query : ""));
     ws.onopen = () => { body.dataset.ws = "open"; delay = 500; };
     ws.onmessage = (e) => {
       let msg;

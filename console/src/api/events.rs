@@ -53,8 +53,10 @@ async fn events(
         let (services, caller) = (services.clone(), caller.clone());
         async move { caller.still_holds(&services).await }
     };
+    let chinese = query.lang.as_deref().is_some_and(|l| l.starts_with("zh"));
     actix_web::rt::spawn(run_session(
         viewer,
+        chinese,
         session,
         msgs,
         frames,
@@ -72,6 +74,10 @@ struct EventsQuery {
     /// may see). Default `false`.
     #[serde(default)]
     runs: bool,
+    /// `zh-CN`: alarm messages the engine wrote come in Simplified Chinese (a wrapper's own
+    /// alarm text stays as written).
+    #[serde(default)]
+    lang: Option<String>,
 }
 
 /// A browser opening the socket with the session cookie must be on the console's own origin

@@ -195,7 +195,7 @@ fn row(ctx: &Ctx, l: &Layout, a: mthpt_engine::alarm::Alarm) -> AlarmRow {
         severity_label: tr.t(&format!("severity.{}", a.severity)),
         kind_label: tr.t(&format!("alarm.kind.{}", a.kind)),
         status_label: tr.t(&format!("alarm.status.{status}")),
-        message: a.message,
+        message: tr.msg(&a.message),
         run_id: a.run_id.map(|r| r.0.to_string()).unwrap_or_default(),
         run_link: a
             .run_id

@@ -159,12 +159,12 @@ async fn create(
         .unwrap_or_default();
     match apps::create(&ctx.services, &ctx.caller, &tenant, &name).await {
         Ok(made) => secret_page(&ctx, &req, &tenant, made, true).await,
-        Err(e) => match field_errors(&e, "name") {
+        Err(e) => match field_errors(ctx.tr, &e, "name") {
             Some(errors) => {
                 let message = errors
                     .get("name")
                     .cloned()
-                    .unwrap_or_else(|| e.detail.clone());
+                    .unwrap_or_else(|| ctx.tr.msg(&e.detail));
                 let status = crate::http::status_of(e.code);
                 let mut answer = page(&ctx, &req, &tenant, None, name, message).await;
                 *answer.status_mut() = status;

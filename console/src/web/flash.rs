@@ -35,6 +35,8 @@ pub enum Done {
     Acknowledged(i64),
     /// An app deleted.
     AppDeleted(i64),
+    /// The time zone typed in the footer is none (the id is not used): nothing changed.
+    BadTimeZone(i64),
 }
 
 /// The message as a page shows it.
@@ -63,6 +65,7 @@ impl Done {
             Done::TokenRevoked(id) => ("token_revoked", id),
             Done::Acknowledged(id) => ("acknowledged", id),
             Done::AppDeleted(id) => ("app_deleted", id),
+            Done::BadTimeZone(id) => ("bad_tz", id),
         }
     }
 
@@ -79,6 +82,7 @@ impl Done {
             "token_revoked" => Done::TokenRevoked(id),
             "acknowledged" => Done::Acknowledged(id),
             "app_deleted" => Done::AppDeleted(id),
+            "bad_tz" => Done::BadTimeZone(id),
             _ => return None,
         })
     }
@@ -117,7 +121,8 @@ impl Done {
                 Done::Undrained(_)
                 | Done::UserDeleted(_)
                 | Done::TokenRevoked(_)
-                | Done::AppDeleted(_) => (None, None),
+                | Done::AppDeleted(_)
+                | Done::BadTimeZone(_) => (None, None),
             }
         };
         Flash {

@@ -4,6 +4,8 @@
 
 use mthpt_engine::schedule::describe::Language;
 
+use crate::service::error::ApiError;
+
 /// A language of the console.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Lang {
@@ -62,6 +64,36 @@ impl Tr {
         self.get(key).unwrap_or_else(|| format!("⟦{key}⟧"))
     }
 
+    /// A server message (a field problem, an error's detail, an alarm) in this language: see
+    /// [`crate::messages`].
+    pub fn msg(self, text: &str) -> String {
+        match self.lang {
+            Lang::En => text.to_owned(),
+            Lang::Zh => crate::messages::chinese(text),
+        }
+    }
+
+    /// `e` as a page shows it: its detail and field problems in this language (a validation
+    /// error's detail is its problems, each `field: message`).
+    pub fn error(self, e: &ApiError) -> ApiError {
+        let mut out = e.clone();
+        for p in &mut out.errors {
+            p.message = self.msg(&p.message);
+        }
+        out.detail = if out.errors.is_empty() {
+            self.msg(&e.detail)
+        } else {
+            let sep = if self.lang == Lang::Zh { "；" } else { "; " };
+            let colon = if self.lang == Lang::Zh { "：" } else { ": " };
+            out.errors
+                .iter()
+                .map(|p| format!("{}{colon}{}", p.field, p.message))
+                .collect::<Vec<_>>()
+                .join(sep)
+        };
+        out
+    }
+
     /// The text of `key`, if the catalog has it (for values whose words are optional).
     pub fn get(self, key: &str) -> Option<String> {
         CATALOG
@@ -88,11 +120,6 @@ pub static CATALOG: &[(&str, &str, &str)] = &[
     ("nav.sign_out", "Sign out", "退出登录"),
     ("prefs.tz", "Time zone", "时区"),
     ("prefs.save", "Save", "保存"),
-    (
-        "prefs.bad_tz",
-        "not an IANA time zone:",
-        "不是有效的 IANA 时区：",
-    ),
     ("role.operator", "platform operator", "平台运维"),
     ("role.tenant_admin", "tenant admin", "租户管理员"),
     ("role.tenant_operator", "tenant operator", "租户操作员"),
@@ -664,6 +691,11 @@ pub static CATALOG: &[(&str, &str, &str)] = &[
     ("flash.token_revoked", "Token revoked.", "令牌已吊销。"),
     ("flash.acknowledged", "Alarm acknowledged.", "告警已确认。"),
     ("flash.app_deleted", "App deleted.", "应用已删除。"),
+    (
+        "flash.bad_tz",
+        "That is not an IANA time zone name (e.g. UTC, Europe/London, Asia/Shanghai); times stay in the zone they were shown in.",
+        "这不是 IANA 时区名（例如 UTC、Europe/London、Asia/Shanghai）；时间仍按原来的时区显示。",
+    ),
     ("flash.open_run", "Open the run", "查看运行"),
     ("flash.open_task", "Open the task", "查看任务"),
     ("flash.open_alarms", "Open alarms", "未处理告警"),

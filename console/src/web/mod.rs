@@ -259,7 +259,7 @@ pub fn error_page(tr: Tr, e: &ApiError) -> HttpResponse {
     let page = ErrorPage {
         l: Layout::bare(tr, tr.t("error.title")),
         status: e.code.status(),
-        detail: e.detail.clone(),
+        detail: tr.error(e).detail,
     };
     html(crate::http::status_of(e.code), &page)
 }

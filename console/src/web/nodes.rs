@@ -11,6 +11,7 @@ use mthpt_engine::quota::TenantQuotas;
 use mthpt_engine::tenant::{DEFAULT_NODE_GROUP, NewTenant, Weight};
 
 use super::executors::age;
+use super::i18n::Tr;
 use super::{Ctx, Layout, html, local_path, see_other, urlencode};
 use crate::service::access::{Action, Target, authorize};
 use crate::service::error::{ApiError, Code};
@@ -243,7 +244,7 @@ async fn tenant_create(
     };
     match tenants::create(&ctx.services, &ctx.caller, &new).await {
         Ok(_) => see_other("/tenants"),
-        Err(e) => match field_errors(&e, "name") {
+        Err(e) => match field_errors(ctx.tr, &e, "name") {
             Some(errors) => {
                 f.errors = errors;
                 tenants_page(&ctx, &req, f, None, crate::http::status_of(e.code)).await
@@ -316,6 +317,7 @@ async fn weight_set(
                 .iter()
                 .find(|p| p.field == "weight")
                 .map_or_else(|| e.detail.clone(), |p| p.message.clone());
+            let message = ctx.tr.msg(&message);
             let refused = RefusedWeight {
                 tenant: path.into_inner(),
                 typed,
@@ -333,7 +335,8 @@ async fn weight_set(
 
 /// The field errors of a refused form (a conflict without a field goes to `conflict_field`);
 /// `None` for other errors, which get the error page.
-pub fn field_errors(e: &ApiError, conflict_field: &str) -> Option<HashMap<String, String>> {
+pub fn field_errors(tr: Tr, e: &ApiError, conflict_field: &str) -> Option<HashMap<String, String>> {
+    let e = &tr.error(e);
     match e.code {
         Code::ValidationFailed if !e.errors.is_empty() => Some(
             e.errors

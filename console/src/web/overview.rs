@@ -256,7 +256,7 @@ async fn overview(
                 tracing::error!(error = ?e.internal, detail = %e.detail, "overview statistics failed");
                 page.stats_error = ctx.tr.t("overview.stats_unavailable");
             } else {
-                page.stats_error = e.detail;
+                page.stats_error = ctx.tr.error(&e).detail;
             }
         }
     }
@@ -435,7 +435,7 @@ async fn open_alarms(ctx: &Ctx, l: &Layout) -> ApiResult<Vec<AlarmLine>> {
             AlarmLine {
                 severity: a.severity.to_string(),
                 severity_label: ctx.tr.t(&format!("severity.{}", a.severity)),
-                message: a.message,
+                message: ctx.tr.msg(&a.message),
                 at: ctx.time(a.last_seen.unwrap_or(a.created_at)),
                 link: match a.run_id {
                     Some(r) => l.link(&format!("runs/{r}")),

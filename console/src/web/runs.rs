@@ -418,7 +418,7 @@ async fn detail(req: HttpRequest, path: web::Path<(String, i64)>) -> HttpRespons
             .as_ref()
             .map(|o| serde_json::to_string_pretty(&o.0).unwrap_or_default())
             .unwrap_or_default(),
-        error: d.run.error.clone().unwrap_or_default(),
+        error: ctx.tr.msg(d.run.error.as_deref().unwrap_or_default()),
         log_tail: d.run.log_tail.clone(),
         action_base: l.link(&format!("runs/{id}")),
         r: row(&ctx, &l, &names, d.run),

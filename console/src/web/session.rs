@@ -148,16 +148,12 @@ async fn save_prefs(req: HttpRequest, form: web::Form<PrefsForm>) -> HttpRespons
         return super::error_page(tr, &e);
     }
     let tz = form.tz.trim();
+    let back = safe_next(form.back.as_deref());
     if tz.parse::<chrono_tz::Tz>().is_err() {
-        return super::error_page(
-            tr,
-            &crate::service::error::ApiError::field(
-                "tz",
-                format!("{} {tz:?}", tr.t("prefs.bad_tz")),
-            ),
-        );
+        // Back where the reader was, saying so; times stay in the zone they were in.
+        return see_other(&super::flash::Done::BadTimeZone(0).on(&back));
     }
-    let mut res = see_other(&safe_next(form.back.as_deref()));
+    let mut res = see_other(&back);
     let _ = res.add_cookie(&pref_cookie(TZ_COOKIE, tz.to_owned()));
     res
 }

@@ -123,7 +123,7 @@ async fn detail(req: HttpRequest, path: web::Path<(String, i64)>) -> HttpRespons
                 (String::new(), ctx.tr.t("task.chart.failed"))
             }
         },
-        Err(e) => (String::new(), e.detail),
+        Err(e) => (String::new(), ctx.tr.error(&e).detail),
     };
     let graph = or_error!(ctx, graph(&ctx, &l, &tenant, id).await);
     let page = TaskPage {

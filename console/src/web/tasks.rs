@@ -204,7 +204,7 @@ fn bulk_outcome(ctx: &Ctx, q: &TaskQuery, views: &[TaskView]) -> (String, Vec<St
             let why = Code::ALL
                 .iter()
                 .find(|c| c.as_str() == code)
-                .map_or(code, |c| c.title());
+                .map_or_else(|| code.to_owned(), |c| ctx.tr.msg(c.title()));
             Some(format!("{name}: {why}"))
         })
         .collect();
@@ -408,6 +408,12 @@ async fn form_page(
     action: String,
     status: StatusCode,
 ) -> HttpResponse {
+    // The form's own problems (and the service's) in the page's language.
+    let mut f = f;
+    for message in f.errors.values_mut() {
+        *message = ctx.tr.msg(message);
+    }
+    f.general = ctx.tr.msg(&f.general);
     let (tenant, apps, others) = or_error!(
         ctx,
         tasks::form_choices(&ctx.services, &ctx.caller, tenant, PARENT_CHOICES + 1).await
@@ -583,6 +589,7 @@ async fn save(
                 || e.code == Code::VersionConflict
                 || e.code == Code::Cycle =>
         {
+            let e = ctx.tr.error(&e);
             if e.code == Code::Conflict && e.errors.is_empty() {
                 f.errors.insert("name".to_owned(), e.detail.clone());
             } else if !e.errors.is_empty() || f.errors.is_empty() {
@@ -681,7 +688,7 @@ async fn preview_html(ctx: &Ctx, tenant: &str, schedule: &tasks::ScheduleInput) 
             next_label: ctx.tr.t("preview.next"),
         },
         Err(e) => PreviewFragment {
-            error: e.detail,
+            error: ctx.tr.error(&e).detail,
             zone: String::new(),
             times: Vec::new(),
             words: String::new(),
@@ -703,11 +710,7 @@ async fn preview(
     let body = match f.schedule(ctx.tz) {
         Ok(s) => preview_html(&ctx, &tenant, &s).await,
         Err(problems) => PreviewFragment {
-            error: problems
-                .iter()
-                .map(|p| format!("{}: {}", p.field, p.message))
-                .collect::<Vec<_>>()
-                .join("; "),
+            error: ctx.tr.error(&ApiError::fields(problems)).detail,
             zone: String::new(),
             times: Vec::new(),
             words: String::new(),

@@ -184,7 +184,7 @@ async fn user_create(
     };
     match created {
         Ok(_) => see_other(&format!("/t/{}/users", super::urlencode(&tenant))),
-        Err(e) => match field_errors(&e, "username") {
+        Err(e) => match field_errors(ctx.tr, &e, "username") {
             Some(errors) => {
                 f.errors = errors;
                 users_page(&ctx, &req, &tenant, f, crate::http::status_of(e.code)).await
@@ -421,7 +421,7 @@ async fn token_create(req: HttpRequest, input: web::Form<HashMap<String, String>
             )
             .await
         }
-        Err(e) => match field_errors(&e, "name") {
+        Err(e) => match field_errors(ctx.tr, &e, "name") {
             Some(mut errors) => {
                 if let Some(m) = errors.remove("expires_at") {
                     errors.insert("expires_days".to_owned(), m);

@@ -8,6 +8,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use mthpt_console::testing::{TestApp, spawn_app};
+use mthpt_engine::alarm::{AlarmKind, NewAlarm, Severity};
 use mthpt_engine::store::Backend;
 use mthpt_engine::tenant::{Role, Tenant};
 use reqwest::header::{CONTENT_TYPE, COOKIE, LOCATION, ORIGIN, SET_COOKIE};
@@ -1175,5 +1176,137 @@ async fn a_tenant_admin_creates_an_app_and_sees_its_secret_once_with_the_lines_t
         .await
         .unwrap();
     assert_eq!(me.status(), StatusCode::UNAUTHORIZED);
+    app.stop().await;
+}
+
+/// The visible text of a page (no tags, no scripts), for looking for English prose.
+fn visible_text(html: &str) -> String {
+    let mut text = String::new();
+    let mut rest = html;
+    while let Some(open) = rest.find('<') {
+        text.push_str(&rest[..open]);
+        text.push(' ');
+        let tag = &rest[open..];
+        let skip_to = if tag.starts_with("<script") {
+            tag.find("</script>").map(|i| i + "</script>".len())
+        } else {
+            tag.find('>').map(|i| i + 1)
+        };
+        rest = &tag[skip_to.unwrap_or(tag.len())..];
+    }
+    text.push_str(rest);
+    text
+}
+
+/// Three lower-case English words in a row in `text`, if any.
+fn english_prose(text: &str) -> Option<String> {
+    let words: Vec<&str> = text.split_whitespace().collect();
+    words
+        .windows(3)
+        .find(|w| {
+            w.iter()
+                .all(|x| x.len() >= 2 && x.chars().all(|c| c.is_ascii_lowercase()))
+        })
+        .map(|w| w.join(" "))
+}
+
+#[tokio::test]
+async fn server_messages_on_chinese_pages_are_in_chinese() {
+    let app = spawn_app(Backend::Sqlite).await;
+    let (acme_tenant, task) = acme(&app).await;
+    let admin = sign_in(&app, "root").await;
+    let zh = format!("{admin}; mthpt_lang=zh-CN");
+    let assert_chinese = |what: &str, html: &str| {
+        let text = visible_text(html);
+        assert!(
+            english_prose(&text).is_none(),
+            "{what}: English in a Chinese page: {:?}\n{text}",
+            english_prose(&text)
+        );
+    };
+
+    // The task form: every wrong field, each said in Chinese.
+    let res = post(
+        &app,
+        &zh,
+        "/t/acme/tasks/new",
+        form(&[
+            ("name", "bad name!"),
+            ("app", "billing"),
+            ("handler", "h"),
+            ("schedule.kind", "cron"),
+            ("schedule.expr", "0 0 25 * * ?"),
+            ("schedule.timezone", "Asia/Shanghai"),
+            ("timeout_ms", "soon"),
+        ]),
+    )
+    .await;
+    assert_eq!(res.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    let html = res.text().await.unwrap();
+    assert!(html.contains("不是有效的任务名"), "{html}");
+    assert!(html.contains("小时字段：值 25 超出范围 0-23"), "{html}");
+    assert!(html.contains("必须是整数"), "{html}");
+    assert_chinese("task form", &html);
+
+    // A cron expression that never fires, in the live preview.
+    let (_, preview) = page(
+        &app,
+        &zh,
+        "/t/acme/schedule-preview?schedule.kind=cron&schedule.expr=0+0+0+31+2+%3F&schedule.timezone=UTC",
+    )
+    .await;
+    assert!(preview.contains("永远不会触发"), "{preview}");
+    assert_chinese("preview", &preview);
+
+    // Not found.
+    let (status, html) = page(&app, &zh, "/t/acme/tasks/999999").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert!(html.contains("未找到"), "{html}");
+    assert_chinese("404 page", &html);
+
+    // An engine alarm, on the alarms page and the overview.
+    let alarm = NewAlarm::new(
+        Some(acme_tenant.id),
+        AlarmKind::RetriesExhausted,
+        Severity::Critical,
+        "task \"invoices\" failed after 3 attempt(s); last error: exit status 1",
+    );
+    let mut tx = app.store().begin().await.unwrap();
+    tx.insert_alarm(&alarm, app.now()).await.unwrap().unwrap();
+    tx.commit().await.unwrap();
+    for path in ["/t/acme/alarms", "/t/acme"] {
+        let (_, html) = page(&app, &zh, path).await;
+        assert!(
+            html.contains("任务 \"invoices\" 尝试 3 次后失败；最后的错误：exit status 1")
+                || html.contains(
+                    "任务 &quot;invoices&quot; 尝试 3 次后失败；最后的错误：exit status 1"
+                )
+                || html
+                    .contains("任务 &#34;invoices&#34; 尝试 3 次后失败；最后的错误：exit status 1"),
+            "{path}: {html}"
+        );
+    }
+
+    // A time zone that is none: back where the reader was, told so, nothing changed.
+    let res = post(
+        &app,
+        &zh,
+        "/prefs",
+        form(&[
+            ("tz", "Mars/Olympus"),
+            ("back", &format!("/t/acme/tasks/{task}")),
+        ]),
+    )
+    .await;
+    assert_eq!(res.status(), StatusCode::SEE_OTHER);
+    assert!(res.headers().get(SET_COOKIE).is_none(), "no zone saved");
+    let back = res.headers()[LOCATION].to_str().unwrap().to_owned();
+    assert!(
+        back.starts_with(&format!("/t/acme/tasks/{task}?")),
+        "{back}"
+    );
+    let (status, html) = page(&app, &zh, &back).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(html.contains("这不是 IANA 时区名"), "{html}");
     app.stop().await;
 }
