@@ -61,6 +61,9 @@ pub enum Format {
 pub enum FileError {
     #[error("the task file is not valid TOML: {0}")]
     Toml(#[from] toml::de::Error),
+    /// Valid TOML, but a value is not what its key takes (`path`: `tasks[1].schedule.at`).
+    #[error("the task file is not valid: {path}: {message}")]
+    Field { path: String, message: String },
     #[error("the task file is not valid JSON: {0}")]
     Json(#[from] serde_json::Error),
     #[error("the tasks cannot be written as TOML: {0}")]
@@ -70,7 +73,17 @@ pub enum FileError {
 impl TaskFile {
     pub fn parse(text: &str, format: Format) -> Result<TaskFile, FileError> {
         Ok(match format {
-            Format::Toml => toml::from_str(text)?,
+            Format::Toml => {
+                // Read as TOML first (a syntax error keeps its line and column), then as tasks
+                // (a wrong value is named by its path). TOML's own date-times (`at =
+                // 2026-12-01T09:30:00+08:00`, unquoted) are read as the RFC 3339 text they are.
+                let mut value: toml::Value = toml::from_str(text)?;
+                datetimes_as_text(&mut value);
+                serde_path_to_error::deserialize(value).map_err(|e| FileError::Field {
+                    path: e.path().to_string(),
+                    message: e.inner().to_string(),
+                })?
+            }
             Format::Json => serde_json::from_str(text)?,
         })
     }
@@ -534,9 +547,21 @@ async fn audit_dependency(
     audit(tx, caller, change, now).await
 }
 
+/// Every TOML date-time in `value` as its text. A time with an offset is RFC 3339 and reads as
+/// the API's times do; a local date-time or a bare date is refused when read, naming its key.
+fn datetimes_as_text(value: &mut toml::Value) {
+    match value {
+        toml::Value::Datetime(d) => *value = toml::Value::String(d.to_string()),
+        toml::Value::Array(items) => items.iter_mut().for_each(datetimes_as_text),
+        toml::Value::Table(table) => table.iter_mut().for_each(|(_, v)| datetimes_as_text(v)),
+        _ => {}
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::service::tasks::ScheduleInput;
 
     const EXAMPLE: &str = r#"
 [[tasks]]
@@ -582,5 +607,24 @@ child = "send-report"
         let err =
             TaskFile::parse("[[tasks]]\nname = \"a\"\nretries = 3\n", Format::Toml).unwrap_err();
         assert!(err.to_string().contains("retries"), "{err}");
+        assert!(err.to_string().contains("tasks[0]"), "{err}");
+    }
+
+    #[test]
+    fn toml_date_times_are_read_quoted_or_not_and_a_time_without_offset_is_named() {
+        let task = |at: &str| {
+            format!(
+                "[[tasks]]\nname = \"a\"\napp = \"x\"\nhandler = \"h\"\n[tasks.schedule]\nkind = \"once\"\nat = {at}\n"
+            )
+        };
+        for at in ["2026-12-01T09:30:00+08:00", "\"2026-12-01T09:30:00+08:00\"", "2026-12-01T01:30:00Z"] {
+            let file = TaskFile::parse(&task(at), Format::Toml).unwrap();
+            let ScheduleInput::Once { at } = &file.tasks[0].schedule else {
+                panic!("{:?}", file.tasks[0].schedule);
+            };
+            assert_eq!(at.to_rfc3339(), "2026-12-01T01:30:00+00:00");
+        }
+        let err = TaskFile::parse(&task("2026-12-01T09:30:00"), Format::Toml).unwrap_err();
+        assert!(err.to_string().contains("tasks[0].schedule"), "{err}");
     }
 }
