@@ -18,6 +18,7 @@ pub mod alarms;
 pub mod apps;
 pub mod assets;
 pub mod audit;
+pub mod bulk;
 pub mod charts;
 pub mod confirm;
 pub mod dag;
@@ -31,6 +32,7 @@ pub mod runs;
 pub mod session;
 pub mod task_detail;
 pub mod task_form;
+pub mod taskfile;
 pub mod tasks;
 pub mod users;
 
@@ -62,6 +64,8 @@ pub fn configure(services: Services) -> impl FnOnce(&mut web::ServiceConfig) + C
             .configure(session::routes)
             .configure(overview::routes)
             .configure(alarms::routes)
+            // Before the task pages: `/tasks/export` is not a task id.
+            .configure(taskfile::routes)
             .configure(tasks::routes)
             .configure(task_detail::routes)
             .configure(runs::routes)
