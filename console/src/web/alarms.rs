@@ -194,7 +194,14 @@ async fn list(
     let title = ctx.tr.t("alarms.title");
     let l = or_error!(
         ctx,
-        Layout::of(&ctx, &tenant, title, local_path(&req), "alarms").await
+        Layout::of(
+            &ctx,
+            &tenant,
+            title,
+            super::bulk::without_outcome(&local_path(&req)),
+            "alarms"
+        )
+        .await
     );
     let names = or_error!(ctx, super::runs::task_names(&ctx, &tenant.name).await);
     let rows = page

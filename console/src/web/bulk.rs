@@ -108,6 +108,27 @@ pub fn outcome(
     Outcome { summary, failures }
 }
 
+/// `here` (a path with its query) without the outcome of a bulk action, so the page's own
+/// forms and links come back to the list without saying it again.
+pub fn without_outcome(here: &str) -> String {
+    let Some((path, query)) = here.split_once('?') else {
+        return here.to_owned();
+    };
+    let kept: Vec<&str> = query
+        .split('&')
+        .filter(|pair| {
+            !["bulk=", "done=", "failed="]
+                .iter()
+                .any(|p| pair.starts_with(p))
+        })
+        .collect();
+    if kept.is_empty() {
+        path.to_owned()
+    } else {
+        format!("{path}?{}", kept.join("&"))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -150,6 +171,11 @@ mod tests {
             "{:?}",
             o.failures
         );
+        assert_eq!(
+            without_outcome("/t/a/alarms?status=open&bulk=ack&done=2&failed="),
+            "/t/a/alarms?status=open"
+        );
+        assert_eq!(without_outcome("/t/a/alarms?bulk=none"), "/t/a/alarms");
         assert!(
             outcome(tr, "run", &["cancel"], ("drop", "1", ""), |_| String::new())
                 .summary

@@ -3,9 +3,10 @@
 //! CSS and one small script of our own embedded in the binary ([`assets`]).
 //!
 //! - Pages are tenant-scoped: `/t/{tenant}` (the overview), `/t/{tenant}/tasks`,
-//!   `/t/{tenant}/tasks/{id}`, `/t/{tenant}/runs`, `/t/{tenant}/alarms`, `/t/{tenant}/executors`,
-//!   `/t/{tenant}/users`, `/t/{tenant}/audit`; besides them the user's own `/account/tokens`
-//!   and the operators' `/nodes` and `/tenants`.
+//!   `/t/{tenant}/tasks/{id}`, `/t/{tenant}/tasks/import` (and the `…/tasks/export` download),
+//!   `/t/{tenant}/runs`, `/t/{tenant}/alarms`, `/t/{tenant}/executors`,
+//!   `/t/{tenant}/executors/{id}`, `/t/{tenant}/users`, `/t/{tenant}/audit`; besides them the
+//!   user's own `/account/tokens` and the operators' `/nodes` and `/tenants`.
 //! - Sign-in makes the same session cookie as `POST /api/v1/session`; changes are HTML form
 //!   posts that follow the API's CSRF rule for cookie sessions (same origin only).
 //! - Every string goes through one catalog ([`i18n`]): English and Simplified Chinese,

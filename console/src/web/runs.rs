@@ -312,7 +312,7 @@ async fn list(
             &ctx,
             &tenant,
             ctx.tr.t("runs.title"),
-            local_path(&req),
+            super::bulk::without_outcome(&local_path(&req)),
             "runs"
         )
         .await
