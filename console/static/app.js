@@ -133,7 +133,12 @@
       refreshTimer = null;
       fetch(liveUrl, { credentials: "same-origin" })
         .then((res) => (res.ok ? res.text() : Promise.reject(res.status)))
-        .then((html) => { rows.innerHTML = html; })
+        .then((html) => {
+          // Rows ticked for a bulk action stay ticked across the refresh.
+          const ticked = new Set(Array.from(rows.querySelectorAll("input.select:checked"), (c) => c.value));
+          rows.innerHTML = html;
+          rows.querySelectorAll("input.select").forEach((c) => { if (ticked.has(c.value)) c.checked = true; });
+        })
         .catch(() => {});
     }, 250);
   }

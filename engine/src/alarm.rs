@@ -593,6 +593,8 @@ pub struct AlarmFilter {
     /// Only alarms raised while their task's alarms were muted (`true`) or only the others
     /// (`false`).
     pub muted: Option<bool>,
+    /// Only alarms about this executor instance.
+    pub executor_id: Option<ExecutorId>,
 }
 
 /// "the oldest due at <time> (<n> ms late)": how the backlog and quota alarms name the run

@@ -1,5 +1,7 @@
 //! `/t/{tenant}/alarms`: a tenant's alarms with filters kept in the URL, newest first, paged;
-//! acknowledge (a form post; the pop-ups acknowledge through the REST API instead).
+//! acknowledge one or the ones ticked (form posts; the pop-ups acknowledge through the REST
+//! API instead); the tasks whose alarms are muted now, muting a task's alarms for 1, 4 or 24
+//! hours and unmuting them.
 
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, web};
@@ -8,13 +10,18 @@ use mthpt_engine::alarm::{AlarmFilter, AlarmId, AlarmKind, Severity};
 use mthpt_engine::task::TaskId;
 use serde::Deserialize;
 
-use super::{Ctx, Layout, Opt, html, local_path, options, see_other, urlencode};
-use crate::service::alarms;
+use super::bulk::{Outcome, Posted};
+use super::flash::Done;
+use super::{Ctx, Layout, Opt, html, local_path, options, safe_next, see_other, urlencode};
+use crate::service::access::{Action, tenant_access};
 use crate::service::error::{ApiError, ApiResult};
+use crate::service::{alarms, bulk as bulk_service};
 use crate::{or_error, page_ctx};
 
 pub fn routes(cfg: &mut web::ServiceConfig) {
     cfg.route("/t/{tenant}/alarms", web::get().to(list))
+        .route("/t/{tenant}/alarms/ack", web::post().to(acknowledge_many))
+        .route("/t/{tenant}/alarms/mute", web::post().to(mute))
         .route("/t/{tenant}/alarms/{id}/ack", web::post().to(acknowledge));
 }
 
@@ -35,6 +42,14 @@ pub struct AlarmQuery {
     pub task: String,
     #[serde(default)]
     pub cursor: String,
+    /// After acknowledging the ticked alarms: `ack` (`none` when none was ticked), how many
+    /// were acknowledged, and `id:code` of each that failed.
+    #[serde(default)]
+    pub bulk: String,
+    #[serde(default)]
+    pub done: String,
+    #[serde(default)]
+    pub failed: String,
 }
 
 impl AlarmQuery {
@@ -93,16 +108,65 @@ pub struct AlarmRow {
     pub acknowledged_by: String,
 }
 
+/// A task whose alarms are muted now.
+#[derive(Debug, Clone)]
+pub struct MuteRow {
+    pub task_id: i64,
+    pub task: String,
+    pub task_link: String,
+    pub until: String,
+    pub by: String,
+    pub unmute_action: String,
+}
+
 #[derive(Template)]
 #[template(path = "alarms.html")]
 struct AlarmsPage {
     l: Layout,
+    q: AlarmQuery,
     rows: Vec<AlarmRow>,
     statuses: Vec<Opt>,
     kinds: Vec<Opt>,
     severities: Vec<Opt>,
     tasks: Vec<Opt>,
     next: String,
+    /// Open rows have a checkbox (roles that may operate).
+    select: bool,
+    /// What acknowledging the ticked alarms just did.
+    outcome: Outcome,
+    mutes: Vec<MuteRow>,
+    /// The tasks the mute form offers.
+    mute_tasks: Vec<Opt>,
+}
+
+/// The mute durations offered, in hours.
+pub const MUTE_HOURS: [i64; 3] = [1, 4, 24];
+
+/// Mutes task `task`'s alarms for `hours` (one of [`MUTE_HOURS`]) from now.
+pub(super) async fn mute_for(ctx: &Ctx, tenant: &str, task: i64, hours: &str) -> ApiResult<Done> {
+    tenant_access(&ctx.services, &ctx.caller, tenant, Action::Operate).await?;
+    let hours = hours
+        .trim()
+        .parse::<i64>()
+        .ok()
+        .filter(|h| MUTE_HOURS.contains(h))
+        .ok_or_else(|| ApiError::field("hours", format!("must be 1, 4 or 24 (was {hours:?})")))?;
+    let until = ctx.services.now() + hours * 3_600_000;
+    alarms::mute(
+        &ctx.services,
+        &ctx.caller,
+        tenant,
+        TaskId(task),
+        Some(until),
+    )
+    .await?;
+    Ok(Done::Muted(task))
+}
+
+/// Unmutes task `task`'s alarms.
+pub(super) async fn unmute(ctx: &Ctx, tenant: &str, task: i64) -> ApiResult<Done> {
+    alarms::mute(&ctx.services, &ctx.caller, tenant, TaskId(task), None).await?;
+    Ok(Done::Unmuted(task))
 }
 
 async fn list(
@@ -130,13 +194,56 @@ async fn list(
     let title = ctx.tr.t("alarms.title");
     let l = or_error!(
         ctx,
-        Layout::of(&ctx, &tenant, title, local_path(&req), "alarms").await
+        Layout::of(
+            &ctx,
+            &tenant,
+            title,
+            super::bulk::without_outcome(&local_path(&req)),
+            "alarms"
+        )
+        .await
     );
     let names = or_error!(ctx, super::runs::task_names(&ctx, &tenant.name).await);
     let rows = page
         .items
         .into_iter()
         .map(|v| row(&ctx, &l, v.alarm))
+        .collect();
+    let mutes = or_error!(
+        ctx,
+        alarms::mutes(&ctx.services, &ctx.caller, &tenant.name).await
+    );
+    let name_of = |id: i64| {
+        names
+            .iter()
+            .find(|(t, _)| *t == id)
+            .map_or_else(|| format!("#{id}"), |(_, n)| n.clone())
+    };
+    let mutes = mutes
+        .into_iter()
+        .map(|m| MuteRow {
+            task_id: m.task_id.0,
+            task: name_of(m.task_id.0),
+            task_link: l.link(&format!("tasks/{}", m.task_id)),
+            until: ctx.time(m.muted_until),
+            by: m.muted_by,
+            unmute_action: l.link(&format!("tasks/{}/unmute", m.task_id)),
+        })
+        .collect();
+    let outcome = super::bulk::outcome(
+        ctx.tr,
+        "alarm",
+        &["ack"],
+        (&q.bulk, &q.done, &q.failed),
+        |id| format!("{} #{id}", ctx.tr.t("alarm.popup_title")),
+    );
+    let mute_tasks = names
+        .iter()
+        .map(|(id, name)| Opt {
+            value: id.to_string(),
+            label: name.clone(),
+            selected: q.task == id.to_string(),
+        })
         .collect();
     let tasks = super::runs::task_options(ctx.tr, names, &q.task);
     let next = page
@@ -170,15 +277,21 @@ async fn list(
                 &q.severity,
                 Some("filter.any"),
             ),
+            select: l.can_operate,
             l,
+            q,
             rows,
             tasks,
             next,
+            outcome,
+            mutes,
+            mute_tasks,
         },
     )
 }
 
-fn row(ctx: &Ctx, l: &Layout, a: mthpt_engine::alarm::Alarm) -> AlarmRow {
+/// The row of alarm `a` on a page framed by `l`.
+pub(super) fn row(ctx: &Ctx, l: &Layout, a: mthpt_engine::alarm::Alarm) -> AlarmRow {
     let status = if a.resolved_at.is_some() {
         "resolved"
     } else if a.acknowledged_at.is_some() {
@@ -226,5 +339,75 @@ async fn acknowledge(
         ctx,
         alarms::acknowledge(&ctx.services, &ctx.caller, &tenant, AlarmId(id)).await
     );
-    see_other(&super::flash::Done::Acknowledged(id).on(&super::safe_next(form.back.as_deref())))
+    see_other(&Done::Acknowledged(id).on(&safe_next(form.back.as_deref())))
+}
+
+/// `POST /t/{tenant}/alarms/ack`: acknowledges every alarm ticked (`id`), each on its own;
+/// back on the list (its filters, posted along) saying how many and naming each failure.
+async fn acknowledge_many(
+    req: HttpRequest,
+    tenant: web::Path<String>,
+    form: web::Form<Vec<(String, String)>>,
+) -> HttpResponse {
+    let ctx = page_ctx!(req);
+    let tenant = tenant.into_inner();
+    let posted = Posted(&form);
+    let ids = or_error!(ctx, posted.ids());
+    let filters = AlarmQuery {
+        status: posted.value("status"),
+        severity: posted.value("severity"),
+        kind: posted.value("kind"),
+        task: posted.value("task"),
+        ..Default::default()
+    };
+    let back = format!("/t/{}/alarms?{}", urlencode(&tenant), filters.at(""));
+    if ids.is_empty() {
+        or_error!(
+            ctx,
+            tenant_access(&ctx.services, &ctx.caller, &tenant, Action::Operate).await
+        );
+        return see_other(&format!("{back}&bulk=none"));
+    }
+    let ids: Vec<AlarmId> = ids.into_iter().map(AlarmId).collect();
+    let outcomes = or_error!(
+        ctx,
+        bulk_service::acknowledge_alarms(&ctx.services, &ctx.caller, &tenant, &ids).await
+    );
+    see_other(&format!(
+        "{back}&{}",
+        super::bulk::outcome_query("ack", &outcomes)
+    ))
+}
+
+#[derive(Debug, Deserialize)]
+struct MuteForm {
+    #[serde(default)]
+    task: String,
+    #[serde(default)]
+    hours: String,
+    back: Option<String>,
+}
+
+/// `POST /t/{tenant}/alarms/mute`: mutes the chosen task's alarms for `hours`; back with a
+/// message that offers the unmute.
+async fn mute(
+    req: HttpRequest,
+    tenant: web::Path<String>,
+    form: web::Form<MuteForm>,
+) -> HttpResponse {
+    let ctx = page_ctx!(req);
+    let Ok(task) = form.task.trim().parse::<i64>() else {
+        // A role that may not operate is refused before the form is read.
+        or_error!(
+            ctx,
+            tenant_access(&ctx.services, &ctx.caller, &tenant, Action::Operate).await
+        );
+        return ctx.error(&ApiError::field("task", ctx.tr.t("mute.choose_task")));
+    };
+    let done = or_error!(ctx, mute_for(&ctx, &tenant, task, &form.hours).await);
+    let back = match form.back.as_deref() {
+        Some(b) if !b.is_empty() => safe_next(Some(b)),
+        _ => format!("/t/{}/alarms", urlencode(&tenant)),
+    };
+    see_other(&done.on(&back))
 }

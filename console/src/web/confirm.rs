@@ -44,6 +44,8 @@ struct ConfirmPage {
     action: String,
     back: String,
     button: String,
+    /// More fields the confirmed post carries again (the ids of a bulk action, …).
+    fields: Vec<(String, String)>,
 }
 
 /// The confirmation page of posting to `action`: `l` is its frame (titled with the question),
@@ -56,6 +58,18 @@ pub fn page(
     button: String,
     back: String,
 ) -> HttpResponse {
+    page_carrying(l, detail, action, button, back, Vec::new())
+}
+
+/// [`page`] whose confirmed post carries `fields` (name, value) again.
+pub fn page_carrying(
+    l: Layout,
+    detail: String,
+    action: String,
+    button: String,
+    back: String,
+    fields: Vec<(String, String)>,
+) -> HttpResponse {
     html(
         StatusCode::OK,
         &ConfirmPage {
@@ -64,6 +78,7 @@ pub fn page(
             action,
             back,
             button,
+            fields,
         },
     )
 }
@@ -83,6 +98,35 @@ pub async fn ask(
     button: &str,
     back: String,
 ) -> HttpResponse {
+    ask_carrying(
+        ctx,
+        req,
+        tenant,
+        action,
+        nav,
+        (title, button),
+        detail,
+        back,
+        Vec::new(),
+    )
+    .await
+}
+
+/// [`ask`] whose confirmed post carries `fields` (name, value) again; `words` are the catalog
+/// entries of the title and of the button.
+#[allow(clippy::too_many_arguments)]
+pub async fn ask_carrying(
+    ctx: &Ctx,
+    req: &HttpRequest,
+    tenant: &str,
+    action: Action,
+    nav: &'static str,
+    words: (&str, &str),
+    detail: String,
+    back: String,
+    fields: Vec<(String, String)>,
+) -> HttpResponse {
+    let (title, button) = words;
     let tenant = match tenant_access(&ctx.services, &ctx.caller, tenant, action).await {
         Ok(t) => t,
         Err(e) => return ctx.error(&e),
@@ -91,5 +135,12 @@ pub async fn ask(
         Ok(l) => l,
         Err(e) => return ctx.error(&e),
     };
-    page(l, detail, req.path().to_owned(), ctx.tr.t(button), back)
+    page_carrying(
+        l,
+        detail,
+        req.path().to_owned(),
+        ctx.tr.t(button),
+        back,
+        fields,
+    )
 }

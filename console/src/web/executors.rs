@@ -1,24 +1,30 @@
 //! `/t/{tenant}/executors`: a tenant's apps and, per app, its executor instances (the wrappers
 //! that registered): state, capacity, load, handlers, labels, heartbeat age; drain (confirmed
-//! first) and undrain, its undo.
+//! first) and undrain, its undo. `/t/{tenant}/executors/{id}`: one instance with the runs sent
+//! to it and the alarms about it.
 
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, web};
 use askama::Template;
 
-use mthpt_engine::app::{Executor, ExecutorState};
+use mthpt_engine::alarm::AlarmFilter;
+use mthpt_engine::app::{Executor, ExecutorId, ExecutorState};
+use mthpt_engine::run::RunFilter;
 
+use super::alarms::AlarmRow;
 use super::confirm::{self, ConfirmForm};
 use super::flash::Done;
 use super::i18n::Tr;
+use super::runs::RunRow;
 use super::{Ctx, Layout, html, local_path, see_other, urlencode};
 use crate::service::access::Action;
-use crate::service::apps;
 use crate::service::error::ApiError;
+use crate::service::{alarms, apps, runs};
 use crate::{or_error, page_ctx};
 
 pub fn routes(cfg: &mut web::ServiceConfig) {
     cfg.route("/t/{tenant}/executors", web::get().to(list))
+        .route("/t/{tenant}/executors/{id}", web::get().to(detail))
         .route("/t/{tenant}/executors/{id}/drain", web::post().to(drain))
         .route(
             "/t/{tenant}/executors/{id}/undrain",
@@ -56,6 +62,8 @@ pub struct ExecutorRow {
     pub undrain_requested: bool,
     pub drain_action: String,
     pub undrain_action: String,
+    /// The instance's own page.
+    pub detail_link: String,
 }
 
 impl ExecutorRow {
@@ -81,6 +89,7 @@ impl ExecutorRow {
             undrain_requested: e.state == ExecutorState::Draining && e.undrain_requested,
             drain_action: l.link(&format!("executors/{}/drain", e.id.0)),
             undrain_action: l.link(&format!("executors/{}/undrain", e.id.0)),
+            detail_link: l.link(&format!("executors/{}", e.id.0)),
         }
     }
 }
@@ -124,6 +133,102 @@ async fn list(req: HttpRequest, tenant: web::Path<String>) -> HttpResponse {
         })
         .collect();
     html(StatusCode::OK, &ExecutorsPage { l, apps: groups })
+}
+
+/// Runs and alarms listed on an instance's page.
+const DETAIL_ROWS: i64 = 20;
+
+#[derive(Template)]
+#[template(path = "executor.html")]
+struct ExecutorPage {
+    l: Layout,
+    app: String,
+    e: ExecutorRow,
+    /// The newest runs sent to this instance.
+    rows: Vec<RunRow>,
+    runs_more: bool,
+    /// The newest alarms about it.
+    alarms: Vec<AlarmRow>,
+    /// (Run rows have no checkbox here.)
+    select: bool,
+}
+
+/// `GET /t/{tenant}/executors/{id}`: one instance — app, address, state, heartbeat, load,
+/// handlers and labels; the newest runs sent to it and alarms about it; drain or undrain.
+async fn detail(req: HttpRequest, path: web::Path<(String, i64)>) -> HttpResponse {
+    let ctx = page_ctx!(req);
+    let (tenant, id) = path.into_inner();
+    let tenant = or_error!(ctx, ctx.tenant(&tenant).await);
+    let (list, apps) = or_error!(
+        ctx,
+        apps::executors(&ctx.services, &ctx.caller, &tenant.name, None).await
+    );
+    let Some(e) = list.into_iter().find(|e| e.id.0 == id) else {
+        return ctx.error(&ApiError::not_found(format!("executor {id}")));
+    };
+    let app = apps
+        .iter()
+        .find(|a| a.id == e.app_id)
+        .map_or_else(|| e.app_id.to_string(), |a| a.name.clone());
+    let title = format!("{} {}", ctx.tr.t("executors.instance"), e.instance_id);
+    let l = or_error!(
+        ctx,
+        Layout::of(&ctx, &tenant, title, local_path(&req), "executors").await
+    );
+    let page = or_error!(
+        ctx,
+        runs::list(
+            &ctx.services,
+            &ctx.caller,
+            &tenant.name,
+            RunFilter {
+                executor_id: Some(ExecutorId(id)),
+                ..Default::default()
+            },
+            None,
+            DETAIL_ROWS,
+        )
+        .await
+    );
+    let names = or_error!(ctx, super::runs::task_names(&ctx, &tenant.name).await);
+    let runs_more = page.next_cursor.is_some();
+    let rows = page
+        .items
+        .into_iter()
+        .map(|r| super::runs::row(&ctx, &l, &names, r))
+        .collect();
+    let alarms = or_error!(
+        ctx,
+        alarms::list(
+            &ctx.services,
+            &ctx.caller,
+            &tenant.name,
+            AlarmFilter {
+                executor_id: Some(ExecutorId(id)),
+                ..Default::default()
+            },
+            None,
+            DETAIL_ROWS,
+        )
+        .await
+    )
+    .items
+    .into_iter()
+    .map(|v| super::alarms::row(&ctx, &l, v.alarm))
+    .collect();
+    let now = ctx.services.now();
+    html(
+        StatusCode::OK,
+        &ExecutorPage {
+            e: ExecutorRow::of(&ctx, &l, &e, now),
+            app,
+            rows,
+            runs_more,
+            alarms,
+            select: false,
+            l,
+        },
+    )
 }
 
 /// `POST /t/{tenant}/executors/{id}/drain`: after a confirmation step; back with a message

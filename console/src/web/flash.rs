@@ -35,6 +35,14 @@ pub enum Done {
     Acknowledged(i64),
     /// An app deleted.
     AppDeleted(i64),
+    /// A task deleted.
+    TaskDeleted(i64),
+    /// A task's alarms muted (undo: unmute).
+    Muted(i64),
+    /// A task's alarms unmuted.
+    Unmuted(i64),
+    /// A task file applied: how many tasks and dependencies it changed.
+    Imported(i64),
     /// The time zone typed in the footer is none (the id is not used): nothing changed.
     BadTimeZone(i64),
 }
@@ -65,6 +73,10 @@ impl Done {
             Done::TokenRevoked(id) => ("token_revoked", id),
             Done::Acknowledged(id) => ("acknowledged", id),
             Done::AppDeleted(id) => ("app_deleted", id),
+            Done::TaskDeleted(id) => ("task_deleted", id),
+            Done::Muted(id) => ("muted", id),
+            Done::Unmuted(id) => ("unmuted", id),
+            Done::Imported(n) => ("imported", n),
             Done::BadTimeZone(id) => ("bad_tz", id),
         }
     }
@@ -82,6 +94,10 @@ impl Done {
             "token_revoked" => Done::TokenRevoked(id),
             "acknowledged" => Done::Acknowledged(id),
             "app_deleted" => Done::AppDeleted(id),
+            "task_deleted" => Done::TaskDeleted(id),
+            "muted" => Done::Muted(id),
+            "unmuted" => Done::Unmuted(id),
+            "imported" => Done::Imported(id),
             "bad_tz" => Done::BadTimeZone(id),
             _ => return None,
         })
@@ -112,7 +128,8 @@ impl Done {
                 Done::Triggered(_) | Done::Cancelled(_) => (run(), None),
                 Done::Paused(_) => (task(), undo(&format!("tasks/{id}/resume"))),
                 Done::Resumed(_) => (task(), undo(&format!("tasks/{id}/pause"))),
-                Done::Saved(_) => (task(), None),
+                Done::Saved(_) | Done::Unmuted(_) => (task(), None),
+                Done::Muted(_) => (task(), undo(&format!("tasks/{id}/unmute"))),
                 Done::Drained(_) => (None, undo(&format!("executors/{id}/undrain"))),
                 Done::Acknowledged(_) => (
                     Some((t("alarms?status=open"), tr.t("flash.open_alarms"))),
@@ -122,6 +139,8 @@ impl Done {
                 | Done::UserDeleted(_)
                 | Done::TokenRevoked(_)
                 | Done::AppDeleted(_)
+                | Done::TaskDeleted(_)
+                | Done::Imported(_)
                 | Done::BadTimeZone(_) => (None, None),
             }
         };

@@ -3,9 +3,10 @@
 //! CSS and one small script of our own embedded in the binary ([`assets`]).
 //!
 //! - Pages are tenant-scoped: `/t/{tenant}` (the overview), `/t/{tenant}/tasks`,
-//!   `/t/{tenant}/tasks/{id}`, `/t/{tenant}/runs`, `/t/{tenant}/alarms`, `/t/{tenant}/executors`,
-//!   `/t/{tenant}/users`, `/t/{tenant}/audit`; besides them the user's own `/account/tokens`
-//!   and the operators' `/nodes` and `/tenants`.
+//!   `/t/{tenant}/tasks/{id}`, `/t/{tenant}/tasks/import` (and the `…/tasks/export` download),
+//!   `/t/{tenant}/runs`, `/t/{tenant}/alarms`, `/t/{tenant}/executors`,
+//!   `/t/{tenant}/executors/{id}`, `/t/{tenant}/users`, `/t/{tenant}/audit`; besides them the
+//!   user's own `/account/tokens` and the operators' `/nodes` and `/tenants`.
 //! - Sign-in makes the same session cookie as `POST /api/v1/session`; changes are HTML form
 //!   posts that follow the API's CSRF rule for cookie sessions (same origin only).
 //! - Every string goes through one catalog ([`i18n`]): English and Simplified Chinese,
@@ -18,6 +19,7 @@ pub mod alarms;
 pub mod apps;
 pub mod assets;
 pub mod audit;
+pub mod bulk;
 pub mod charts;
 pub mod confirm;
 pub mod dag;
@@ -31,6 +33,7 @@ pub mod runs;
 pub mod session;
 pub mod task_detail;
 pub mod task_form;
+pub mod taskfile;
 pub mod tasks;
 pub mod users;
 
@@ -62,6 +65,8 @@ pub fn configure(services: Services) -> impl FnOnce(&mut web::ServiceConfig) + C
             .configure(session::routes)
             .configure(overview::routes)
             .configure(alarms::routes)
+            // Before the task pages: `/tasks/export` is not a task id.
+            .configure(taskfile::routes)
             .configure(tasks::routes)
             .configure(task_detail::routes)
             .configure(runs::routes)

@@ -1,7 +1,8 @@
 //! `/t/{tenant}/runs`: runs newest first with filters in the URL and pages; the first page
 //! refreshes its rows live (the script re-reads `/t/{tenant}/runs/rows` when a run event
 //! arrives). `/t/{tenant}/runs/{id}`: a run's detail (timeline, attempts, output or error, log
-//! tail) with cancel and re-run.
+//! tail) with cancel and re-run. `POST /t/{tenant}/runs/bulk`: cancel (after a confirmation
+//! step) or re-run the runs ticked in the list, back on the list saying what was done.
 
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, web};
@@ -12,17 +13,20 @@ use mthpt_engine::run::{Run, RunFilter, RunId, RunState};
 use mthpt_engine::task::{TaskFilter, TaskId};
 use serde::Deserialize;
 
+use super::bulk::Posted;
 use super::confirm::{self, ConfirmForm};
 use super::flash::Done;
 use super::i18n::Tr;
 use super::{Ctx, Layout, Opt, html, local_path, options, see_other, urlencode};
-use crate::service::access::Action;
+use crate::service::access::{Action, tenant_access};
+use crate::service::bulk::{self as bulk_service, RunBulkAction};
 use crate::service::error::{ApiError, ApiResult};
 use crate::service::{runs, tasks};
 use crate::{or_error, page_ctx};
 
 pub fn routes(cfg: &mut web::ServiceConfig) {
     cfg.route("/t/{tenant}/runs", web::get().to(list))
+        .route("/t/{tenant}/runs/bulk", web::post().to(bulk))
         .route("/t/{tenant}/runs/rows", web::get().to(rows_fragment))
         .route("/t/{tenant}/runs/{id}", web::get().to(detail))
         .route("/t/{tenant}/runs/{id}/{action}", web::post().to(act));
@@ -53,6 +57,14 @@ pub struct RunQuery {
     /// Newer pages: the runs just above this cursor.
     #[serde(default)]
     pub after: String,
+    /// After a bulk action: the action (`cancel`, `rerun`; `none` when no run was selected),
+    /// how many runs it was done to, and `id:code` of each run it failed for.
+    #[serde(default)]
+    pub bulk: String,
+    #[serde(default)]
+    pub done: String,
+    #[serde(default)]
+    pub failed: String,
 }
 
 impl RunQuery {
@@ -169,6 +181,10 @@ struct RunsPage {
     newest: String,
     /// The rows fragment the script refreshes (first page only; empty: not live).
     live: String,
+    /// Rows have a checkbox for the bulk actions (roles that may operate).
+    select: bool,
+    /// What the bulk action just done did.
+    outcome: super::bulk::Outcome,
 }
 
 #[derive(Template)]
@@ -176,6 +192,7 @@ struct RunsPage {
 struct RowsFragment {
     l: Layout,
     rows: Vec<RunRow>,
+    select: bool,
 }
 
 /// The rows of a page, and the cursor of the next.
@@ -295,7 +312,7 @@ async fn list(
             &ctx,
             &tenant,
             ctx.tr.t("runs.title"),
-            local_path(&req),
+            super::bulk::without_outcome(&local_path(&req)),
             "runs"
         )
         .await
@@ -331,10 +348,19 @@ async fn list(
     };
     let tasks = task_options(ctx.tr, names, &q.task);
     let states: Vec<&str> = RunState::ALL.iter().map(|s| s.as_str()).collect();
+    let outcome = super::bulk::outcome(
+        ctx.tr,
+        "run",
+        &["cancel", "rerun"],
+        (&q.bulk, &q.done, &q.failed),
+        |id| format!("{} #{id}", ctx.tr.t("runs.run")),
+    );
     html(
         StatusCode::OK,
         &RunsPage {
             states: options(ctx.tr, "state.", &states, &q.state, Some("filter.any")),
+            select: l.can_operate,
+            outcome,
             l,
             tasks,
             rows,
@@ -363,7 +389,14 @@ async fn rows_fragment(
         Layout::of(&ctx, &tenant, String::new(), local_path(&req), "runs").await
     );
     let rows = or_error!(ctx, page(&ctx, &l, &q).await).rows;
-    html(StatusCode::OK, &RowsFragment { l, rows })
+    html(
+        StatusCode::OK,
+        &RowsFragment {
+            select: l.can_operate,
+            l,
+            rows,
+        },
+    )
 }
 
 #[derive(Template)]
@@ -382,6 +415,8 @@ struct RunPage {
     error: String,
     log_tail: String,
     action_base: String,
+    /// (Rows have no checkbox here.)
+    select: bool,
 }
 
 async fn detail(req: HttpRequest, path: web::Path<(String, i64)>) -> HttpResponse {
@@ -421,6 +456,7 @@ async fn detail(req: HttpRequest, path: web::Path<(String, i64)>) -> HttpRespons
         error: ctx.tr.msg(d.run.error.as_deref().unwrap_or_default()),
         log_tail: d.run.log_tail.clone(),
         action_base: l.link(&format!("runs/{id}")),
+        select: false,
         r: row(&ctx, &l, &names, d.run),
         l,
     };
@@ -466,4 +502,85 @@ async fn act(
         _ => Err(ApiError::not_found(format!("run action {action:?}"))),
     };
     see_other(&or_error!(ctx, back))
+}
+
+/// `POST /t/{tenant}/runs/bulk`: `action` (`cancel`, `rerun`) on every run ticked (`id`);
+/// a cancel asks first. Back on the list (its filters, posted along) saying how many runs it
+/// was done to and naming each it failed for.
+async fn bulk(
+    req: HttpRequest,
+    tenant: web::Path<String>,
+    form: web::Form<Vec<(String, String)>>,
+) -> HttpResponse {
+    let ctx = page_ctx!(req);
+    let tenant = tenant.into_inner();
+    let posted = Posted(&form);
+    let action = match posted.value("action").as_str() {
+        "cancel" => RunBulkAction::Cancel,
+        "rerun" => RunBulkAction::Rerun,
+        other => {
+            return ctx.error(&ApiError::field(
+                "action",
+                format!("must be cancel or rerun (was {other:?})"),
+            ));
+        }
+    };
+    let name = match action {
+        RunBulkAction::Cancel => "cancel",
+        RunBulkAction::Rerun => "rerun",
+    };
+    let ids = or_error!(ctx, posted.ids());
+    let filters = RunQuery {
+        task: posted.value("task"),
+        state: posted.value("state"),
+        from: posted.value("from"),
+        to: posted.value("to"),
+        ..Default::default()
+    };
+    let back = format!("/t/{}/runs?{}", urlencode(&tenant), filters.query("", ""));
+    if ids.is_empty() {
+        // Refused as any bulk action is for a role that may not operate.
+        or_error!(
+            ctx,
+            tenant_access(&ctx.services, &ctx.caller, &tenant, Action::Operate).await
+        );
+        return see_other(&format!("{back}&bulk=none"));
+    }
+    if action == RunBulkAction::Cancel && posted.value("confirm") != "yes" {
+        let list = ids
+            .iter()
+            .map(|id| format!("#{id}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let detail = ctx
+            .tr
+            .t("confirm.bulk_cancel_detail")
+            .replace("{n}", &ids.len().to_string())
+            .replace("{ids}", &list);
+        let mut fields = posted.id_fields();
+        for key in ["action", "task", "state", "from", "to"] {
+            fields.push((key.to_owned(), posted.value(key)));
+        }
+        return confirm::ask_carrying(
+            &ctx,
+            &req,
+            &tenant,
+            Action::Operate,
+            "runs",
+            ("confirm.bulk_cancel_title", "runs.cancel_selected"),
+            detail,
+            back,
+            fields,
+        )
+        .await;
+    }
+    let ids: Vec<RunId> = ids.into_iter().map(RunId).collect();
+    let outcomes = or_error!(
+        ctx,
+        bulk_service::bulk_runs(&ctx.services, &ctx.caller, &tenant, action, &ids).await
+    );
+    see_other(&format!(
+        "{back}&{}",
+        super::bulk::outcome_query(name, &outcomes)
+    ))
 }

@@ -1,6 +1,7 @@
 //! `/t/{tenant}/tasks/{id}`: one task — its settings in words, its latest runs, a chart of its
 //! run durations and fire lateness over the last 24 hours, and its dependency graph (parents
-//! and children, every node a link), with edit / run now / pause or resume as the role allows.
+//! and children, every node a link), with edit / clone / delete / run now / pause or resume /
+//! mute or unmute its alarms as the role allows.
 
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, web};
@@ -60,6 +61,12 @@ struct TaskPage {
     action_base: String,
     /// A fresh key per rendering: a trigger form sent twice fires once.
     trigger_key: String,
+    /// The new-task form filled with a copy of this task.
+    clone_link: String,
+    /// Until when the task's alarms are muted (empty: not muted).
+    muted_until: String,
+    /// (Run rows have no checkbox here.)
+    select: bool,
 }
 
 async fn detail(req: HttpRequest, path: web::Path<(String, i64)>) -> HttpResponse {
@@ -126,6 +133,15 @@ async fn detail(req: HttpRequest, path: web::Path<(String, i64)>) -> HttpRespons
         Err(e) => (String::new(), ctx.tr.error(&e).detail),
     };
     let graph = or_error!(ctx, graph(&ctx, &l, &tenant, id).await);
+    let mutes = or_error!(
+        ctx,
+        crate::service::alarms::mutes(&ctx.services, &ctx.caller, &tenant.name).await
+    );
+    let muted_until = mutes
+        .iter()
+        .find(|m| m.task_id == id)
+        .map(|m| ctx.time(m.muted_until))
+        .unwrap_or_default();
     let page = TaskPage {
         id: id.0,
         paused: view.task.paused,
@@ -141,6 +157,9 @@ async fn detail(req: HttpRequest, path: web::Path<(String, i64)>) -> HttpRespons
         edit_link: l.link(&format!("tasks/{id}/edit")),
         action_base: l.link(&format!("tasks/{id}")),
         trigger_key: random_hex(8),
+        clone_link: format!("{}?clone={id}", l.link("tasks/new")),
+        muted_until,
+        select: false,
         l,
     };
     html(StatusCode::OK, &page)

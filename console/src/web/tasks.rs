@@ -1,6 +1,7 @@
 //! `/t/{tenant}/tasks`: the task list (search and filters in the URL, next fire, last result,
-//! pause / resume / trigger), the task form (create and edit, errors next to the fields) and
-//! the schedule preview fragment the form shows live.
+//! pause / resume / trigger), the task form (create, edit, and create from a copy of a task
+//! with `?clone=<id>`; errors next to the fields), a task's delete (confirmed first), alarm
+//! mute and unmute, and the schedule preview fragment the form shows live.
 
 use std::collections::HashMap;
 
@@ -13,6 +14,7 @@ use mthpt_engine::schedule::describe::describe;
 use mthpt_engine::task::{MisfirePolicy, OverlapPolicy, Routing, TaskFilter, TaskId};
 use serde::Deserialize;
 
+use super::confirm;
 use super::flash::Done;
 use super::task_form::{KINDS, TaskForm};
 use super::{Ctx, Layout, Opt, html, local_path, options, safe_next, see_other, urlencode};
@@ -340,9 +342,14 @@ fn row(ctx: &Ctx, l: &Layout, v: &TaskView, last: Option<&Run>, now: i64) -> Tas
 struct ActForm {
     back: Option<String>,
     key: Option<String>,
+    /// `yes` once a delete is confirmed.
+    confirm: Option<String>,
+    /// How long a mute lasts (1, 4 or 24).
+    hours: Option<String>,
 }
 
-/// `POST /t/{tenant}/tasks/{id}/{pause|resume|trigger}`.
+/// `POST /t/{tenant}/tasks/{id}/{pause|resume|trigger|delete|mute|unmute}`. A delete asks
+/// first and lands on the task list; the others come back to `back`.
 async fn act(
     req: HttpRequest,
     path: web::Path<(String, i64, String)>,
@@ -365,10 +372,58 @@ async fn act(
                 .await
                 .map(|t| Done::Triggered(t.run.id.0))
         }
+        "delete" => return delete(&ctx, &req, &tenant, id, &form).await,
+        "mute" => {
+            let hours = form.hours.as_deref().unwrap_or_default();
+            super::alarms::mute_for(&ctx, &tenant, id.0, hours).await
+        }
+        "unmute" => super::alarms::unmute(&ctx, &tenant, id.0).await,
         _ => Err(ApiError::not_found(format!("task action {action:?}"))),
     };
     let done = or_error!(ctx, done);
     see_other(&done.on(&safe_next(form.back.as_deref())))
+}
+
+/// A task's delete: the confirmation page first (naming the task), then the task list with
+/// a message.
+async fn delete(
+    ctx: &Ctx,
+    req: &HttpRequest,
+    tenant: &str,
+    id: TaskId,
+    form: &ActForm,
+) -> HttpResponse {
+    if form.confirm.as_deref() != Some("yes") {
+        let view = or_error!(
+            ctx,
+            tasks::get(&ctx.services, &ctx.caller, tenant, id).await
+        );
+        let detail = ctx
+            .tr
+            .t("confirm.delete_task_detail")
+            .replace("{task}", &view.task.name);
+        let back = match form.back.as_deref() {
+            Some(b) if !b.is_empty() => safe_next(Some(b)),
+            _ => format!("/t/{}/tasks/{id}", urlencode(tenant)),
+        };
+        return confirm::ask(
+            ctx,
+            req,
+            tenant,
+            Action::Administer,
+            "tasks",
+            "confirm.delete_task_title",
+            detail,
+            "task.delete",
+            back,
+        )
+        .await;
+    }
+    or_error!(
+        ctx,
+        tasks::delete(&ctx.services, &ctx.caller, tenant, id, None).await
+    );
+    see_other(&Done::TaskDeleted(id.0).on(&format!("/t/{}/tasks", urlencode(tenant))))
 }
 
 #[derive(Template)]
@@ -501,19 +556,42 @@ async fn form_page(
     html(status, &page)
 }
 
-async fn new_form(req: HttpRequest, tenant: web::Path<String>) -> HttpResponse {
+#[derive(Debug, Deserialize)]
+struct NewQuery {
+    /// A task to copy: the form starts from its definition, named `<name>-copy`.
+    clone: Option<String>,
+}
+
+async fn new_form(
+    req: HttpRequest,
+    tenant: web::Path<String>,
+    q: web::Query<NewQuery>,
+) -> HttpResponse {
     let ctx = page_ctx!(req);
     let action = format!("/t/{}/tasks/new", urlencode(&tenant));
-    form_page(
-        &ctx,
-        &req,
-        &tenant,
-        TaskForm::blank(ctx.tz),
-        None,
-        action,
-        StatusCode::OK,
-    )
-    .await
+    let f = match q.clone.as_deref().map(str::trim) {
+        None | Some("") => TaskForm::blank(ctx.tz),
+        Some(id) => {
+            let id = or_error!(
+                ctx,
+                id.parse::<i64>()
+                    .map_err(|_| ApiError::field("clone", format!("{id:?} is not a task id")))
+            );
+            or_error!(ctx, copy_of(&ctx, &tenant, TaskId(id)).await)
+        }
+    };
+    form_page(&ctx, &req, &tenant, f, None, action, StatusCode::OK).await
+}
+
+/// The new-task form filled with task `id`'s definition, named `<name>-copy` (saving creates
+/// a new task; the copy has no parents).
+async fn copy_of(ctx: &Ctx, tenant: &str, id: TaskId) -> ApiResult<TaskForm> {
+    let view = tasks::get(&ctx.services, &ctx.caller, tenant, id).await?;
+    let mut spec = tasks::TaskSpec::of(&view.task, &view.app_name)?;
+    spec.name = format!("{}-copy", spec.name);
+    let mut f = TaskForm::of(&spec, 0, ctx.tz);
+    f.version.clear();
+    Ok(f)
 }
 
 async fn edit_form(req: HttpRequest, path: web::Path<(String, i64)>) -> HttpResponse {

@@ -26,5 +26,6 @@ mod hostile_names;
 mod live_events;
 mod live_runs;
 mod openapi;
+mod web_actions;
 mod web_pages;
 mod wrapper_alarms;

@@ -282,6 +282,7 @@ impl Alarms for StoreTx {
                AND ($6 IS NULL OR severity = $6) AND ($7 IS NULL OR task_id = $7)
                AND ($8 = FALSE OR acknowledged_at IS NOT NULL)
                AND ($9 IS NULL OR muted = $9)
+               AND ($10 IS NULL OR executor_id = $10)
              ORDER BY id DESC LIMIT $5",
         )
         .bind(scope.tenant())
@@ -293,6 +294,7 @@ impl Alarms for StoreTx {
         .bind(filter.task_id)
         .bind(filter.acknowledged)
         .bind(filter.muted)
+        .bind(filter.executor_id)
         .fetch_all(&mut **c)
         .await
         })?)
