@@ -5,6 +5,7 @@
 use mthpt_engine::alarm::AlarmId;
 use mthpt_engine::run::RunId;
 use mthpt_engine::task::TaskId;
+use mthpt_engine::tenant::Tenant;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
@@ -47,13 +48,16 @@ pub async fn bulk(
         BulkAction::Delete => Action::Administer,
         _ => Action::Operate,
     };
-    let tenant = tenant_access(services, caller, tenant, needed).await?;
-    if ids.is_empty() || ids.len() > MAX_BULK {
-        return Err(ApiError::field(
-            "task_ids",
-            format!("name between 1 and {MAX_BULK} tasks (named {})", ids.len()),
-        ));
-    }
+    let tenant = check_many(
+        services,
+        caller,
+        tenant,
+        needed,
+        "task_ids",
+        "tasks",
+        ids.len(),
+    )
+    .await?;
     let mut outcomes = Vec::with_capacity(ids.len());
     for &id in ids {
         let now = services.now();
@@ -142,15 +146,15 @@ async fn check_many(
     field: &str,
     noun: &str,
     count: usize,
-) -> ApiResult<()> {
-    tenant_access(services, caller, tenant, action).await?;
+) -> ApiResult<Tenant> {
+    let tenant = tenant_access(services, caller, tenant, action).await?;
     if count == 0 || count > MAX_BULK {
         return Err(ApiError::field(
             field,
             format!("name between 1 and {MAX_BULK} {noun} (named {count})"),
         ));
     }
-    Ok(())
+    Ok(tenant)
 }
 
 /// Cancels or re-runs up to [`MAX_BULK`] runs, each on its own (its own transaction, audited

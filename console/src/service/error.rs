@@ -277,6 +277,17 @@ mod tests {
     }
 
     #[test]
+    fn every_code_title_reads_in_chinese_too() {
+        for code in Code::ALL {
+            assert_ne!(
+                crate::messages::chinese(code.title()),
+                code.title(),
+                "{code}"
+            );
+        }
+    }
+
+    #[test]
     fn version_conflicts_are_412() {
         let err = ApiError::from(StoreError::Conflict {
             what: "task 3".into(),

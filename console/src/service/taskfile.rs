@@ -617,7 +617,11 @@ child = "send-report"
                 "[[tasks]]\nname = \"a\"\napp = \"x\"\nhandler = \"h\"\n[tasks.schedule]\nkind = \"once\"\nat = {at}\n"
             )
         };
-        for at in ["2026-12-01T09:30:00+08:00", "\"2026-12-01T09:30:00+08:00\"", "2026-12-01T01:30:00Z"] {
+        for at in [
+            "2026-12-01T09:30:00+08:00",
+            "\"2026-12-01T09:30:00+08:00\"",
+            "2026-12-01T01:30:00Z",
+        ] {
             let file = TaskFile::parse(&task(at), Format::Toml).unwrap();
             let ScheduleInput::Once { at } = &file.tasks[0].schedule else {
                 panic!("{:?}", file.tasks[0].schedule);

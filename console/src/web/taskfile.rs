@@ -300,7 +300,8 @@ async fn import(
     let file = match TaskFile::parse(&input.text, input.format()) {
         Ok(f) => f,
         Err(e) => {
-            page.errors.push(("text".to_owned(), e.to_string()));
+            page.errors
+                .push(("text".to_owned(), ctx.tr.msg(&e.to_string())));
             return html(StatusCode::UNPROCESSABLE_ENTITY, &page);
         }
     };
@@ -334,7 +335,7 @@ async fn import(
                 || e.code == Code::Conflict
                 || e.code == Code::Cycle =>
         {
-            page.errors = problems(&e);
+            page.errors = problems(&ctx.tr.error(&e));
             html(crate::http::status_of(e.code), &page)
         }
         Err(e) => ctx.error(&e),
