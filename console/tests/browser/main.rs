@@ -510,6 +510,39 @@ async fn the_console_in_chromium_creates_tasks_shows_live_runs_and_pops_up_alarm
         one.goto(&path).await.unwrap();
         translated(&one).await;
     }
+    // The service's own messages too: a wrong task, each wrong field said in Chinese.
+    one.goto(&format!("{base}/t/demo/tasks/new")).await.unwrap();
+    fill(&one, "f-name", "bad name!").await;
+    choose(&one, "f-app", "demo").await;
+    fill(&one, "f-handler", "hello").await;
+    choose(&one, "f-schedule-kind", "cron").await;
+    fill(&one, "f-schedule-expr", "0 0 25 * * ?").await;
+    save(&one).await;
+    one.wait()
+        .at_most(WAIT)
+        .for_element(Locator::Id("err-f-schedule-expr"))
+        .await
+        .expect("the refused form names the wrong cron field");
+    let mut said = Vec::new();
+    for e in one
+        .find_all(Locator::Css(".field-error, p.error"))
+        .await
+        .unwrap()
+    {
+        said.push(e.text().await.unwrap());
+    }
+    assert!(
+        said.iter().any(|s| s.contains("小时字段")) && said.iter().any(|s| s.contains("任务名")),
+        "{said:?}"
+    );
+    for s in &said {
+        let english = s
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .windows(3)
+            .any(|w| w.iter().all(|x| x.len() > 1 && x.chars().all(|c| c.is_ascii_lowercase())));
+        assert!(!english, "English in a Chinese page: {s:?}");
+    }
     one.goto(&format!("{base}/t/demo/runs?task={fails}"))
         .await
         .unwrap();
