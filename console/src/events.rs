@@ -259,24 +259,23 @@ async fn next_frame(
     }
 }
 
-/// The text of `frame` for a session: as published, or with an alarm's `message` in Chinese
-/// for a session that asked for it (see [`crate::messages`]).
+/// The text of `frame` for a session: as published, or with an alarm event's `alarm.message`
+/// in Chinese for a session that asked for it (see [`crate::messages`]).
 pub fn text_for(frame: &Frame, chinese: bool) -> String {
     if !chinese || !frame.text.contains("\"alarm.") {
         return frame.text.clone();
     }
-    let Ok(serde_json::Value::Object(mut body)) = serde_json::from_str(&frame.text) else {
+    let Ok(mut body) = serde_json::from_str::<serde_json::Value>(&frame.text) else {
         return frame.text.clone();
     };
     let is_alarm = body
         .get("type")
         .and_then(|t| t.as_str())
         .is_some_and(|t| t.starts_with("alarm."));
-    match body.get("message").and_then(|m| m.as_str()) {
-        Some(message) if is_alarm => {
-            let message = crate::messages::chinese(message);
-            body.insert("message".to_owned(), serde_json::Value::String(message));
-            serde_json::Value::Object(body).to_string()
+    match body.pointer_mut("/alarm/message") {
+        Some(serde_json::Value::String(message)) if is_alarm => {
+            *message = crate::messages::chinese(message);
+            body.to_string()
         }
         _ => frame.text.clone(),
     }
@@ -394,18 +393,19 @@ mod tests {
     fn a_chinese_session_gets_engine_alarm_messages_in_chinese() {
         let frame = Frame {
             audience: Audience::All,
-            text: r#"{"type":"alarm.raised","message":"task \"a\" failed after 3 attempt(s); last error: exit 1"}"#
+            text: r#"{"type":"alarm.raised","alarm":{"id":1,"message":"task \"a\" failed after 3 attempt(s); last error: exit 1"}}"#
                 .to_owned(),
         };
         let zh: serde_json::Value = serde_json::from_str(&text_for(&frame, true)).unwrap();
+        assert_eq!(zh["alarm"]["id"], 1);
         assert_eq!(
-            zh["message"],
+            zh["alarm"]["message"],
             "任务 \"a\" 尝试 3 次后失败；最后的错误：exit 1"
         );
         assert_eq!(text_for(&frame, false), frame.text);
         let run = Frame {
             audience: Audience::All,
-            text: r#"{"type":"run.log","message":"run 5 not found"}"#.to_owned(),
+            text: r#"{"type":"run.log","alarm":{"message":"run 5 not found"}}"#.to_owned(),
         };
         assert_eq!(text_for(&run, true), run.text);
     }

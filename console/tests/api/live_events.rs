@@ -300,6 +300,46 @@ async fn standalone_delivers_through_the_in_process_bus() {
     app.stop().await;
 }
 
+/// A socket opened with `?lang=zh-CN` (a Chinese page's pop-ups) gets the engine's alarm
+/// messages in Chinese; another socket at the same time gets them as written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_chinese_socket_gets_engine_alarm_messages_in_chinese() {
+    let bus: Arc<dyn Bus> = Arc::new(InProcessBus::new());
+    let mut app = spawn_app(Backend::Sqlite).await;
+    app.listen_to(bus.clone(), "standalone-console");
+    let acme = app.tenant("acme").await;
+    let (_, ada) = app.user(Some(&acme), "ada", Role::TenantOperator).await;
+    let engine = engine_with(&app, bus.clone(), "standalone").await;
+    let mut zh = connect(&format!("{}?lang=zh-CN", app.events_url()), &ada).await;
+    let mut en = connect(&app.events_url(), &ada).await;
+    let english = "task \"nightly\" failed after 3 attempt(s); last error: exit status 1";
+    let mut alarm = NewAlarm::new(
+        Some(acme.id),
+        AlarmKind::RetriesExhausted,
+        Severity::Critical,
+        english,
+    );
+    alarm.dedupe_key = Some("zh".to_owned());
+    let mut tx = app.store().begin().await.unwrap();
+    let id = tx
+        .insert_alarm(&alarm, SystemClock.now_ms())
+        .await
+        .unwrap()
+        .unwrap()
+        .id
+        .0;
+    tx.commit().await.unwrap();
+    let event = next_where(&mut zh, &mut Vec::new(), is("alarm.raised", id)).await;
+    assert_eq!(
+        event["alarm"]["message"],
+        "任务 \"nightly\" 尝试 3 次后失败；最后的错误：exit status 1"
+    );
+    let event = next_where(&mut en, &mut Vec::new(), is("alarm.raised", id)).await;
+    assert_eq!(event["alarm"]["message"], english);
+    engine.shutdown().await;
+    app.stop().await;
+}
+
 /// The session cookie opens the socket only from the console's own origin; no credentials,
 /// no socket.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -540,7 +540,10 @@ async fn the_console_in_chromium_creates_tasks_shows_live_runs_and_pops_up_alarm
             .split_whitespace()
             .collect::<Vec<_>>()
             .windows(3)
-            .any(|w| w.iter().all(|x| x.len() > 1 && x.chars().all(|c| c.is_ascii_lowercase())));
+            .any(|w| {
+                w.iter()
+                    .all(|x| x.len() > 1 && x.chars().all(|c| c.is_ascii_lowercase()))
+            });
         assert!(!english, "English in a Chinese page: {s:?}");
     }
     one.goto(&format!("{base}/t/demo/runs?task={fails}"))
