@@ -37,6 +37,7 @@
     if (!popups || popupOf(alarm.id)) return;
     const box = el("div", "alarm-popup sev-" + alarm.severity);
     box.dataset.alarmId = String(alarm.id);
+    box.dataset.kind = alarm.kind;
     // How long after it was raised it showed here (same machine clocks; read by the tests).
     box.dataset.shownAfterMs = String(Date.now() - (alarm.last_seen || alarm.created_at));
     box.setAttribute("role", "alert");

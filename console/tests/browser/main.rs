@@ -1131,14 +1131,21 @@ async fn on_a_phone_the_main_pages_fit_the_screen_with_every_action_in_reach() {
         .await
         .unwrap();
     assert_eq!(status, json!(201));
-    c.goto(&format!("{base}/t/demo/alarms?status=open"))
-        .await
-        .unwrap();
-    c.wait()
-        .at_most(WAIT)
-        .for_element(Locator::Css("main table.list tbody tr"))
-        .await
-        .expect("the failure's alarm is listed");
+    // The run fails in a moment; the list shows its alarm once it is raised.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        c.goto(&format!("{base}/t/demo/alarms?status=open"))
+            .await
+            .unwrap();
+        if c.find(Locator::Css("#alarm-list tbody tr")).await.is_ok() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the failure's alarm was not listed within 30 s"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
     for path in [
         "/t/demo".to_owned(),
         "/t/demo/tasks".to_owned(),
@@ -1147,6 +1154,7 @@ async fn on_a_phone_the_main_pages_fit_the_screen_with_every_action_in_reach() {
         "/t/demo/runs".to_owned(),
         "/t/demo/alarms?status=open".to_owned(),
         "/t/demo/executors".to_owned(),
+        "/t/demo/tasks/import".to_owned(),
     ] {
         c.goto(&format!("{base}{path}")).await.unwrap();
         c.wait()
@@ -1156,6 +1164,15 @@ async fn on_a_phone_the_main_pages_fit_the_screen_with_every_action_in_reach() {
             .unwrap();
         fits_the_screen(&c).await;
     }
+    // An executor's own page, from the list's link.
+    c.goto(&format!("{base}/t/demo/executors")).await.unwrap();
+    click_live(&c, "a.executor-link").await;
+    c.wait()
+        .at_most(WAIT)
+        .for_element(Locator::Css("main h1"))
+        .await
+        .unwrap();
+    fits_the_screen(&c).await;
     c.goto(&format!("{base}/t/demo/runs")).await.unwrap();
     screenshot(&c, "phone-runs.png").await;
 }
