@@ -78,6 +78,9 @@ pub enum HostsError {
     HostParameter(String),
     #[error("host {host}: {reason}")]
     Rejected { host: String, reason: String },
+    /// A URL of one host, refused as it always was.
+    #[error("{0}")]
+    Invalid(String),
 }
 
 /// One host of the list: its name as written with its port (for messages) and its options.
@@ -97,13 +100,12 @@ pub struct HostList {
 impl HostList {
     /// Parses a `postgres://` URL. The error never contains the URL (nor its password).
     pub fn parse(url: &str) -> Result<Self, HostsError> {
-        let rejected = |host: &str, e: sqlx::Error| HostsError::Rejected {
-            host: host.to_owned(),
-            reason: e.to_string(),
+        let single = |url: &str| match PgConnectOptions::from_str(url) {
+            Ok(options) => Ok(Self::single(options)),
+            Err(e) => Err(HostsError::Invalid(e.to_string())),
         };
         let Some((scheme, rest)) = url.split_once("://") else {
-            let options = PgConnectOptions::from_str(url).map_err(|e| rejected("", e))?;
-            return Ok(Self::single(options));
+            return single(url);
         };
         let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
         let (authority, tail) = rest.split_at(authority_end);
@@ -127,8 +129,7 @@ impl HostList {
         }
         let entries: Vec<&str> = host_list.split(',').collect();
         if entries.len() == 1 && target.is_none() {
-            let options = PgConnectOptions::from_str(url).map_err(|e| rejected(host_list, e))?;
-            return Ok(Self::single(options));
+            return single(url);
         }
         if entries.len() > 1
             && let Some((key, _)) = kept.iter().find(|(k, _)| matches!(*k, "host" | "hostaddr"))
@@ -184,7 +185,11 @@ impl HostList {
                 None => String::new(),
             };
             let one = format!("{scheme}://{userinfo}{host}{port}{path}{query}");
-            let mut options = PgConnectOptions::from_str(&one).map_err(|e| rejected(host, e))?;
+            let mut options =
+                PgConnectOptions::from_str(&one).map_err(|e| HostsError::Rejected {
+                    host: host.to_owned(),
+                    reason: e.to_string(),
+                })?;
             if let Some(v6) = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
                 // The URL keeps the brackets; a socket address needs the bare address.
                 options = options.host(v6);
@@ -639,7 +644,12 @@ mod tests {
         );
         assert!(matches!(
             error("postgres://u@h1,h2/db%FF"),
-            HostsError::Rejected { .. }
+            HostsError::Rejected { host, .. } if host == "h1"
+        ));
+        // One host: sqlx's own verdict, as before host lists.
+        assert!(matches!(
+            error("postgres://u@db:port/x"),
+            HostsError::Invalid(_)
         ));
     }
 

@@ -31,7 +31,7 @@ pub struct PgStore {
     pool: PgPool,
     /// Without the session timeouts: migrations may legitimately run long.
     migrate_options: PgConnectOptions,
-    /// The server among several hosts that the pool follows (see [`hosts`]); `None` for one
+    /// The server among several hosts that the pool follows (see `hosts.rs`); `None` for one
     /// host used as written.
     primary: Option<Arc<Primary>>,
 }
@@ -55,7 +55,7 @@ impl PgStore {
     /// Connects to `url` (`postgres://user[:password]@host[:port][,host[:port]…]/database[?options]`)
     /// with a pool of up to 16 connections. With several hosts (or
     /// `target_session_attrs=read-write`) the pool works against the primary among them and
-    /// follows it through a failover (see [`hosts`]).
+    /// follows it through a failover (see `store/pg/hosts.rs`).
     pub async fn connect(url: &str) -> Result<Self> {
         let unavailable = |e: &dyn std::fmt::Display| {
             StoreError::Unavailable(format!(
