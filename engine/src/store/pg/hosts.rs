@@ -310,8 +310,9 @@ pub struct Primary {
     state: Arc<SwitchState>,
 }
 
-/// What the pool's callbacks need (they must not hold the [`Primary`], which holds the pool's
-/// watch alive).
+/// What the pool's callbacks need. They hold this, not the [`Primary`]: the watch task holds
+/// the pool and stops once the `Primary` is dropped, so callbacks holding it would keep both
+/// alive for ever.
 #[derive(Debug)]
 struct SwitchState {
     /// When the pool was last pointed at a server: connections older than this are dropped.
