@@ -1,6 +1,7 @@
 //! The store's tests, in one binary: the conformance suite — every case written once (in
 //! `conformance/`) and run against both backends, PostgreSQL in a fresh schema per test, SQLite
-//! in a fresh file per test — plus migrations, retention, server settings and executor hosts.
+//! in a fresh file per test — plus migrations, retention, server settings, executor hosts, and
+//! database URLs with several PostgreSQL hosts (a failover among servers of the test's own).
 //!
 //! PostgreSQL is found at `MTHPT_TEST_DATABASE_URL` (default
 //! `postgres://postgres@127.0.0.1:5432/test`). When it cannot be reached the PostgreSQL cases
@@ -11,7 +12,9 @@
 mod conformance;
 mod executor_hosts;
 mod executor_undrain;
+mod failover;
 mod migrations;
+mod pg_hosts;
 mod retention;
 mod server_settings;
 #[path = "../support/mod.rs"]
