@@ -513,6 +513,7 @@ pub static MESSAGES: &[(&str, &str)] = &[
     ),
     ("task {} cannot depend on itself", "任务 {} 不能依赖自身"),
     ("the file is not UTF-8 text", "文件不是 UTF-8 文本"),
+    ("not UTF-8 text", "不是 UTF-8 文本"),
     ("{} appears more than once", "{} 出现了不止一次"),
     (
         "{} is already a parent of {} in dependencies[{}]; list a dependency once",

@@ -501,6 +501,35 @@ impl Shared {
         tx.commit().await
     }
 
+    /// How long one pass of a loop may wait on the database: two and a half leases, at least
+    /// 5 s (every statement is bounded at 1.9 s by the server's `statement_timeout`, a pass runs
+    /// a few). A statement sent to a primary that then died — no answer and no error, as from a
+    /// powered-off host or a cut network — would otherwise hold the loop until TCP gives up,
+    /// minutes after the store moved to the new primary ([`crate::store`]'s host list); the pass
+    /// fails instead, its connection is dropped, and the next pass runs on the new primary. A
+    /// pass cut off this way is one whose transaction may or may not have committed: its claims
+    /// and intents are fenced and end with their lease, as a dead node's do.
+    fn pass_limit(&self) -> Duration {
+        Duration::from_millis(
+            u64::try_from(self.config.lease_ms.saturating_mul(5) / 2).unwrap_or(0),
+        )
+        .max(Duration::from_secs(5))
+    }
+
+    /// `work` bounded by `limit` (see [`Self::pass_limit`]); `what` names it in the error.
+    async fn bounded<T>(
+        limit: Duration,
+        what: &str,
+        work: impl std::future::Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        tokio::time::timeout(limit, work).await.unwrap_or_else(|_| {
+            Err(StoreError::Unavailable(format!(
+                "{what}: no answer from the database within {} ms",
+                limit.as_millis()
+            )))
+        })
+    }
+
     async fn heartbeat_loop(self: Arc<Self>, mut stop: watch::Receiver<bool>) {
         let every = Duration::from_millis(
             u64::try_from(self.config.heartbeat_interval_ms).unwrap_or(1_000),
@@ -515,7 +544,8 @@ impl Shared {
             } else {
                 NodeState::Up
             };
-            if let Err(e) = self.heartbeat(state).await {
+            let limit = self.pass_limit();
+            if let Err(e) = Self::bounded(limit, "node heartbeat", self.heartbeat(state)).await {
                 tracing::warn!(error = %e, "node heartbeat failed");
             }
         }
@@ -525,7 +555,8 @@ impl Shared {
         let every =
             Duration::from_millis(u64::try_from(self.config.relay_interval_ms).unwrap_or(50));
         loop {
-            let full = match relay.run_once().await {
+            let full = match Self::bounded(self.pass_limit(), "alarm relay", relay.run_once()).await
+            {
                 Ok(report) => {
                     i64::try_from(report.published + report.failed).unwrap_or(0) >= relay.batch()
                         && report.failed == 0
@@ -553,11 +584,10 @@ impl Shared {
                 _ = stop.changed() => return,
                 () = tokio::time::sleep(every) => {}
             }
-            match self
-                .watchdog
-                .run_once(self.clock.now_ms(), rand::random())
-                .await
-            {
+            // The watchdog also asks silent executors whether they live: room for their probes.
+            let limit = self.pass_limit() * 4;
+            let pass = self.watchdog.run_once(self.clock.now_ms(), rand::random());
+            match Self::bounded(limit, "watchdog", pass).await {
                 Ok(report) => {
                     for c in &report.cancel {
                         tracing::warn!(run = %c.run.id, task = %c.task.name, "run timed out");
@@ -643,7 +673,8 @@ impl Shared {
                 biased;
                 _ = stop.changed() => return,
                 () = tokio::time::sleep_until(next_claim) => {
-                    match self.claimer.run_once(self.clock.now_ms()).await {
+                    let pass = self.claimer.run_once(self.clock.now_ms());
+                    match Self::bounded(self.pass_limit(), "claim", pass).await {
                         Ok(mut report) => {
                             let full = i64::try_from(report.claimed()).unwrap_or(0) >= self.config.claim_batch;
                             if !report.replaced.is_empty() {
@@ -709,7 +740,8 @@ impl Shared {
                 _ = stop.changed() => break,
                 batch = fires.recv() => {
                     let Some(batch) = batch else { break };
-                    match self.dispatcher.prepare(batch).await {
+                    let pass = self.dispatcher.prepare(batch);
+                    match Self::bounded(self.pass_limit(), "readying claimed runs", pass).await {
                         Ok((runs, report)) => {
                             log_dispatch(&report);
                             if ready.send(runs).is_err() {
