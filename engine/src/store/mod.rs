@@ -173,14 +173,22 @@ impl From<sqlx::Error> for StoreError {
 impl StoreError {
     /// Whether retrying the same transaction may succeed (serialisation failure, deadlock,
     /// a lock or statement timeout, a session ended for idling in its transaction, SQLite
-    /// busy, lost connection).
+    /// busy, lost connection), also against another server: what a PostgreSQL failover
+    /// produces (a server that is read-only now, shutting down, starting up, or gone) passes
+    /// once the store follows the new primary.
     pub fn is_transient(&self) -> bool {
         match self {
             StoreError::Database(sqlx::Error::Database(db)) => {
-                matches!(
-                    db.code().as_deref(),
-                    Some("40001" | "40P01" | "55P03" | "57014" | "25P03" | "5" | "6" | "517")
-                )
+                let code = db.code();
+                let code = code.as_deref().unwrap_or_default();
+                // Class 08: connection exception.
+                code.starts_with("08")
+                    || matches!(
+                        code,
+                        "40001" | "40P01" | "55P03" | "57014" | "25P03" | "5" | "6" | "517"
+                        // read_only_sql_transaction, admin/crash shutdown, cannot connect now
+                        | "25006" | "57P01" | "57P02" | "57P03"
+                    )
             }
             StoreError::Database(
                 sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed,
@@ -223,19 +231,37 @@ pub async fn connect(url: &str) -> Result<Box<dyn Store>> {
     }
 }
 
-/// A URL with any password replaced by `***`, for messages and logs.
+/// A URL with any password replaced by `***`, for messages and logs: the one after the user
+/// name (whatever the host list holds) and a `password=` parameter.
 pub fn redact_url(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_owned();
     };
-    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-    match authority.rsplit_once('@') {
-        Some((userinfo, host)) => match userinfo.split_once(':') {
-            Some((user, _)) => format!("{scheme}://{user}:***@{host}{path}"),
-            None => url.to_owned(),
+    let (main, query) = rest.split_at(rest.find('?').unwrap_or(rest.len()));
+    // The last `@` ends the user information, even if the password holds an unencoded `/`.
+    let main = match main.rfind('@') {
+        Some(at) => match main[..at].split_once(':') {
+            Some((user, _)) => format!("{user}:***{}", &main[at..]),
+            None => main.to_owned(),
         },
-        None => url.to_owned(),
-    }
+        None => main.to_owned(),
+    };
+    let query: Vec<&str> = query
+        .split('&')
+        .map(|pair| {
+            let key = pair
+                .trim_start_matches('?')
+                .split('=')
+                .next()
+                .unwrap_or_default();
+            match key {
+                "password" if pair.starts_with('?') => "?password=***",
+                "password" => "password=***",
+                _ => pair,
+            }
+        })
+        .collect();
+    format!("{scheme}://{main}{}", query.join("&"))
 }
 
 /// Which rows a cross-tenant capable listing covers.
@@ -468,6 +494,22 @@ mod tests {
             "postgres://app:***@db:5432/mthpt"
         );
         assert_eq!(redact_url("postgres://app@db/x"), "postgres://app@db/x");
+        assert_eq!(
+            redact_url("postgres://app:s3cret@h1:5432,[::1]:5433/mthpt?target_session_attrs=any"),
+            "postgres://app:***@h1:5432,[::1]:5433/mthpt?target_session_attrs=any"
+        );
+        assert_eq!(
+            redact_url("postgres://app:s3/cr@et@db/x"),
+            "postgres://app:***@db/x"
+        );
+        assert_eq!(
+            redact_url("postgres://app@db/x?password=s3cret&sslmode=disable"),
+            "postgres://app@db/x?password=***&sslmode=disable"
+        );
+        assert_eq!(
+            redact_url("postgres://app@db/x?sslmode=disable&password=s3cret"),
+            "postgres://app@db/x?sslmode=disable&password=***"
+        );
         assert_eq!(redact_url("sqlite://a.db"), "sqlite://a.db");
     }
 

@@ -4,10 +4,11 @@
 pub(super) mod alarms;
 pub(super) mod apps;
 pub(super) mod backlogs;
+mod hosts;
 pub(super) mod runs;
 pub(super) mod tasks;
 
-use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -15,6 +16,7 @@ use sqlx::Connection;
 use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgListener, PgPool, PgPoolOptions};
 
+use self::hosts::{HostList, Primary};
 use super::tx::StoreTx;
 use super::{
     Backend, DUE_CHANNEL, DueListener, MigrationReport, Result, Store, StoreError, Tx,
@@ -29,6 +31,9 @@ pub struct PgStore {
     pool: PgPool,
     /// Without the session timeouts: migrations may legitimately run long.
     migrate_options: PgConnectOptions,
+    /// The server among several hosts that the pool follows (see [`hosts`]); `None` for one
+    /// host used as written.
+    primary: Option<Arc<Primary>>,
 }
 
 /// Server-side limits on every pooled session, all below the default lease (2 s), so that a
@@ -47,17 +52,34 @@ pub const SESSION_TIMEOUTS: [(&str, &str); 3] = [
 ];
 
 impl PgStore {
-    /// Connects to `url` (`postgres://user[:password]@host[:port]/database[?options]`) with a
-    /// pool of up to 16 connections.
+    /// Connects to `url` (`postgres://user[:password]@host[:port][,host[:port]…]/database[?options]`)
+    /// with a pool of up to 16 connections. With several hosts (or
+    /// `target_session_attrs=read-write`) the pool works against the primary among them and
+    /// follows it through a failover (see [`hosts`]).
     pub async fn connect(url: &str) -> Result<Self> {
-        let options = PgConnectOptions::from_str(url).map_err(|e| {
-            StoreError::Unavailable(format!("invalid PostgreSQL URL {}: {e}", redact_url(url)))
-        })?;
-        Self::connect_with(options, 16).await.map_err(|e| match e {
-            StoreError::Database(e) => StoreError::Unavailable(format!(
+        let unavailable = |e: &dyn std::fmt::Display| {
+            StoreError::Unavailable(format!(
                 "cannot connect to PostgreSQL at {}: {e}",
                 redact_url(url)
-            )),
+            ))
+        };
+        let hosts = HostList::parse(url).map_err(|e| {
+            StoreError::Unavailable(format!("invalid PostgreSQL URL {}: {e}", redact_url(url)))
+        })?;
+        if hosts.follows() {
+            let (pool, primary) = Primary::connect(hosts, 16)
+                .await
+                .map_err(|e| unavailable(&e))?;
+            return Ok(Self {
+                pool,
+                migrate_options: primary.options(),
+                primary: Some(primary),
+            });
+        }
+        let options = hosts.hosts.into_iter().next().map(|h| h.options);
+        let options = options.unwrap_or_default();
+        Self::connect_with(options, 16).await.map_err(|e| match e {
+            StoreError::Database(e) => unavailable(&e),
             other => other,
         })
     }
@@ -77,12 +99,24 @@ impl PgStore {
         Ok(Self {
             pool,
             migrate_options,
+            primary: None,
         })
     }
 
     /// The connection pool (for LISTEN/NOTIFY and tests).
     pub fn pool(&self) -> &PgPool {
         &self.pool
+    }
+
+    /// Where new connections go, as `host:port`.
+    pub fn server(&self) -> String {
+        match &self.primary {
+            Some(primary) => primary.host().to_owned(),
+            None => {
+                let options = self.pool.connect_options();
+                format!("{}:{}", options.get_host(), options.get_port())
+            }
+        }
     }
 }
 
@@ -93,9 +127,13 @@ impl Store for PgStore {
     }
 
     async fn migrate(&self) -> Result<MigrationReport> {
+        let options = match &self.primary {
+            Some(primary) => primary.options(),
+            None => self.migrate_options.clone(),
+        };
         let pool = PgPoolOptions::new()
             .max_connections(1)
-            .connect_with(self.migrate_options.clone())
+            .connect_with(options)
             .await?;
         let report = apply_migrations(&MIGRATOR, &pool).await;
         pool.close().await;
