@@ -333,14 +333,13 @@ impl ChaosDb {
         }
     }
 
-    /// A store of the suite's own (setting up, reading the runs back): on Patroni, connected
-    /// to the primary of the moment.
+    /// A store of the suite's own (setting up, reading the runs back): on Patroni, through
+    /// the multi-host URL of the three nodes, as the engines' own.
     async fn store(&self) -> anyhow::Result<PgStore> {
-        let options = match self {
-            Self::Own(pg) => pg.options(),
-            Self::Patroni(cluster) => cluster.leader_options().await?,
-        };
-        Ok(PgStore::connect_with(options, 4).await?)
+        Ok(match self {
+            Self::Own(pg) => PgStore::connect_with(pg.options(), 4).await?,
+            Self::Patroni(cluster) => PgStore::connect(&cluster.url()).await?,
+        })
     }
 
     /// Where the engines (and the console) find the database, and how it was given.

@@ -16,14 +16,12 @@ use std::fs::File;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::str::FromStr;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde::Deserialize;
-use sqlx::postgres::PgConnectOptions;
 use sqlx::{Connection, PgConnection};
 
 use super::proxy::{Cut, Proxy};
@@ -526,15 +524,6 @@ impl PatroniCluster {
             "postgres://{ROLE}:{PASSWORD}@{}/{DATABASE}?sslmode=disable",
             self.nodes[i].client_addr()
         )
-    }
-
-    /// Connection options for the current leader (found through Patroni).
-    pub async fn leader_options(&self) -> anyhow::Result<PgConnectOptions> {
-        let leader = self
-            .leader_seen_by(&self.all())
-            .await
-            .context("Patroni names no running leader")?;
-        Ok(PgConnectOptions::from_str(&self.url_of(leader))?)
     }
 }
 
