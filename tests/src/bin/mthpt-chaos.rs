@@ -35,6 +35,10 @@ struct Args {
     /// Length of a pause or partition in seconds (`pg-partition`: 20).
     #[arg(long, value_name = "SECS")]
     fault_length: Option<u64>,
+    /// How long a killed process stays down before it is started again (default 2;
+    /// `pg-failover`: 20, the dead primary's machine).
+    #[arg(long, value_name = "SECS")]
+    down_for: Option<u64>,
     /// `bash` processes each wrapper's shell handler keeps started ahead (default 12: ten
     /// scripts of the task mix are due at the same instant, often on one wrapper).
     #[arg(long, value_name = "N")]
@@ -88,6 +92,9 @@ fn config(args: Args) -> anyhow::Result<ChaosConfig> {
     }
     if let Some(v) = args.fault_length {
         c.fault_length = secs(v);
+    }
+    if let Some(v) = args.down_for {
+        c.down_for = secs(v);
     }
     if let Some(v) = args.shell_prestarted {
         c.shell_prestarted = v;
