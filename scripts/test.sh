@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The one test command. On a fresh Debian machine (as root) it installs what is missing
-# (PostgreSQL, RabbitMQ, OpenJDK + Quartz for the cron differential test), starts what is stopped,
-# prepares the test database, then runs formatting, lint and every test on both store backends.
+# (PostgreSQL, RabbitMQ, OpenJDK + Quartz for the cron differential test, Patroni + etcd for the
+# PostgreSQL failover test), starts what is stopped, prepares the test database, then runs
+# formatting, lint and every test on both store backends.
 #
 #   scripts/test.sh            everything
 #   scripts/test.sh --no-lint  skip cargo fmt and clippy's lints (quicker local runs)
@@ -106,6 +107,12 @@ export MTHPT_TEST_AMQP_URL="${MTHPT_TEST_AMQP_URL:-amqp://guest:guest@127.0.0.1:
 missing=()
 command -v javac >/dev/null || missing+=(default-jdk-headless)
 [ -f /usr/share/java/quartz2.jar ] || missing+=(libquartz2-java)
+[ ${#missing[@]} -eq 0 ] || apt_install "${missing[@]}"
+
+# ---- Patroni + etcd (mthpt-chaos's PostgreSQL failover scenarios) ----------------------------
+missing=()
+command -v patroni >/dev/null || missing+=(patroni)
+command -v etcd >/dev/null || missing+=(etcd-server)
 [ ${#missing[@]} -eq 0 ] || apt_install "${missing[@]}"
 
 # ---- Python virtualenvs (schemathesis, installed by scripts/schemathesis.sh) ----------------

@@ -29,12 +29,16 @@ struct Args {
     /// Scheduled tasks (chain children come on top).
     #[arg(long)]
     tasks: Option<usize>,
-    /// A new fault at most every SECS.
+    /// A new fault at most every SECS (default 15; `pg-failover`, `pg-partition`: 60).
     #[arg(long, value_name = "SECS")]
     fault_every: Option<u64>,
-    /// Length of a pause or partition in seconds.
+    /// Length of a pause or partition in seconds (`pg-partition`: 20).
     #[arg(long, value_name = "SECS")]
     fault_length: Option<u64>,
+    /// How long a killed process stays down before it is started again (default 2;
+    /// `pg-failover`: 20, the dead primary's machine).
+    #[arg(long, value_name = "SECS")]
+    down_for: Option<u64>,
     /// `bash` processes each wrapper's shell handler keeps started ahead (default 12: ten
     /// scripts of the task mix are due at the same instant, often on one wrapper).
     #[arg(long, value_name = "N")]
@@ -54,6 +58,10 @@ struct Args {
     /// Keep the work directory (process logs, handler log) after a successful run.
     #[arg(long)]
     keep: bool,
+    /// `pg-failover`, `pg-partition`: give the engines and the console the primary's address
+    /// alone instead of the multi-host URL of the three nodes.
+    #[arg(long)]
+    pg_single_host: bool,
 }
 
 fn config(args: Args) -> anyhow::Result<ChaosConfig> {
@@ -85,6 +93,9 @@ fn config(args: Args) -> anyhow::Result<ChaosConfig> {
     if let Some(v) = args.fault_length {
         c.fault_length = secs(v);
     }
+    if let Some(v) = args.down_for {
+        c.down_for = secs(v);
+    }
     if let Some(v) = args.shell_prestarted {
         c.shell_prestarted = v;
     }
@@ -95,6 +106,7 @@ fn config(args: Args) -> anyhow::Result<ChaosConfig> {
         c.drain = secs(v);
     }
     c.keep_work_dir = args.keep;
+    c.pg_single_host = args.pg_single_host;
     if c.engines == 0 || c.wrappers == 0 || c.tasks == 0 {
         anyhow::bail!("--engines, --wrappers and --tasks must be at least 1");
     }

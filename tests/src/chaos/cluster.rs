@@ -38,7 +38,8 @@ pub const WRAPPER_LOG_DIRECTIVES: &str =
     "mthpt_wrapper::runtime=debug,mthpt_wrapper::builder=debug";
 
 impl Proc {
-    fn new(name: String, mthpt: &Path, args: Vec<String>, log: PathBuf) -> Self {
+    /// A process of `mthpt` with `args`, logging to `log`; not started yet.
+    pub fn new(name: String, mthpt: &Path, args: Vec<String>, log: PathBuf) -> Self {
         Self {
             name,
             mthpt: mthpt.to_path_buf(),
@@ -160,12 +161,13 @@ impl Drop for Proc {
     }
 }
 
-/// An engine node: its real port and the proxy it reaches PostgreSQL through.
+/// An engine node: its real port and the proxy it reaches PostgreSQL through (none when it is
+/// given a URL of its own, [`Database::Url`]).
 #[derive(Debug)]
 pub struct Engine {
     pub proc: Proc,
     pub port: u16,
-    pub db_proxy: Proxy,
+    pub db_proxy: Option<Proxy>,
 }
 
 impl Engine {
@@ -221,13 +223,24 @@ pub struct ClusterSpec {
     pub mthpt: PathBuf,
     pub engines: usize,
     pub wrappers: usize,
-    /// The suite's PostgreSQL port (engines reach it through proxies).
-    pub pg_port: u16,
+    /// Where the engines' database is.
+    pub database: Database,
     pub app_key: String,
     pub secret_file: PathBuf,
     pub work_dir: PathBuf,
     pub capacity: u32,
     pub shell_prestarted: usize,
+}
+
+/// Where the engines find their database.
+#[derive(Debug, Clone)]
+pub enum Database {
+    /// The suite's PostgreSQL on this port, each engine through a proxy of its own (so one
+    /// engine can be cut from it).
+    Proxied(u16),
+    /// This URL, as given (a multi-host URL of the Patroni cluster, whose nodes have
+    /// proxies of their own).
+    Url(String),
 }
 
 /// The running cluster.
@@ -251,12 +264,18 @@ impl Cluster {
         let mut engines = Vec::with_capacity(spec.engines);
         for i in 0..spec.engines {
             let port = free_port()?;
-            let db_proxy = Proxy::start(loopback(spec.pg_port)).await?;
-            let url = format!(
-                "postgres://postgres@127.0.0.1:{}/{}?sslmode=disable",
-                db_proxy.port,
-                super::postgres::DATABASE
-            );
+            let (db_proxy, url) = match &spec.database {
+                Database::Proxied(pg_port) => {
+                    let proxy = Proxy::start(loopback(*pg_port)).await?;
+                    let url = format!(
+                        "postgres://postgres@127.0.0.1:{}/{}?sslmode=disable",
+                        proxy.port,
+                        super::postgres::DATABASE
+                    );
+                    (Some(proxy), url)
+                }
+                Database::Url(url) => (None, url.clone()),
+            };
             let listen = format!("127.0.0.1:{port}");
             let args = strings(&[
                 "engine",

@@ -5,11 +5,14 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::time::Duration;
 
+use anyhow::Context;
+
 use super::analysis::Fault;
 use super::cluster::Cluster;
+use super::failover::FailoverTimes;
 use super::handler_log::HandlerLog;
-use super::postgres::OwnPostgres;
-use super::{ChaosConfig, ms, now_ms, progress, sleep_until_ms};
+use super::patroni::{self, PatroniCluster};
+use super::{ChaosConfig, ChaosDb, ms, now_ms, progress, sleep_until_ms};
 
 /// One kind of fault.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,6 +23,11 @@ pub enum FaultKind {
     PgRestart,
     PartitionDb,
     PartitionWrapper,
+    /// The Patroni primary's machine dies: Patroni and PostgreSQL SIGKILLed, its links silent;
+    /// it comes back after the down time and rejoins as a replica.
+    PgFailover,
+    /// The Patroni primary is cut off from clients, the other nodes and etcd, processes alive.
+    PgPartition,
 }
 
 impl FaultKind {
@@ -31,6 +39,8 @@ impl FaultKind {
             FaultKind::PgRestart => "pg-restart",
             FaultKind::PartitionDb => "partition-db",
             FaultKind::PartitionWrapper => "partition-wrapper",
+            FaultKind::PgFailover => "pg-failover",
+            FaultKind::PgPartition => "pg-partition",
         }
     }
 }
@@ -39,13 +49,15 @@ impl FaultKind {
 pub struct Injector<'a> {
     pub config: &'a ChaosConfig,
     pub cluster: &'a mut Cluster,
-    pub pg: &'a mut OwnPostgres,
+    pub db: &'a mut ChaosDb,
     pub http: &'a reqwest::Client,
     pub handler_log: &'a Path,
     /// Wrapper pids killed, and when.
     pub killed_wrappers: HashMap<i64, i64>,
     /// Wrapper pids cut off from every engine, and from when until when.
     pub cut_off_wrappers: HashMap<i64, Vec<(i64, i64)>>,
+    /// What each PostgreSQL failover looked like.
+    pub failovers: Vec<FailoverTimes>,
     /// Faults of each kind so far (the next target).
     rotation: HashMap<&'static str, usize>,
 }
@@ -61,14 +73,15 @@ impl<'a> Injector<'a> {
     pub fn new(
         config: &'a ChaosConfig,
         cluster: &'a mut Cluster,
-        pg: &'a mut OwnPostgres,
+        db: &'a mut ChaosDb,
         http: &'a reqwest::Client,
         handler_log: &'a Path,
     ) -> Self {
         Self {
             config,
             cluster,
-            pg,
+            db,
+            failovers: Vec::new(),
             http,
             handler_log,
             killed_wrappers: HashMap::new(),
@@ -83,6 +96,9 @@ impl<'a> Injector<'a> {
             FaultKind::EnginePause | FaultKind::PartitionDb | FaultKind::PartitionWrapper => {
                 ms(self.config.fault_length)
             }
+            // Down, then the node rejoins as a replica (a rewind, a restart: about 15 s).
+            FaultKind::PgFailover => ms(self.config.down_for) + REJOIN_MS,
+            FaultKind::PgPartition => ms(self.config.fault_length) + REJOIN_MS,
             // Down, then about a second to start again.
             _ => ms(self.config.down_for) + 1_000,
         }
@@ -159,18 +175,35 @@ impl<'a> Injector<'a> {
                 wrapper.proc.spawn(&[])?;
             }
             FaultKind::PgRestart => {
-                fault.target = format!("postgres:{}", self.pg.port());
-                self.pg.stop().await?;
+                let pg = match self.db {
+                    ChaosDb::Own(pg) => pg,
+                    ChaosDb::Patroni(_) => {
+                        anyhow::bail!("pg-restart needs the suite's own PostgreSQL")
+                    }
+                };
+                fault.target = format!("postgres:{}", pg.port());
+                pg.stop().await?;
                 tokio::time::sleep(down).await;
-                self.pg.start().await?;
+                pg.start().await?;
+            }
+            FaultKind::PgFailover | FaultKind::PgPartition => {
+                let ChaosDb::Patroni(cluster) = &mut *self.db else {
+                    anyhow::bail!("{} needs the Patroni cluster", kind.name());
+                };
+                let times = lose_primary(kind, cluster, self.config, &mut fault).await?;
+                self.failovers.push(times);
             }
             FaultKind::PartitionDb => {
                 let i = self.next_target(kind, self.cluster.engines.len());
                 let engine = &self.cluster.engines[i];
                 fault.target = format!("{}<->postgres", engine.node_id());
-                engine.db_proxy.cut(self.config.cut);
+                let proxy = engine
+                    .db_proxy
+                    .as_ref()
+                    .context("this engine reaches PostgreSQL without a proxy of the suite")?;
+                proxy.cut(self.config.cut);
                 tokio::time::sleep(length).await;
-                engine.db_proxy.heal();
+                proxy.heal();
             }
             FaultKind::PartitionWrapper => {
                 let j = self.next_target(kind, self.cluster.wrappers.len());
@@ -195,4 +228,88 @@ impl<'a> Injector<'a> {
         fault.end_ms = now_ms();
         Ok(fault)
     }
+}
+
+/// A rewind and a restart of the old primary as a replica take about this long.
+const REJOIN_MS: i64 = 15_000;
+
+/// How long Patroni may take to promote a replica, or to bring every node back.
+const PATRONI_WAIT: Duration = Duration::from_secs(90);
+
+/// Kills (`pg-failover`) or cuts off (`pg-partition`) the Patroni primary, watches the others
+/// promote a replica, brings the old primary back after the down time (or heals the cut after
+/// the fault length) and waits until it runs as a replica, with a synchronous standby again.
+async fn lose_primary(
+    kind: FaultKind,
+    cluster: &mut PatroniCluster,
+    config: &ChaosConfig,
+    fault: &mut super::analysis::Fault,
+) -> anyhow::Result<FailoverTimes> {
+    let all = cluster.all();
+    let old = cluster
+        .leader_seen_by(&all)
+        .await
+        .context("Patroni names no running primary to lose")?;
+    let name = cluster.nodes[old].name.clone();
+    let others: Vec<usize> = all.iter().copied().filter(|&i| i != old).collect();
+    fault.start_ms = now_ms();
+    let lasts = match kind {
+        FaultKind::PgFailover => {
+            fault.target = name.clone();
+            // A dead machine neither answers nor resets: its links go silent (`--cut drop`:
+            // refused, as when only its processes died).
+            cluster.nodes[old].kill9();
+            cluster.nodes[old].cut(config.cut);
+            config.down_for
+        }
+        _ => {
+            fault.target = format!("{name}<->all");
+            cluster.nodes[old].cut(config.cut);
+            config.fault_length
+        }
+    };
+    let back_at = fault.start_ms + ms(lasts);
+    // Seen by the others: the cut-off primary's own view is stale.
+    let promoted = cluster
+        .wait_until_seen_by(&others, "new primary", PATRONI_WAIT, |m| {
+            m.iter()
+                .any(|m| m.role == "leader" && m.name != name && m.state == "running")
+        })
+        .await;
+    let (new_primary, promoted_ms) = match promoted {
+        Ok(at) => {
+            let leader = cluster.leader_seen_by(&others).await;
+            (leader.map(|i| cluster.nodes[i].name.clone()), Some(at))
+        }
+        Err(e) => {
+            progress(format_args!("{e:#}"));
+            (None, None)
+        }
+    };
+    progress(format_args!(
+        "{} lost at {}, {} promoted {} ms later",
+        name,
+        fault.start_ms,
+        new_primary.as_deref().unwrap_or("nothing"),
+        promoted_ms.map_or(-1, |at| at - fault.start_ms)
+    ));
+    sleep_until_ms(back_at).await;
+    cluster.nodes[old].heal();
+    if kind == FaultKind::PgFailover {
+        cluster.start_node(old)?;
+    }
+    let n = cluster.nodes.len();
+    let rejoined_ms = cluster
+        .wait_until_seen_by(&all, "old primary back as a replica", PATRONI_WAIT, |m| {
+            patroni::healthy(m, n)
+        })
+        .await?;
+    Ok(FailoverTimes {
+        kind: kind.name().to_owned(),
+        primary: name,
+        lost_ms: fault.start_ms,
+        new_primary,
+        promoted_ms,
+        rejoined_ms: Some(rejoined_ms),
+    })
 }

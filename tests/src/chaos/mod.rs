@@ -11,11 +11,18 @@
 //! each one a restart finds in the spool (see [`cluster::WRAPPER_LOG_DIRECTIVES`]); a
 //! successful result never spooled whose wrapper the suite SIGKILLed after the script's end
 //! never reached an engine, and is counted in `results_died_with_wrapper`, not as a lost result.
+//!
+//! The `pg-failover` and `pg-partition` scenarios run on a Patroni cluster of three PostgreSQL
+//! nodes instead ([`patroni`]), lose its primary, and report each failover's timings
+//! ([`failover`]), with a console node polled throughout ([`console`]).
 
 pub mod analysis;
 pub mod cluster;
+pub mod console;
+pub mod failover;
 pub mod faults;
 pub mod handler_log;
+pub mod patroni;
 pub mod postgres;
 pub mod proxy;
 pub mod tasks;
@@ -31,9 +38,12 @@ use mthpt_engine::store::{PgStore, Store};
 use serde::Serialize;
 
 use self::analysis::{Counts, Facts, RunRow};
-use self::cluster::{Cluster, ClusterSpec};
+use self::cluster::{Cluster, ClusterSpec, Database};
+use self::console::ConsoleNode;
+use self::failover::FailoverFigures;
 use self::faults::{FaultKind, Injector};
 use self::handler_log::HandlerLog;
+use self::patroni::PatroniCluster;
 use self::postgres::OwnPostgres;
 use self::proxy::Cut;
 use crate::Tenancy;
@@ -55,6 +65,12 @@ pub enum Scenario {
     PartitionWrapper,
     /// Every fault above in rotation (10 minutes by default).
     All,
+    /// On a Patroni cluster: the primary's machine dies (Patroni and PostgreSQL SIGKILLed,
+    /// its links silent), and comes back as a replica after the down time.
+    PgFailover,
+    /// On a Patroni cluster: the primary is cut off from clients, replicas and etcd for the
+    /// fault length, its processes alive.
+    PgPartition,
 }
 
 impl Scenario {
@@ -75,6 +91,8 @@ impl Scenario {
             Scenario::PgRestart => vec![FaultKind::PgRestart],
             Scenario::PartitionDb => vec![FaultKind::PartitionDb],
             Scenario::PartitionWrapper => vec![FaultKind::PartitionWrapper],
+            Scenario::PgFailover => vec![FaultKind::PgFailover],
+            Scenario::PgPartition => vec![FaultKind::PgPartition],
             Scenario::All => vec![
                 FaultKind::EngineKill,
                 FaultKind::EnginePause,
@@ -90,8 +108,14 @@ impl Scenario {
     pub fn default_duration(self) -> Duration {
         match self {
             Scenario::All => Duration::from_secs(600),
+            Scenario::PgFailover | Scenario::PgPartition => Duration::from_secs(180),
             _ => Duration::from_secs(120),
         }
+    }
+
+    /// Whether it runs on a Patroni cluster instead of a single PostgreSQL.
+    pub fn on_patroni(self) -> bool {
+        matches!(self, Scenario::PgFailover | Scenario::PgPartition)
     }
 }
 
@@ -133,11 +157,21 @@ pub struct ChaosConfig {
     pub pg_bin: PathBuf,
     /// Keep the work directory (logs, handler log) instead of removing it.
     pub keep_work_dir: bool,
+    /// On a Patroni cluster, give the engines and the console the primary's address alone
+    /// instead of the multi-host URL of every node (to see what a host list buys).
+    pub pg_single_host: bool,
 }
 
 impl ChaosConfig {
     /// The defaults for `scenario`.
     pub fn defaults(scenario: Scenario, mthpt: PathBuf, pg_bin: PathBuf) -> Self {
+        let secs = Duration::from_secs;
+        // A failover takes Patroni's ttl (10 s) and a rejoin about 15 s: one a minute.
+        let (fault_every, fault_length, down_for) = match scenario {
+            Scenario::PgFailover => (secs(60), secs(10), secs(20)),
+            Scenario::PgPartition => (secs(60), secs(20), secs(2)),
+            _ => (secs(15), secs(10), secs(2)),
+        };
         Self {
             scenario,
             engines: 3,
@@ -146,9 +180,9 @@ impl ChaosConfig {
             duration: scenario.default_duration(),
             warmup: Duration::from_secs(5),
             drain: Duration::from_secs(15),
-            fault_every: Duration::from_secs(15),
-            fault_length: Duration::from_secs(10),
-            down_for: Duration::from_secs(2),
+            fault_every,
+            fault_length,
+            down_for,
             cut: Cut::Blackhole,
             after_fault: Duration::from_secs(10),
             end_margin: Duration::from_secs(2),
@@ -160,6 +194,7 @@ impl ChaosConfig {
             mthpt,
             pg_bin,
             keep_work_dir: false,
+            pg_single_host: false,
         }
     }
 }
@@ -177,6 +212,14 @@ pub struct Report {
     pub window_until_ms: i64,
     #[serde(flatten)]
     pub counts: Counts,
+    /// Each PostgreSQL failover (`pg-failover`, `pg-partition`): when the primary was lost,
+    /// promoted, scheduling resumed, the console answered again.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub failovers: Vec<FailoverFigures>,
+    /// On a Patroni cluster: what the engines and the console were given (`multi-host` or
+    /// `single-host`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub database_hosts: Option<&'static str>,
     /// Sum of the violation counts; the run fails unless it is 0.
     pub violations: usize,
     /// Engines or wrappers that exited although no fault stopped them, with their status.
@@ -227,7 +270,7 @@ pub async fn run(config: &ChaosConfig) -> anyhow::Result<Report> {
     let failed = result.as_ref().map_or(true, |r| r.violations > 0);
     if config.keep_work_dir || failed {
         if !config.keep_work_dir {
-            let _ = std::fs::remove_dir_all(work.path().join("pg").join("data"));
+            remove_database_files(&work.path().join("pg"));
         }
         let kept = work.keep();
         progress(format_args!("kept {}", kept.display()));
@@ -237,6 +280,18 @@ pub async fn run(config: &ChaosConfig) -> anyhow::Result<Report> {
         });
     }
     result
+}
+
+/// Removes the database files under `dir` (the own cluster's `data`, each Patroni node's
+/// `node<i>/data`, etcd's `etcd`), keeping the logs.
+fn remove_database_files(dir: &Path) {
+    let _ = std::fs::remove_dir_all(dir.join("data"));
+    let _ = std::fs::remove_dir_all(dir.join("etcd"));
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        if entry.file_name().to_string_lossy().starts_with("node") {
+            let _ = std::fs::remove_dir_all(entry.path().join("data"));
+        }
+    }
 }
 
 /// Resolves on SIGINT or SIGTERM, naming it.
@@ -255,10 +310,60 @@ async fn interrupted() -> &'static str {
     }
 }
 
+/// The database under test: the suite's own PostgreSQL, or a Patroni cluster of three.
+#[derive(Debug)]
+pub enum ChaosDb {
+    Own(OwnPostgres),
+    Patroni(PatroniCluster),
+}
+
+impl ChaosDb {
+    /// Creates the scenario's database under `dir`.
+    async fn create(config: &ChaosConfig, dir: &Path) -> anyhow::Result<Self> {
+        if config.scenario.on_patroni() {
+            let programs = patroni::programs(&config.pg_bin)?;
+            let cluster =
+                PatroniCluster::create(programs, &config.pg_bin, dir, Duration::from_secs(120))
+                    .await?;
+            Ok(Self::Patroni(cluster))
+        } else {
+            let pg = OwnPostgres::create(&config.pg_bin, dir).await?;
+            progress(format_args!("own PostgreSQL on port {}", pg.port()));
+            Ok(Self::Own(pg))
+        }
+    }
+
+    /// A store of the suite's own (setting up, reading the runs back): on Patroni, through
+    /// the multi-host URL of the three nodes, as the engines' own.
+    async fn store(&self) -> anyhow::Result<PgStore> {
+        Ok(match self {
+            Self::Own(pg) => PgStore::connect_with(pg.options(), 4).await?,
+            Self::Patroni(cluster) => PgStore::connect(&cluster.url()).await?,
+        })
+    }
+
+    /// Where the engines (and the console) find the database, and how it was given.
+    async fn for_processes(
+        &self,
+        config: &ChaosConfig,
+    ) -> anyhow::Result<(Database, Option<&'static str>)> {
+        match self {
+            Self::Own(pg) => Ok((Database::Proxied(pg.port()), None)),
+            Self::Patroni(cluster) if config.pg_single_host => {
+                let leader = cluster
+                    .leader_seen_by(&cluster.all())
+                    .await
+                    .context("Patroni names no running primary")?;
+                Ok((Database::Url(cluster.url_of(leader)), Some("single-host")))
+            }
+            Self::Patroni(cluster) => Ok((Database::Url(cluster.url()), Some("multi-host"))),
+        }
+    }
+}
+
 async fn run_in(config: &ChaosConfig, work: &Path) -> anyhow::Result<Report> {
-    let mut pg = OwnPostgres::create(&config.pg_bin, &work.join("pg")).await?;
-    progress(format_args!("own PostgreSQL on port {}", pg.port()));
-    let store = PgStore::connect_with(pg.options(), 4).await?;
+    let mut db = ChaosDb::create(config, &work.join("pg")).await?;
+    let store = db.store().await?;
     store.migrate().await?;
     let shared: Arc<dyn Store> = Arc::new(store.clone());
     let tenancy = crate::tenancy(&*shared, "chaos", "shell").await?;
@@ -270,11 +375,12 @@ async fn run_in(config: &ChaosConfig, work: &Path) -> anyhow::Result<Report> {
     let http = reqwest::Client::builder()
         .timeout(Duration::from_secs(2))
         .build()?;
+    let (database, database_hosts) = db.for_processes(config).await?;
     let spec = ClusterSpec {
         mthpt: config.mthpt.clone(),
         engines: config.engines,
         wrappers: config.wrappers,
-        pg_port: pg.port(),
+        database: database.clone(),
         app_key: tenancy.key.clone(),
         secret_file,
         work_dir: work.to_path_buf(),
@@ -287,20 +393,34 @@ async fn run_in(config: &ChaosConfig, work: &Path) -> anyhow::Result<Report> {
         "{} engine(s) and {} wrapper(s) up",
         config.engines, config.wrappers
     ));
+    // On Patroni, a console node on the same URL as the engines, polled through the window.
+    let console = match (&db, &database) {
+        (ChaosDb::Patroni(_), Database::Url(url)) => {
+            let node =
+                ConsoleNode::start(&config.mthpt, url, &*shared, &tenancy, work, &http).await?;
+            progress(format_args!("console up on port {}", node.port));
+            Some(Arc::new(node))
+        }
+        _ => None,
+    };
 
     let from = (now_ms() + ms(config.warmup) + 999) / 1_000 * 1_000;
     let until = from + ms(config.duration);
     let chain_parents = tasks::load_tasks(&*shared, &tenancy, config, &handler_log, from).await?;
+    // The suite's pool may hold connections to a primary about to be lost.
+    store.close().await;
     sleep_until_ms(from).await;
     progress(format_args!(
         "measuring {} s from {from}",
         config.duration.as_secs()
     ));
+    let poller = console.as_ref().map(|c| c.poll(http.clone()));
 
-    let mut injector = Injector::new(config, &mut cluster, &mut pg, &http, &handler_log);
+    let mut injector = Injector::new(config, &mut cluster, &mut db, &http, &handler_log);
     let faults = injector.inject_until(from, until).await;
     let killed_wrappers = injector.killed_wrappers.clone();
     let cut_off_wrappers = injector.cut_off_wrappers.clone();
+    let failover_times = std::mem::take(&mut injector.failovers);
     let faults = faults?;
     sleep_until_ms(until).await;
     progress(format_args!(
@@ -309,7 +429,9 @@ async fn run_in(config: &ChaosConfig, work: &Path) -> anyhow::Result<Report> {
         config.drain.as_secs()
     ));
     tokio::time::sleep(config.drain).await;
+    let samples = poller.map(console::Poller::stop).unwrap_or_default();
 
+    let store = db.store().await?;
     let read_at = now_ms();
     let runs: Vec<RunRow> = sqlx::query_as(
         "SELECT id, task_id, scheduled_at, due_at, state, parent_run_id, finished_at,
@@ -330,7 +452,14 @@ async fn run_in(config: &ChaosConfig, work: &Path) -> anyhow::Result<Report> {
     let tasks = crate::bench::database::tasks(&store).await?;
     let expected =
         crate::bench::database::expected_occurrences(&tasks, from, until - ms(config.end_margin));
-    let exited = cluster.exited_on_their_own();
+    let mut exited = cluster.exited_on_their_own();
+    if let Some(node) = console {
+        let mut node = Arc::try_unwrap(node).map_err(|_| anyhow::anyhow!("console in use"))?;
+        if let Ok(Some(status)) = node.proc.exited() {
+            exited.push(format!("console: {status}"));
+        }
+        node.proc.stop(Duration::from_secs(5)).await;
+    }
     cluster.stop().await;
     store.close().await;
     let mut spooled_runs = HashSet::new();
@@ -340,6 +469,7 @@ async fn run_in(config: &ChaosConfig, work: &Path) -> anyhow::Result<Report> {
         spooled_runs.extend(spooled_run_ids(&String::from_utf8_lossy(&bytes)));
     }
 
+    let failovers = failover::figures(&failover_times, &log, &expected, &samples, until);
     let counts = analysis::analyse(&Facts {
         log,
         runs,
@@ -366,6 +496,8 @@ async fn run_in(config: &ChaosConfig, work: &Path) -> anyhow::Result<Report> {
         window_until_ms: until,
         violations: counts.violations(),
         counts,
+        failovers,
+        database_hosts,
         exited,
         work_dir: None,
     })

@@ -169,13 +169,13 @@ impl Drop for OwnPostgres {
 }
 
 /// Whether this process runs as root (the owner of its `/proc` entry is uid 0).
-fn running_as_root() -> bool {
+pub(crate) fn running_as_root() -> bool {
     use std::os::unix::fs::MetadataExt;
     std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
 }
 
 /// Runs `c`, failing with its output when it does not succeed.
-fn run(c: &mut Command) -> anyhow::Result<()> {
+pub(crate) fn run(c: &mut Command) -> anyhow::Result<()> {
     let out = c
         .stdin(std::process::Stdio::null())
         .output()
