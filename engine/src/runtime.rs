@@ -501,19 +501,18 @@ impl Shared {
         tx.commit().await
     }
 
-    /// How long one pass of a loop may wait on the database: two and a half leases, at least
-    /// 5 s (every statement is bounded at 1.9 s by the server's `statement_timeout`, a pass runs
-    /// a few). A statement sent to a primary that then died — no answer and no error, as from a
+    /// How long one pass of a loop may wait on the database: a lease and half a second, at
+    /// least 2.5 s (every statement is bounded at 1.9 s by the server's `statement_timeout`; a
+    /// claim or a readying pass that takes longer than a lease has lost its claims anyway). A
+    /// statement sent to a primary that then died — no answer and no error, as from a
     /// powered-off host or a cut network — would otherwise hold the loop until TCP gives up,
     /// minutes after the store moved to the new primary ([`crate::store`]'s host list); the pass
     /// fails instead, its connection is dropped, and the next pass runs on the new primary. A
     /// pass cut off this way is one whose transaction may or may not have committed: its claims
     /// and intents are fenced and end with their lease, as a dead node's do.
     fn pass_limit(&self) -> Duration {
-        Duration::from_millis(
-            u64::try_from(self.config.lease_ms.saturating_mul(5) / 2).unwrap_or(0),
-        )
-        .max(Duration::from_secs(5))
+        Duration::from_millis(u64::try_from(self.config.lease_ms.saturating_add(500)).unwrap_or(0))
+            .max(Duration::from_millis(2_500))
     }
 
     /// `work` bounded by `limit` (see [`Self::pass_limit`]); `what` names it in the error.

@@ -33,6 +33,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
 use sqlx::Connection;
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
 use tokio::sync::Notify;
@@ -41,6 +43,9 @@ use super::SESSION_TIMEOUTS;
 
 /// How long one host may take to accept a connection and answer the read-only question.
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+/// Each host's time while looking for a server that was lost: rounds are tried again every
+/// [`RETRY_EVERY`], and a dead host must not hold a round long after the new primary answers.
+const SEARCH_TIMEOUT: Duration = Duration::from_secs(1);
 /// How often the watch asks the current primary whether it still is one.
 const CHECK_EVERY: Duration = Duration::from_secs(1);
 /// How often the watch probes the hosts while there is no primary.
@@ -222,13 +227,52 @@ impl HostList {
     /// Tries the hosts in order; the first that answers and, for `read-write`, accepts writes
     /// wins. Returns its index and the connection the probe opened.
     pub async fn find(&self) -> Result<(usize, PgConnection), NoServer> {
-        let mut skipped = Vec::new();
-        for (i, host) in self.hosts.iter().enumerate() {
-            match probe(host, self.target).await {
-                Ok(conn) => return Ok((i, conn)),
-                Err(why) => skipped.push((host.name.clone(), why)),
+        self.find_within(PROBE_TIMEOUT).await
+    }
+
+    /// [`HostList::find`] with `timeout` for each host.
+    async fn find_within(&self, timeout: Duration) -> Result<(usize, PgConnection), NoServer> {
+        // All hosts at once: a dead one costs its whole timeout, which must not delay finding
+        // the primary behind it. With `read-write` there is one primary, so the first that
+        // answers as one is taken; with `any` the first host in the list's order that answers
+        // (libpq's order), once every host before it has failed.
+        let mut probes: FuturesUnordered<_> = self
+            .hosts
+            .iter()
+            .enumerate()
+            .map(|(i, host)| async move { (i, probe(host, self.target, timeout).await) })
+            .collect();
+        let mut outcomes: Vec<Option<Result<PgConnection, String>>> =
+            self.hosts.iter().map(|_| None).collect();
+        while let Some((i, outcome)) = probes.next().await {
+            outcomes[i] = Some(outcome);
+            let first_decided = outcomes
+                .iter()
+                .position(|o| !matches!(o, Some(Err(_))))
+                .filter(|&first| matches!(outcomes[first], Some(Ok(_))));
+            let take = match self.target {
+                TargetSession::ReadWrite => matches!(outcomes[i], Some(Ok(_))).then_some(i),
+                TargetSession::Any => first_decided,
+            };
+            if let Some(index) = take
+                && let Some(Ok(conn)) = outcomes[index].take()
+            {
+                // The other connections made meanwhile are dropped (closed).
+                return Ok((index, conn));
             }
         }
+        let skipped = self
+            .hosts
+            .iter()
+            .zip(outcomes)
+            .map(|(host, outcome)| {
+                let why = match outcome {
+                    Some(Err(why)) => why,
+                    _ => "no answer".to_owned(),
+                };
+                (host.name.clone(), why)
+            })
+            .collect();
         Err(NoServer {
             target: self.target,
             skipped,
@@ -275,7 +319,11 @@ fn split_host_port(entry: &str) -> Result<(&str, Option<&str>), HostsError> {
     }
 }
 
-async fn probe(host: &Host, target: TargetSession) -> Result<PgConnection, String> {
+async fn probe(
+    host: &Host,
+    target: TargetSession,
+    timeout: Duration,
+) -> Result<PgConnection, String> {
     let attempt = async {
         let mut conn = PgConnection::connect_with(&host.options)
             .await
@@ -286,9 +334,9 @@ async fn probe(host: &Host, target: TargetSession) -> Result<PgConnection, Strin
         }
         Ok(conn)
     };
-    tokio::time::timeout(PROBE_TIMEOUT, attempt)
+    tokio::time::timeout(timeout, attempt)
         .await
-        .unwrap_or_else(|_| Err(format!("no answer within {PROBE_TIMEOUT:?}")))
+        .unwrap_or_else(|_| Err(format!("no answer within {timeout:?}")))
 }
 
 /// libpq's read-write check: a hot standby (and a server with `default_transaction_read_only`)
@@ -408,16 +456,19 @@ impl Primary {
             };
             tracing::warn!(host = %self.host(), reason = %why, "lost the PostgreSQL server; looking for it among the hosts");
         }
-        match self.hosts.find().await {
+        match self.hosts.find_within(SEARCH_TIMEOUT).await {
             Ok((index, conn)) => {
                 let host = &self.hosts.hosts[index];
-                pool.set_connect_options(host.options.clone().options(SESSION_TIMEOUTS));
-                self.current.store(index, Ordering::Release);
-                *self
-                    .state
-                    .switched_at
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner) = Instant::now();
+                // The same server again (a blip of the watch's own connection, a restart):
+                // the pool's connections to it stay; a broken one fails on use and is retried.
+                if self.current.swap(index, Ordering::AcqRel) != index {
+                    pool.set_connect_options(host.options.clone().options(SESSION_TIMEOUTS));
+                    *self
+                        .state
+                        .switched_at
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner) = Instant::now();
+                }
                 tracing::info!(host = %host.name, "PostgreSQL server found");
                 Some(conn)
             }
