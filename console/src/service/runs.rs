@@ -3,9 +3,10 @@
 
 use mthpt_engine::run::{Run, RunCompletion, RunFilter, RunId, RunState};
 use mthpt_engine::store::Completion;
+use mthpt_engine::tenant::Tenant;
 use serde_json::json;
 
-use super::{Change, Services, audit};
+use super::{Change, Services, audit, quotas};
 use crate::service::access::{Action, Caller, tenant_access};
 use crate::service::error::{ApiError, ApiResult, Code};
 
@@ -193,7 +194,8 @@ pub async fn cancel(
     Ok(run)
 }
 
-/// Runs a run's task again now, with the same parameters: a new manual run.
+/// Runs a run's task again now, with the same parameters: a new manual run, within the
+/// tenant's quotas as a trigger is (`max_fires_per_second`, `max_waiting_runs`).
 pub async fn rerun(
     services: &Services,
     caller: &Caller,
@@ -202,8 +204,21 @@ pub async fn rerun(
 ) -> ApiResult<Run> {
     let tenant = tenant_access(services, caller, tenant, Action::Operate).await?;
     let now = services.now();
+    let rerun = rerun_within_quotas(services, caller, &tenant, id, now).await;
+    quotas::after_check(services, &tenant, rerun).await
+}
+
+async fn rerun_within_quotas(
+    services: &Services,
+    caller: &Caller,
+    tenant: &Tenant,
+    id: RunId,
+    now: i64,
+) -> ApiResult<Run> {
+    quotas::check_fire(services, tenant, now).await?;
     let mut tx = services.write().await?;
     let original = tx.get_run(tenant.id, id).await?;
+    quotas::check_new_waiting_run(tx.as_mut(), tenant, now).await?;
     let params = original.params.as_ref().map(|p| p.0.clone());
     let run = tx
         .trigger_task(tenant.id, original.task_id, params, &caller.actor(), now)

@@ -339,13 +339,26 @@ async fn triggers_beyond_waiting_runs_or_rate_are_429(app: TestApp, clock: Arc<M
     assert_eq!(status, 201, "{body}");
 
     put_quotas(&app, "acme", json!({ "max_waiting_runs": 2 })).await;
-    let (status, _, body) = answer(app.op(Method::POST, &trigger).send().await.unwrap()).await;
-    assert_eq!(status, 201, "{body}");
+    let (status, _, waiting) = answer(app.op(Method::POST, &trigger).send().await.unwrap()).await;
+    assert_eq!(status, 201, "{waiting}");
     let (status, retry, body) = answer(app.op(Method::POST, &trigger).send().await.unwrap()).await;
     assert_eq!(status, 429, "{body}");
     assert_eq!(body["quota"], json!("max_waiting_runs"));
     assert_eq!(body["limit"], json!(2));
     assert_eq!(retry, None);
+    // A re-run makes a waiting run too: refused the same way.
+    let (status, _, body) = answer(
+        app.op(
+            Method::POST,
+            &format!("/api/v1/tenants/acme/runs/{}/rerun", waiting["id"]),
+        )
+        .send()
+        .await
+        .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 429, "{body}");
+    assert_eq!(body["quota"], json!("max_waiting_runs"));
     mthpt_engine::metrics::refresh_gauges(app.store(), app.now())
         .await
         .unwrap();
