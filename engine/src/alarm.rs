@@ -499,13 +499,15 @@ impl NewAlarm {
         a
     }
 
-    /// `backlog`: `waiting` due runs of app `app` wait for capacity, its live executors full
+    /// `backlog`: `waiting` due runs of app `app` (`app_name`) wait for capacity, its live executors full
     /// or draining; the oldest was due at `oldest_due_at` (`now`: when judged). `counted_up_to`:
     /// the most runs counted (the message says "at least" when `waiting` reached it).
     /// `dedupe_key`: the backlog episode's key (one alarm per episode).
+    #[allow(clippy::too_many_arguments)]
     pub fn backlog(
         tenant_id: TenantId,
         app: AppId,
+        app_name: &str,
         waiting: i64,
         counted_up_to: i64,
         oldest_due_at: i64,
@@ -522,12 +524,13 @@ impl NewAlarm {
             AlarmKind::Backlog,
             Severity::Warning,
             format!(
-                "app {app}: {at_least}{waiting} due run(s) wait for capacity, {}; its live executors are full or draining",
+                "app {app_name:?}: {at_least}{waiting} due run(s) wait for capacity, {}; its live executors are full or draining",
                 oldest_waiting(oldest_due_at, now)
             ),
         );
         a.details = serde_json::json!({
             "app_id": app,
+            "app": app_name,
             "waiting": waiting,
             "waiting_counted_up_to": counted_up_to,
             "oldest_due_at": oldest_due_at,

@@ -478,6 +478,7 @@ impl Watchdog {
                     let alarm = NewAlarm::backlog(
                         b.tenant_id,
                         b.app_id,
+                        &b.app_name,
                         b.waiting,
                         BACKLOG_COUNT_LIMIT,
                         b.oldest_due_at.unwrap_or(now),

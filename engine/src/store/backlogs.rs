@@ -22,6 +22,8 @@ use crate::tenant::TenantId;
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct CapacityBacklog {
     pub app_id: AppId,
+    /// The app's name (the alarm names it).
+    pub app_name: String,
     pub tenant_id: TenantId,
     /// Pending runs due before the threshold (counted up to the limit given); 0 when there
     /// are none (any more).

@@ -13,7 +13,7 @@ pub(crate) async fn capacity_backlogs(
     count_limit: i64,
 ) -> Result<Vec<CapacityBacklog>> {
     Ok(sqlx::query_as(
-        "SELECT a.id AS app_id, a.tenant_id, w.waiting, w.oldest_due_at,
+        "SELECT a.id AS app_id, a.name AS app_name, a.tenant_id, w.waiting, w.oldest_due_at,
              (e.live > 0 AND e.capacity <= r.running) AS full, b.alarm_key
          FROM apps a JOIN tenants t ON t.id = a.tenant_id
          LEFT JOIN app_backlogs b ON b.app_id = a.id

@@ -14,7 +14,7 @@ pub(crate) async fn capacity_backlogs(
 ) -> Result<Vec<CapacityBacklog>> {
     Ok(sqlx::query_as(
         "WITH s AS (
-             SELECT a.id AS app_id, a.tenant_id, b.alarm_key,
+             SELECT a.id AS app_id, a.name AS app_name, a.tenant_id, b.alarm_key,
                  (SELECT count(*) FROM executors x
                   WHERE x.app_id = a.id AND x.state IN ('up', 'draining')) AS live,
                  (SELECT COALESCE(sum(x.capacity), 0) FROM executors x
@@ -31,7 +31,7 @@ pub(crate) async fn capacity_backlogs(
                     AND x.started_at IS NULL AND x.finished_at IS NULL) AS oldest_due_at
              FROM apps a JOIN tenants t ON t.id = a.tenant_id LEFT JOIN app_backlogs b ON b.app_id = a.id
          )
-         SELECT app_id, tenant_id, waiting, oldest_due_at,
+         SELECT app_id, app_name, tenant_id, waiting, oldest_due_at,
              (live > 0 AND capacity <= running) AS full, alarm_key
          FROM s
          WHERE (live > 0 AND capacity <= running AND waiting > 0) OR alarm_key IS NOT NULL
