@@ -60,10 +60,23 @@ pub enum Audience {
 }
 
 /// One text frame for the sessions of its audience.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub struct Frame {
     pub audience: Audience,
     pub text: String,
+    /// The text for sessions that asked for Chinese, made once for all of them by the first
+    /// ([`text_for`]); `None`: the same as `text`.
+    chinese: std::sync::OnceLock<Option<String>>,
+}
+
+impl Frame {
+    pub fn new(audience: Audience, text: String) -> Frame {
+        Frame {
+            audience,
+            text,
+            chinese: std::sync::OnceLock::new(),
+        }
+    }
 }
 
 /// What a session may see: everything (operators) or one tenant's events.
@@ -137,10 +150,7 @@ impl EventHub {
     /// Ends every session of this node (the node is stopping): each gets a close frame
     /// ("going away") and can reconnect to another node.
     pub fn close_sessions(&self) {
-        self.send(Frame {
-            audience: Audience::All,
-            text: String::new(),
-        });
+        self.send(Frame::new(Audience::All, String::new()));
     }
 
     /// A new session's feed.
@@ -185,20 +195,14 @@ pub fn spawn_feeder(
                 }
             };
             if !first {
-                hub.send(Frame {
-                    audience: Audience::All,
-                    text: RESYNC.to_owned(),
-                });
+                hub.send(Frame::new(Audience::All, RESYNC.to_owned()));
             }
             first = false;
             tracing::info!(%queue, "console node receives live events");
             while let Some(delivery) = rx.recv().await {
                 match delivery {
                     Delivery::Resync => {
-                        hub.send(Frame {
-                            audience: Audience::All,
-                            text: RESYNC.to_owned(),
-                        });
+                        hub.send(Frame::new(Audience::All, RESYNC.to_owned()));
                     }
                     Delivery::Message(m) => {
                         // Run events are published once and never re-sent: only alarm events
@@ -220,10 +224,10 @@ pub fn spawn_feeder(
                         };
                         match String::from_utf8(m.body) {
                             Ok(text) if m.routing_key.starts_with("run.") => {
-                                hub.send_run(Frame { audience, text });
+                                hub.send_run(Frame::new(audience, text));
                             }
                             Ok(text) => {
-                                hub.send(Frame { audience, text });
+                                hub.send(Frame::new(audience, text));
                             }
                             Err(_) => {
                                 tracing::debug!(key = %m.routing_key, "dropped a live event that is not UTF-8")
@@ -262,12 +266,22 @@ async fn next_frame(
 /// The text of `frame` for a session: as published, or with an alarm event's `alarm.message`
 /// in Chinese for a session that asked for it (see [`crate::messages`]).
 pub fn text_for(frame: &Frame, chinese: bool) -> String {
-    if !chinese || !frame.text.contains("\"alarm.") {
+    if !chinese {
         return frame.text.clone();
     }
-    let Ok(mut body) = serde_json::from_str::<serde_json::Value>(&frame.text) else {
-        return frame.text.clone();
-    };
+    frame
+        .chinese
+        .get_or_init(|| alarm_in_chinese(&frame.text))
+        .clone()
+        .unwrap_or_else(|| frame.text.clone())
+}
+
+/// An alarm event's text with its `alarm.message` in Chinese; `None` for other frames.
+fn alarm_in_chinese(text: &str) -> Option<String> {
+    if !text.contains("\"alarm.") {
+        return None;
+    }
+    let mut body = serde_json::from_str::<serde_json::Value>(text).ok()?;
     let is_alarm = body
         .get("type")
         .and_then(|t| t.as_str())
@@ -275,9 +289,9 @@ pub fn text_for(frame: &Frame, chinese: bool) -> String {
     match body.pointer_mut("/alarm/message") {
         Some(serde_json::Value::String(message)) if is_alarm => {
             *message = crate::messages::chinese(message);
-            body.to_string()
+            Some(body.to_string())
         }
-        _ => frame.text.clone(),
+        _ => None,
     }
 }
 
@@ -391,11 +405,11 @@ mod tests {
 
     #[test]
     fn a_chinese_session_gets_engine_alarm_messages_in_chinese() {
-        let frame = Frame {
-            audience: Audience::All,
-            text: r#"{"type":"alarm.raised","alarm":{"id":1,"message":"task \"a\" failed after 3 attempt(s); last error: exit 1"}}"#
+        let frame = Frame::new(
+            Audience::All,
+            r#"{"type":"alarm.raised","alarm":{"id":1,"message":"task \"a\" failed after 3 attempt(s); last error: exit 1"}}"#
                 .to_owned(),
-        };
+        );
         let zh: serde_json::Value = serde_json::from_str(&text_for(&frame, true)).unwrap();
         assert_eq!(zh["alarm"]["id"], 1);
         assert_eq!(
@@ -403,10 +417,10 @@ mod tests {
             "任务 \"a\" 尝试 3 次后失败；最后的错误：exit 1"
         );
         assert_eq!(text_for(&frame, false), frame.text);
-        let run = Frame {
-            audience: Audience::All,
-            text: r#"{"type":"run.log","alarm":{"message":"run 5 not found"}}"#.to_owned(),
-        };
+        let run = Frame::new(
+            Audience::All,
+            r#"{"type":"run.log","alarm":{"message":"run 5 not found"}}"#.to_owned(),
+        );
         assert_eq!(text_for(&run, true), run.text);
     }
 

@@ -101,7 +101,7 @@ pub fn outcome(
             let code = Code::ALL.iter().find(|c| c.as_str() == code)?;
             let why = tr
                 .get(&format!("bulk.why.{noun}.{}", code.as_str()))
-                .unwrap_or_else(|| code.title().to_owned());
+                .unwrap_or_else(|| tr.msg(code.title()));
             Some(format!("{}: {why}", name(id)))
         })
         .collect();

@@ -441,7 +441,7 @@ pub static CATALOG: &[(&str, &str, &str)] = &[
     ("bulk.tasks", "task(s)", "个任务"),
     ("bulk.failed", "Not done:", "未完成："),
     (
-        "bulk.none_selected",
+        "bulk.none_tasks",
         "Select at least one task.",
         "请至少选择一个任务。",
     ),

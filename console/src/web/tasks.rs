@@ -154,7 +154,19 @@ async fn list(
         String::new()
     };
     let now = ctx.services.now();
-    let (bulk_result, bulk_failures) = bulk_outcome(&ctx, &q, &views);
+    let outcome = super::bulk::outcome(
+        ctx.tr,
+        "task",
+        &["pause", "resume", "trigger"],
+        (&q.bulk, &q.done, &q.failed),
+        |id| {
+            views
+                .iter()
+                .find(|v| v.task.id.0 == id)
+                .map_or_else(|| format!("#{id}"), |v| v.task.name.clone())
+        },
+    );
+    let (bulk_result, bulk_failures) = (outcome.summary, outcome.failures);
     let rows = views
         .iter()
         .map(|v| row(&ctx, &l, v, last.get(&v.task.id), now))
@@ -178,39 +190,6 @@ async fn list(
             bulk_failures,
         },
     )
-}
-
-/// What the list says after a bulk action: a summary, and each failure named.
-fn bulk_outcome(ctx: &Ctx, q: &TaskQuery, views: &[TaskView]) -> (String, Vec<String>) {
-    let summary = match q.bulk.as_str() {
-        "" => return (String::new(), Vec::new()),
-        "none" => return (ctx.tr.t("bulk.none_selected"), Vec::new()),
-        a @ ("pause" | "resume" | "trigger") => format!(
-            "{} {} {}",
-            ctx.tr.t(&format!("bulk.done.{a}")),
-            q.done.parse::<usize>().unwrap_or(0),
-            ctx.tr.t("bulk.tasks")
-        ),
-        _ => return (String::new(), Vec::new()),
-    };
-    let failures = q
-        .failed
-        .split(',')
-        .filter_map(|item| {
-            let (id, code) = item.split_once(':')?;
-            let id: i64 = id.parse().ok()?;
-            let name = views
-                .iter()
-                .find(|v| v.task.id.0 == id)
-                .map_or_else(|| format!("#{id}"), |v| v.task.name.clone());
-            let why = Code::ALL
-                .iter()
-                .find(|c| c.as_str() == code)
-                .map_or_else(|| code.to_owned(), |c| ctx.tr.msg(c.title()));
-            Some(format!("{name}: {why}"))
-        })
-        .collect();
-    (summary, failures)
 }
 
 /// `POST /t/{tenant}/tasks/bulk`: `action` (pause, resume, trigger) on every `id` posted;
@@ -667,6 +646,8 @@ async fn save(
                 || e.code == Code::VersionConflict
                 || e.code == Code::Cycle =>
         {
+            // (Translated here: a problem of a field the form has no input for goes into the
+            // general message with its field's name, which the page cannot translate later.)
             let e = ctx.tr.error(&e);
             if e.code == Code::Conflict && e.errors.is_empty() {
                 f.errors.insert("name".to_owned(), e.detail.clone());

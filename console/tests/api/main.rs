@@ -28,4 +28,5 @@ mod live_runs;
 mod openapi;
 mod web_actions;
 mod web_pages;
+mod web_session;
 mod wrapper_alarms;

@@ -16,9 +16,11 @@ use mthpt_engine::app::ExecutorId;
 use mthpt_engine::clock::{Clock, SystemClock};
 use mthpt_engine::tenant::{Role, Tenant};
 use mthpt_tests::{TestWrapper, quick_engine_config, start_engine, tenancy, wait_until};
-use reqwest::header::{CONTENT_DISPOSITION, CONTENT_TYPE, COOKIE, LOCATION, ORIGIN, SET_COOKIE};
-use reqwest::{Client, Method, StatusCode, redirect};
+use reqwest::header::{CONTENT_DISPOSITION, CONTENT_TYPE, COOKIE, LOCATION, ORIGIN};
+use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
+
+use super::web_session::{FORM, client, enc, form, page, post, sign_in};
 
 mthpt_engine::on_both_backends!(
     with mthpt_console::testing::spawn_app;
@@ -29,77 +31,7 @@ mthpt_engine::on_both_backends!(
     an_executor_page_shows_its_runs_its_alarms_and_drain,
 );
 
-const FORM: &str = "application/x-www-form-urlencoded";
 const WAIT: Duration = Duration::from_secs(20);
-
-fn enc(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
-/// An URL-encoded form body.
-fn form(pairs: &[(&str, &str)]) -> String {
-    pairs
-        .iter()
-        .map(|(k, v)| format!("{}={}", enc(k), enc(v)))
-        .collect::<Vec<_>>()
-        .join("&")
-}
-
-fn client() -> Client {
-    Client::builder()
-        .redirect(redirect::Policy::none())
-        .build()
-        .unwrap()
-}
-
-/// Signs `username` in through the form; returns the session cookie (`name=value`).
-async fn sign_in(app: &TestApp, username: &str) -> String {
-    let res = client()
-        .post(app.url("/login"))
-        .header(ORIGIN, &app.base_url)
-        .header(CONTENT_TYPE, FORM)
-        .body(form(&[
-            ("username", username),
-            ("password", &format!("password-{username}")),
-            ("next", "/"),
-        ]))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), StatusCode::SEE_OTHER);
-    let cookie = res.headers()[SET_COOKIE].to_str().unwrap();
-    cookie.split(';').next().unwrap().to_owned()
-}
-
-async fn page(app: &TestApp, cookie: &str, path: &str) -> (StatusCode, String) {
-    let res = client()
-        .get(app.url(path))
-        .header(COOKIE, cookie)
-        .send()
-        .await
-        .unwrap();
-    (res.status(), res.text().await.unwrap())
-}
-
-/// A form post of `cookie`'s session from the console's own origin.
-async fn post(app: &TestApp, cookie: &str, path: &str, body: String) -> reqwest::Response {
-    client()
-        .post(app.url(path))
-        .header(COOKIE, cookie)
-        .header(ORIGIN, &app.base_url)
-        .header(CONTENT_TYPE, FORM)
-        .body(body)
-        .send()
-        .await
-        .unwrap()
-}
 
 /// Where a redirect leads.
 fn location(res: &reqwest::Response) -> String {

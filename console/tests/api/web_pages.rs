@@ -12,66 +12,10 @@ use mthpt_engine::alarm::{AlarmKind, NewAlarm, Severity};
 use mthpt_engine::store::Backend;
 use mthpt_engine::tenant::{Role, Tenant};
 use reqwest::header::{CONTENT_TYPE, COOKIE, LOCATION, ORIGIN, SET_COOKIE};
-use reqwest::{Client, Method, StatusCode, redirect};
+use reqwest::{Method, StatusCode};
 use serde_json::json;
 
-const FORM: &str = "application/x-www-form-urlencoded";
-
-/// An URL-encoded form body.
-fn form(pairs: &[(&str, &str)]) -> String {
-    let enc = |s: &str| {
-        s.bytes()
-            .map(|b| match b {
-                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                    (b as char).to_string()
-                }
-                _ => format!("%{b:02X}"),
-            })
-            .collect::<String>()
-    };
-    pairs
-        .iter()
-        .map(|(k, v)| format!("{}={}", enc(k), enc(v)))
-        .collect::<Vec<_>>()
-        .join("&")
-}
-
-fn client() -> Client {
-    Client::builder()
-        .redirect(redirect::Policy::none())
-        .build()
-        .unwrap()
-}
-
-/// Signs `username` in through the form; returns the session cookie (`name=value`).
-async fn sign_in(app: &TestApp, username: &str) -> String {
-    let res = client()
-        .post(app.url("/login"))
-        .header(ORIGIN, &app.base_url)
-        .header(CONTENT_TYPE, FORM)
-        .body(form(&[
-            ("username", username),
-            ("password", &format!("password-{username}")),
-            ("next", "/t/acme/tasks"),
-        ]))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), StatusCode::SEE_OTHER);
-    assert_eq!(res.headers()[LOCATION], "/t/acme/tasks");
-    let cookie = res.headers()[SET_COOKIE].to_str().unwrap();
-    cookie.split(';').next().unwrap().to_owned()
-}
-
-async fn page(app: &TestApp, cookie: &str, path: &str) -> (StatusCode, String) {
-    let res = client()
-        .get(app.url(path))
-        .header(COOKIE, cookie)
-        .send()
-        .await
-        .unwrap();
-    (res.status(), res.text().await.unwrap())
-}
+use super::web_session::{FORM, client, form, page, post, sign_in};
 
 /// A tenant `acme` with an app and a manual task; returns them.
 async fn acme(app: &TestApp) -> (Tenant, i64) {
@@ -273,19 +217,6 @@ async fn paused(app: &TestApp, id: i64) -> bool {
         .await
         .unwrap();
     t["paused"].as_bool().unwrap()
-}
-
-/// A form post of `cookie`'s session from the console's own origin.
-async fn post(app: &TestApp, cookie: &str, path: &str, body: String) -> reqwest::Response {
-    client()
-        .post(app.url(path))
-        .header(COOKIE, cookie)
-        .header(ORIGIN, &app.base_url)
-        .header(CONTENT_TYPE, FORM)
-        .body(body)
-        .send()
-        .await
-        .unwrap()
 }
 
 #[tokio::test]

@@ -55,7 +55,7 @@ async fn text(c: &Client, css: &str) -> String {
 }
 
 /// Reloads `url` until `css` matches something, for at most `within`.
-async fn reload_until(c: &Client, url: &str, css: &str, within: Duration, what: &str) {
+pub(super) async fn reload_until(c: &Client, url: &str, css: &str, within: Duration, what: &str) {
     let deadline = Instant::now() + within;
     loop {
         c.goto(url).await.unwrap();

@@ -1132,20 +1132,14 @@ async fn on_a_phone_the_main_pages_fit_the_screen_with_every_action_in_reach() {
         .unwrap();
     assert_eq!(status, json!(201));
     // The run fails in a moment; the list shows its alarm once it is raised.
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        c.goto(&format!("{base}/t/demo/alarms?status=open"))
-            .await
-            .unwrap();
-        if c.find(Locator::Css("#alarm-list tbody tr")).await.is_ok() {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the failure's alarm was not listed within 30 s"
-        );
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
+    console_actions::reload_until(
+        &c,
+        &format!("{base}/t/demo/alarms?status=open"),
+        "#alarm-list tbody tr",
+        Duration::from_secs(30),
+        "the failure's alarm is listed",
+    )
+    .await;
     for path in [
         "/t/demo".to_owned(),
         "/t/demo/tasks".to_owned(),
