@@ -25,6 +25,7 @@ use super::web_session::{FORM, client, enc, form, page, post, sign_in};
 mthpt_engine::on_both_backends!(
     with mthpt_console::testing::spawn_app;
     runs_are_cancelled_after_a_question_and_rerun_in_bulk_naming_each_failure,
+    the_runs_bulk_api_is_refused_to_a_viewer_and_reaches_no_other_tenants_runs,
     ticked_alarms_are_acknowledged_and_a_tasks_alarms_muted_for_hours,
     a_task_is_deleted_after_a_question_and_cloned_into_the_new_task_form,
     tasks_download_as_a_file_and_import_after_a_dry_run,
@@ -299,6 +300,43 @@ async fn runs_are_cancelled_after_a_question_and_rerun_in_bulk_naming_each_failu
     assert_eq!(
         (s, body["errors"][0]["field"].as_str()),
         (422, Some("run_ids"))
+    );
+    app.stop().await;
+}
+
+async fn the_runs_bulk_api_is_refused_to_a_viewer_and_reaches_no_other_tenants_runs(app: TestApp) {
+    let (acme_tenant, task) = acme(&app).await;
+    let run = trigger(&app, task).await;
+    let other = app.tenant("other").await;
+    let (_, viewer) = app
+        .user(Some(&acme_tenant), "vic", Role::TenantViewer)
+        .await;
+    let (_, intruder) = app.user(Some(&other), "ivo", Role::TenantOperator).await;
+    let cancel = json!({ "action": "cancel", "run_ids": [run] });
+    let send = |token: &str, tenant: &str| {
+        app.request(
+            Method::POST,
+            &format!("/api/v1/tenants/{tenant}/runs/bulk"),
+            token,
+        )
+        .json(&cancel)
+        .send()
+    };
+    // A viewer of the tenant: refused as a whole.
+    let res = send(&viewer, "acme").await.unwrap();
+    assert_eq!(res.status().as_u16(), 403);
+    // Another tenant's operator: acme is not theirs to name, and through their own tenant
+    // acme's run is not found.
+    let res = send(&intruder, "acme").await.unwrap();
+    assert_eq!(res.status().as_u16(), 404);
+    let res = send(&intruder, "other").await.unwrap();
+    assert_eq!(res.status().as_u16(), 200);
+    let body: Value = res.json().await.unwrap();
+    assert_eq!(body["results"][0]["code"], "not_found", "{body}");
+    assert_eq!(
+        run_state(&app, run).await,
+        "pending",
+        "nothing was cancelled"
     );
     app.stop().await;
 }
