@@ -1013,6 +1013,13 @@ async fn the_task_page_draws_the_chain_set_in_the_form_and_its_nodes_lead_to_the
         .click()
         .await
         .unwrap();
+    // The click returns before the form's answer has loaded: wait for its message, or that
+    // page may replace the child's page opened next.
+    c.wait()
+        .at_most(WAIT)
+        .for_element(Locator::Css("#flash[data-flash='triggered']"))
+        .await
+        .expect("Run now says it made a run");
     c.goto(&format!("{base}/t/demo/tasks/{child}"))
         .await
         .unwrap();
