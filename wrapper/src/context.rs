@@ -380,6 +380,7 @@ mod tests {
             deadline: None,
             trigger: Trigger::Manual,
             not_after: None,
+            sent_at: None,
         };
         let ctx = RunContext::new(ContextParts {
             request,

@@ -591,6 +591,7 @@ impl Inner {
             // Spooled with it: after a restart under another id, engines still know where the
             // run ran (delivery leaves it out while it is the sender's own).
             instance_id: Some(self.settings.instance_id.clone()),
+            sent_at: ctx.request().sent_at,
         };
         match self.spool.write(&result) {
             Ok(()) => tracing::debug!(run_id, "result spooled"),

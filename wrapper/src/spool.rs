@@ -209,6 +209,7 @@ mod tests {
             finished_at: Utc::now(),
             log_tail: vec!["done".into()],
             instance_id: None,
+            sent_at: None,
         }
     }
 

@@ -73,6 +73,7 @@ async fn dispatch(
         deadline: None,
         trigger: Trigger::Manual,
         not_after: None,
+        sent_at: None,
     };
     let ack: RunAck = client
         .post_json(&w.url, protocol::paths::RUNS, &req)

@@ -762,6 +762,7 @@ async fn results_count_only_from_the_instance_and_attempt_a_run_was_sent_to(
         finished_at: chrono::Utc::now(),
         log_tail: Vec::new(),
         instance_id: None,
+        sent_at: None,
     };
     let send = |instance: &str, results: Vec<RunResult>| {
         let body = ResultBatch {

@@ -152,6 +152,16 @@ pub struct RunRequest {
         skip_serializing_if = "Option::is_none"
     )]
     pub not_after: Option<DateTime<Utc>>,
+    /// When the engine sent the request (epoch milliseconds). The wrapper echoes it in the run's
+    /// result ([`RunResult::sent_at`]), so a result that arrives before the engine has written
+    /// the run's start still records when the run was dispatched. Absent: an engine that does
+    /// not say.
+    #[serde(
+        default,
+        with = "chrono::serde::ts_milliseconds_option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub sent_at: Option<DateTime<Utc>>,
 }
 
 impl RunRequest {
@@ -515,6 +525,14 @@ pub struct RunResult {
     /// spool after a restart under a new instance id). Absent: the batch's `instance_id`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instance_id: Option<String>,
+    /// The request's `sent_at`, echoed (epoch milliseconds): when the engine dispatched the run.
+    /// Absent when the request had none.
+    #[serde(
+        default,
+        with = "chrono::serde::ts_milliseconds_option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub sent_at: Option<DateTime<Utc>>,
 }
 
 /// `POST /mthpt/v1/results`: results of finished runs. The engine answers one status per result;
@@ -744,6 +762,7 @@ mod tests {
             deadline: None,
             trigger: Trigger::Manual,
             not_after: None,
+            sent_at: None,
         };
         assert!(req.validate().is_ok());
         req.shard_index = 1;

@@ -357,6 +357,7 @@ pub fn run_request(run_id: RunId, handler: &str) -> RunRequest {
         deadline: None,
         trigger: Trigger::Manual,
         not_after: None,
+        sent_at: None,
     }
 }
 

@@ -46,8 +46,14 @@ async fn results_are_retried_until_the_engine_accepts_them() -> anyhow::Result<(
         b.blocking_handler("echo", |ctx| Ok(json!({"run": ctx.run_id()})))
     })?;
     let client = engine_client()?;
+    // Run 1's request says when the engine sent it; the others' do not.
+    let sent_at = chrono::DateTime::from_timestamp_millis(1_795_000_000_002);
     for run_id in 1..=3 {
-        let resp = post(&client, &w.url, paths::RUNS, &run_request(run_id, "echo")).await?;
+        let mut req = run_request(run_id, "echo");
+        if run_id == 1 {
+            req.sent_at = sent_at;
+        }
+        let resp = post(&client, &w.url, paths::RUNS, &req).await?;
         assert_eq!(resp.status.as_u16(), 202);
     }
     // The engine keeps refusing: results are retried and stay spooled.
@@ -65,6 +71,9 @@ async fn results_are_retried_until_the_engine_accepts_them() -> anyhow::Result<(
         assert_eq!(delivered.len(), 1, "run {run_id} delivered once");
         assert_eq!(delivered[0].outcome, Outcome::Succeeded);
         assert_eq!(delivered[0].output, json!({"run": run_id}));
+        // The send time comes back as it went out, through the spool too.
+        let echoed = if run_id == 1 { sent_at } else { None };
+        assert_eq!(delivered[0].sent_at, echoed, "run {run_id}");
     }
     Ok(())
 }
