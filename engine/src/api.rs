@@ -538,6 +538,7 @@ fn finish_of(r: protocol::RunResult, executor: ExecutorId) -> Finish {
             reported_by: Some(ReportedBy {
                 executor_id: executor,
                 attempt: i32::try_from(r.attempt).unwrap_or(i32::MAX),
+                dispatched_at: r.sent_at.map(|t| t.timestamp_millis()),
             }),
         },
         retryable,

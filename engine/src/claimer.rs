@@ -127,14 +127,22 @@ impl Claimer {
 
     /// Claims one batch at `now` and commits it.
     pub async fn run_once(&self, now: i64) -> Result<ClaimReport> {
+        self.run_once_up_to(now, self.config.batch).await
+    }
+
+    /// [`Self::run_once`] taking at most `limit` runs (and never more than the batch): the
+    /// room the node's admission window leaves (see [`crate::admission`]).
+    pub async fn run_once_up_to(&self, now: i64, limit: i64) -> Result<ClaimReport> {
         let mut tx = self.store.begin().await?;
-        let report = self.claim_in(tx.as_mut(), now).await?;
+        let report = self
+            .claim_in(tx.as_mut(), now, limit.clamp(1, self.config.batch.max(1)))
+            .await?;
         tx.commit().await?;
         crate::metrics::claimed(report.claimed(), report.skipped);
         Ok(report)
     }
 
-    async fn claim_in(&self, tx: &mut dyn Tx, now: i64) -> Result<ClaimReport> {
+    async fn claim_in(&self, tx: &mut dyn Tx, now: i64, limit: i64) -> Result<ClaimReport> {
         let mut report = ClaimReport::default();
         let runs = tx
             .claim_due_runs(&ClaimRequest {
@@ -143,7 +151,7 @@ impl Claimer {
                 now,
                 horizon_ms: self.config.horizon_ms,
                 lease_ms: self.config.lease_ms,
-                limit: self.config.batch,
+                limit,
             })
             .await?;
         if runs.is_empty() {

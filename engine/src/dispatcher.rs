@@ -62,7 +62,7 @@ impl Default for DispatchConfig {
             min_lease_left_ms: 1_000,
             max_in_flight: 256,
             coalesce_ms: 0,
-            start_write_delay_ms: 50,
+            start_write_delay_ms: 300,
         }
     }
 }
@@ -1020,6 +1020,7 @@ pub fn run_request(fire: &Fire, sent_at: i64) -> RunRequest {
             TriggerKind::Recovery => Trigger::Recovery,
         },
         not_after: run.lease_until.map(ms_to_datetime),
+        sent_at: Some(ms_to_datetime(sent_at)),
     }
 }
 

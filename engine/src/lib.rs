@@ -6,6 +6,7 @@
 
 mod macros;
 
+pub mod admission;
 pub mod alarm;
 pub mod api;
 pub mod app;

@@ -178,6 +178,10 @@ fn describe() {
         "Changes refused for a tenant's quota, per tenant and quota"
     );
     describe_gauge!(
+        "mthpt_admission_window",
+        "How many claimed runs this node may hold before their dispatch is written (it follows how quickly they are)"
+    );
+    describe_gauge!(
         "mthpt_rollup_lag_seconds",
         Unit::Seconds,
         "How far behind now the most lagging tenant's rollup watermark is, as of this node's last rollup pass"
@@ -190,6 +194,11 @@ pub fn rollup_pass(deleted: u64, max_lag_ms: i64) {
         counter!("mthpt_runs_deleted_total").increment(deleted);
     }
     gauge!("mthpt_rollup_lag_seconds").set(max_lag_ms.max(0) as f64 / 1000.0);
+}
+
+/// The node's admission window (see [`crate::admission`]).
+pub fn admission_window(window: f64) {
+    gauge!("mthpt_admission_window").set(window);
 }
 
 /// A change of `tenant` refused for `quota` (the quota's name, see [`crate::quota::Quota`]).

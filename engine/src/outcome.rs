@@ -168,21 +168,10 @@ pub async fn finish_runs(
         .collect();
     task_ids.sort_unstable();
     task_ids.dedup();
-    let (tasks, parents): (HashMap<TaskId, Task>, HashSet<TaskId>) = if task_ids.is_empty() {
+    let (tasks, parents) = if task_ids.is_empty() {
         Default::default()
     } else {
-        // The chain children's tasks are locked in the same pass, in id order: locking them
-        // later, after the parents', could close a cycle with a claim (which locks the tasks
-        // of its runs in id order).
-        let children = tx.child_task_ids(&task_ids).await?;
-        task_ids.extend(children);
-        task_ids.sort_unstable();
-        task_ids.dedup();
-        let (tasks, parents) = tx.lock_tasks_with_children(&task_ids).await?;
-        (
-            tasks.into_iter().map(|t| (t.id, t)).collect(),
-            parents.into_iter().collect(),
-        )
+        tasks_of_finished(tx, &completed, &chain_only, task_ids).await?
     };
     // Successes resolve their tasks' open failure alarms; one look-up for the whole batch
     // finds the few tasks that have any, so a success of any other task costs nothing more.
@@ -265,6 +254,60 @@ pub async fn finish_runs(
         tx.notify_due(group).await?;
     }
     Ok(out)
+}
+
+/// The tasks of the runs a batch finished (`task_ids`, sorted), and which of them have chain
+/// children. A task is locked against concurrent edits only when what follows from its run
+/// inserts runs derived from the task's settings: a retry or recovery (a run that did not
+/// succeed), the next occurrence of a fixed delay, chain children (then the children's tasks
+/// too), a broadcast occurrence's end. The common case, a success of a task with no children
+/// and a schedule of its own, reads the task as it is and writes nothing to it. The tasks that
+/// need it are locked in one pass, in id order, after the unlocked read: a claim locks the
+/// tasks of its runs in id order too, so the two queue instead of deadlocking.
+async fn tasks_of_finished(
+    tx: &mut dyn Tx,
+    completed: &[Result<Completion>],
+    chain_only: &HashSet<RunId>,
+    task_ids: Vec<TaskId>,
+) -> Result<(HashMap<TaskId, Task>, HashSet<TaskId>)> {
+    let (read, parents) = tx.tasks_with_children(&task_ids, false).await?;
+    let mut tasks: HashMap<TaskId, Task> = read.into_iter().map(|t| (t.id, t)).collect();
+    let mut parents: HashSet<TaskId> = parents.into_iter().collect();
+    let mut lock: Vec<TaskId> = completed
+        .iter()
+        .filter_map(|c| match c {
+            Ok(Completion::Applied(run)) => Some(run),
+            _ => None,
+        })
+        .filter(|run| {
+            run.state != RunState::Succeeded
+                || run.shard_total > 1
+                || chain_only.contains(&run.id)
+                || parents.contains(&run.task_id)
+                || tasks
+                    .get(&run.task_id)
+                    .is_none_or(|t| t.schedule_kind == ScheduleKind::FixedDelay)
+        })
+        .map(|run| run.task_id)
+        .collect();
+    if lock.is_empty() {
+        return Ok((tasks, parents));
+    }
+    lock.sort_unstable();
+    lock.dedup();
+    // The chain children's tasks are locked in the same pass: locking them later, after the
+    // parents', could close a cycle with a claim.
+    let children = tx.child_task_ids(&lock).await?;
+    lock.extend(children);
+    lock.sort_unstable();
+    lock.dedup();
+    let (locked, locked_parents) = tx.tasks_with_children(&lock, true).await?;
+    for id in &lock {
+        parents.remove(id);
+    }
+    parents.extend(locked_parents);
+    tasks.extend(locked.into_iter().map(|t| (t.id, t)));
+    Ok((tasks, parents))
 }
 
 /// Writes one INFO line per run that `outcomes` finished: task, run, app key

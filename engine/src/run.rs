@@ -258,6 +258,17 @@ pub struct RunCompletion {
 pub struct ReportedBy {
     pub executor_id: ExecutorId,
     pub attempt: i32,
+    /// When the engine sent the run, as the wrapper echoes it from the request (epoch
+    /// milliseconds): recorded as the run's dispatch time when its start was not written yet.
+    /// `None`: a wrapper that does not echo it.
+    pub dispatched_at: Option<i64>,
+}
+
+impl RunCompletion {
+    /// The dispatch time the reporting wrapper echoed, if any.
+    pub fn dispatched_at(&self) -> Option<i64> {
+        self.reported_by.and_then(|r| r.dispatched_at)
+    }
 }
 
 /// Progress reported by a running handler.

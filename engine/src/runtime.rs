@@ -28,6 +28,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
+use crate::admission::Admission;
 use crate::api::CallbackApi;
 use crate::bus::Bus;
 use crate::claimer::{Cancellation, ClaimConfig, Claimer, Fire};
@@ -226,6 +227,8 @@ struct Shared {
     store: Arc<dyn Store>,
     clock: Arc<dyn Clock>,
     claimer: Claimer,
+    /// How many claimed runs the node may hold unsettled (see [`crate::admission`]).
+    admission: Arc<Admission>,
     dispatcher: Arc<Dispatcher>,
     watchdog: Watchdog,
     draining: AtomicBool,
@@ -342,6 +345,11 @@ impl EngineNode {
             store: store.clone(),
             clock: clock.clone(),
             claimer,
+            admission: Arc::new(Admission::new(
+                config.claim_batch.saturating_mul(2),
+                config.lease_ms,
+                config.dispatch.start_write_delay_ms,
+            )),
             dispatcher,
             watchdog,
             draining: AtomicBool::new(false),
@@ -672,10 +680,24 @@ impl Shared {
                 biased;
                 _ = stop.changed() => return,
                 () = tokio::time::sleep_until(next_claim) => {
-                    let pass = self.claimer.run_once(self.clock.now_ms());
+                    let now = self.clock.now_ms();
+                    let limit = self.admission.room(now).min(self.config.claim_batch);
+                    if limit == 0 {
+                        // The node holds all the unsettled runs it may: claim again when some
+                        // settle (see crate::admission).
+                        self.admission.wait_for_room(poll).await;
+                        next_claim = Instant::now();
+                        continue;
+                    }
+                    let pass = self.claimer.run_once_up_to(now, limit);
                     match Self::bounded(self.pass_limit(), "claim", pass).await {
                         Ok(mut report) => {
-                            let full = i64::try_from(report.claimed()).unwrap_or(0) >= self.config.claim_batch;
+                            self.admission.claimed(
+                                report.fires.iter().map(|f| (f.run.id, f.run.due_at)),
+                                self.clock.now_ms(),
+                            );
+                            crate::metrics::admission_window(self.admission.window());
+                            let full = i64::try_from(report.claimed()).unwrap_or(0) >= limit;
                             if !report.replaced.is_empty() {
                                 let d = self.dispatcher.clone();
                                 let replaced = std::mem::take(&mut report.replaced);
@@ -742,6 +764,7 @@ impl Shared {
                     let pass = self.dispatcher.prepare(batch);
                     match Self::bounded(self.pass_limit(), "readying claimed runs", pass).await {
                         Ok((runs, report)) => {
+                            self.settle(&report);
                             log_dispatch(&report);
                             if ready.send(runs).is_err() {
                                 break;
@@ -790,9 +813,13 @@ impl Shared {
                     let later = queue.split_off(&(now + 1, RunId(i64::MIN)));
                     let due: Vec<Ready> = std::mem::replace(&mut queue, later).into_values().collect();
                     let dispatcher = self.dispatcher.clone();
+                    let node = self.clone();
                     dispatches.spawn(async move {
                         match dispatcher.send(due).await {
-                            Ok(r) => log_dispatch(&r),
+                            Ok(r) => {
+                                node.settle(&r);
+                                log_dispatch(&r);
+                            }
                             Err(e) => tracing::warn!(error = %e, "dispatch failed; the runs are retried when their leases end"),
                         }
                     });
@@ -836,6 +863,29 @@ impl Shared {
             }
         }
         report
+    }
+
+    /// The runs a dispatch step settled leave the admission window.
+    fn settle(&self, r: &DispatchReport) {
+        let ids = r
+            .started
+            .iter()
+            .chain(&r.released)
+            .chain(&r.fenced)
+            .chain(&r.failed)
+            .chain(&r.expiring)
+            .chain(&r.held)
+            .chain(&r.lost)
+            .copied();
+        let settled = self.admission.settle(ids, self.clock.now_ms());
+        if settled.late > 0 {
+            tracing::debug!(
+                runs = settled.runs,
+                late = settled.late,
+                window = settled.window,
+                "runs settled late: claiming less"
+            );
+        }
     }
 
     async fn release(&self, fences: &[Fence]) -> Result<usize, StoreError> {

@@ -83,7 +83,7 @@ pub struct EngineArgs {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dispatch_coalesce_ms: Option<i64>,
     /// Accepted runs are written as started this many ms later, so a quick run's result
-    /// usually comes first and its start costs a small write (0 to 1000) [default: 50]
+    /// usually comes first and its start costs no write (0 to 1000) [default: 300]
     #[arg(long, env = "MTHPT_START_WRITE_DELAY_MS")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub start_write_delay_ms: Option<i64>,

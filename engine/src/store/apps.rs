@@ -196,6 +196,18 @@ impl Apps for StoreTx {
                 "app {id} is used by {in_use} task(s); delete them or move them to another app first"
             )));
         }
+        // Runs have no foreign key to their task (PostgreSQL): the runs of the app's deleted
+        // tasks go first.
+        on_conn!(self, |c| {
+            sqlx::query(
+            "DELETE FROM runs WHERE task_id IN (SELECT id FROM tasks WHERE tenant_id = $1 AND app_id = $2)"
+        )
+        .bind(tenant)
+        .bind(id)
+        .execute(&mut **c)
+        .await
+        .map(|_| ())
+        })?;
         let done = on_conn!(self, |c| sqlx::query(
             "DELETE FROM apps WHERE tenant_id = $1 AND id = $2"
         )

@@ -13,7 +13,7 @@ use async_trait::async_trait;
 use sqlx::types::Json;
 
 use super::completion::{completed_tail, late_success_counts, not_final, report_refused};
-use super::tx::{Conn, Dialect, Locking, StoreTx, fk_or, found, on_conn};
+use super::tx::{Conn, Dialect, Locking, StoreTx, found, on_conn, reference_or};
 use super::{
     ClaimRequest, Completion, Result, Revival, StartClaimed, StartedRun, StoreError, page_limit,
     pg, sqlite,
@@ -182,7 +182,7 @@ impl Runs for StoreTx {
                  shard_total, trigger_kind, state, priority, parent_run_id, chain_root_id, params,
                  triggered_by, created_at, app_id)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'pending', $10, $11, $12, $13, $14, $15,
-                 (SELECT k.app_id FROM tasks k WHERE k.id = $2))
+                 (SELECT k.app_id FROM tasks k WHERE k.id = $2 AND k.tenant_id = $1))
              ON CONFLICT (task_id, scheduled_at, attempt, shard_index) DO NOTHING
              RETURNING *",
         )
@@ -203,7 +203,7 @@ impl Runs for StoreTx {
         .bind(now)
         .fetch_optional(&mut **c)
         .await)
-        .map_err(|e| fk_or(e, || format!("task {} of tenant {}", run.task_id, run.tenant_id)))
+        .map_err(|e| reference_or(e, || format!("task {} of tenant {}", run.task_id, run.tenant_id)))
     }
 
     async fn insert_runs(&mut self, runs: &[NewRun], now: i64) -> Result<Vec<Run>> {
@@ -384,7 +384,10 @@ impl Runs for StoreTx {
         let tail = completed_tail(&run, completion);
         let row: Option<Run> = on_conn!(self, |c| sqlx::query_as(
             "UPDATE runs SET state = $2, output = $3, error = $4, log_tail = $5,
-                 started_at = COALESCE(started_at, $6), finished_at = $7, lease_until = NULL
+                 started_at = COALESCE(started_at, $6), finished_at = $7, lease_until = NULL,
+                 dispatch_attempts = dispatch_attempts
+                     + CASE WHEN dispatched_at IS NULL AND $8 IS NOT NULL THEN 1 ELSE 0 END,
+                 dispatched_at = COALESCE(dispatched_at, $8)
              WHERE id = $1 AND state IN ('pending', 'claimed', 'running') RETURNING *",
         )
         .bind(id)
@@ -394,6 +397,7 @@ impl Runs for StoreTx {
         .bind(tail)
         .bind(completion.started_at)
         .bind(completion.finished_at)
+        .bind(completion.dispatched_at())
         .fetch_optional(&mut **c)
         .await)?;
         match row {
@@ -532,6 +536,16 @@ impl Runs for StoreTx {
     }
 
     async fn runs_not_started(&mut self, now: i64, limit: i64) -> Result<Vec<Run>> {
+        // Most tasks have no start timeout: when none has, the waiting runs (all of them
+        // behind an overloaded cluster) are not read at all.
+        let any: Option<(TaskId,)> = on_conn!(self, |c| sqlx::query_as(
+            "SELECT id FROM tasks WHERE start_timeout_ms IS NOT NULL LIMIT 1"
+        )
+        .fetch_optional(&mut **c)
+        .await)?;
+        if any.is_none() {
+            return Ok(Vec::new());
+        }
         Ok(on_conn!(self, |c| sqlx::query_as(
             "SELECT r.* FROM runs r JOIN tasks t ON t.id = r.task_id
              WHERE r.state IN ('pending', 'claimed') AND r.due_at < $1

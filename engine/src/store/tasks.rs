@@ -4,7 +4,7 @@
 //! in `store/ops.rs` and work on both backends.
 //!
 //! Written per dialect, in `pg/tasks.rs` and `sqlite/tasks.rs`: `lock_tasks`, `lock_tasks_for_update`,
-//! `lock_tasks_with_children`, `add_fires_scheduled_many` and `child_task_ids` (row locks and
+//! `tasks_with_children`, `add_fires_scheduled_many` and `child_task_ids` (row locks and
 //! lists of ids).
 
 use async_trait::async_trait;
@@ -73,11 +73,13 @@ pub trait Tasks: Send {
     /// order, so two such callers queue one behind the other instead of deadlocking on
     /// upgrading shared locks.
     async fn lock_tasks_for_update(&mut self, ids: &[TaskId]) -> Result<Vec<Task>>;
-    /// Engine internal: [`Tasks::lock_tasks`], and which of the tasks are the parent of a
-    /// dependency (have children), in one statement.
-    async fn lock_tasks_with_children(
+    /// Engine internal: tasks by id (deleted ones included), and which of them are the parent
+    /// of a dependency (have children), in one statement; locked as by [`Tasks::lock_tasks`]
+    /// when `lock` says so, else read as they are.
+    async fn tasks_with_children(
         &mut self,
         ids: &[TaskId],
+        lock: bool,
     ) -> Result<(Vec<Task>, Vec<TaskId>)>;
     /// Engine internal: counts `n` more materialised scheduled occurrences.
     async fn add_fires_scheduled(&mut self, task: TaskId, n: i64) -> Result<()>;
@@ -303,13 +305,15 @@ impl Tasks for StoreTx {
         }
     }
 
-    async fn lock_tasks_with_children(
+    async fn tasks_with_children(
         &mut self,
         ids: &[TaskId],
+        lock: bool,
     ) -> Result<(Vec<Task>, Vec<TaskId>)> {
         match &mut self.conn {
-            Conn::Postgres(c) => pg::tasks::lock_tasks_with_children(c, ids).await,
-            Conn::Sqlite(c) => sqlite::tasks::lock_tasks_with_children(c, ids).await,
+            Conn::Postgres(c) => pg::tasks::tasks_with_children(c, ids, lock).await,
+            // One writer at a time: nothing to lock.
+            Conn::Sqlite(c) => sqlite::tasks::tasks_with_children(c, ids).await,
         }
     }
 

@@ -150,6 +150,14 @@ impl Tenants for StoreTx {
     }
 
     async fn delete_tenant(&mut self, id: TenantId) -> Result<()> {
+        // Runs have no foreign key to their tenant (PostgreSQL): they go first.
+        on_conn!(self, |c| sqlx::query(
+            "DELETE FROM runs WHERE tenant_id = $1"
+        )
+        .bind(id)
+        .execute(&mut **c)
+        .await
+        .map(|_| ()))?;
         let done = on_conn!(self, |c| sqlx::query("DELETE FROM tenants WHERE id = $1")
             .bind(id)
             .execute(&mut **c)
@@ -282,8 +290,13 @@ impl Tenants for StoreTx {
 
     async fn waiting_runs_by_tenant(&mut self, now: i64) -> Result<Vec<(String, i64)>> {
         Ok(on_conn!(self, |c| sqlx::query_as(
+            // Through the claim index (group, app, due time), as `waiting_runs_up_to`: the
+            // tenant's finished runs are never read.
             "SELECT t.name, (SELECT COUNT(*) FROM runs r
-                             WHERE r.tenant_id = t.id AND r.state = 'pending' AND r.due_at <= $1)
+                             WHERE r.node_group = t.node_group
+                               AND r.app_id IN (SELECT a.id FROM apps a WHERE a.tenant_id = t.id)
+                               AND r.started_at IS NULL AND r.finished_at IS NULL
+                               AND r.state = 'pending' AND r.due_at <= $1)
              FROM tenants t ORDER BY t.name"
         )
         .bind(now)

@@ -165,6 +165,22 @@ pub(super) fn fk_or(e: sqlx::Error, what: impl FnOnce() -> String) -> StoreError
     }
 }
 
+/// Maps a foreign-key violation, or a not-null violation (a referenced row read by a subquery
+/// that found none: a run's app, read from its task), to [`StoreError::NotFound`] with `what`.
+pub(super) fn reference_or(e: sqlx::Error, what: impl FnOnce() -> String) -> StoreError {
+    match &e {
+        sqlx::Error::Database(db)
+            if matches!(
+                db.kind(),
+                ErrorKind::ForeignKeyViolation | ErrorKind::NotNullViolation
+            ) =>
+        {
+            StoreError::NotFound(what())
+        }
+        _ => StoreError::from(e),
+    }
+}
+
 /// Maps a check-constraint violation to [`StoreError::InvalidState`] with `msg`.
 pub(super) fn check_or(e: sqlx::Error, msg: impl FnOnce() -> String) -> StoreError {
     match &e {

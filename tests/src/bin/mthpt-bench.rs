@@ -78,7 +78,7 @@ struct Args {
     /// `mthpt engine --dispatch-coalesce-ms`.
     #[arg(long)]
     dispatch_coalesce_ms: Option<i64>,
-    /// `mthpt engine --start-write-delay-ms` (default: the engine's own, 50).
+    /// `mthpt engine --start-write-delay-ms` (default: the engine's own, 300).
     #[arg(long)]
     start_write_delay_ms: Option<i64>,
     /// How long each wrapper gathers results before delivering them together, ms (default: the

@@ -11,7 +11,7 @@ use crate::store::claims::{
     ClaimApp, StoredBucket, charge_buckets, claim_windows, fire_buckets, rated_tenants,
 };
 use crate::store::completion::plan_completions;
-use crate::store::tx::{fk_or, found};
+use crate::store::tx::{found, reference_or};
 use crate::store::{ClaimRequest, Completion, Result, StartClaimed, StartedRun};
 use crate::task::TaskId;
 
@@ -25,13 +25,23 @@ pub(crate) async fn start_claimed_runs(
         return Ok(Vec::new());
     }
     let ids: Vec<i64> = items.iter().map(|i| i.fence.run_id.0).collect();
-    // Locked in id order first, as result batches lock them: the two never deadlock.
-    sqlx::query("SELECT id FROM runs WHERE id = ANY($1) ORDER BY id FOR UPDATE")
-        .bind(&ids)
-        .execute(&mut *c)
-        .await?;
+    // Locked in id order first, as result batches lock them: the two never deadlock. Only the
+    // runs the write below changes: a run whose result came first and recorded its dispatch
+    // (the wrapper echoes the request's send time) is neither locked nor written again.
+    sqlx::query(
+        "SELECT id FROM runs WHERE id = ANY($1)
+           AND (state = 'claimed'
+                OR (state IN ('succeeded', 'failed', 'timed_out', 'cancelled') AND dispatched_at IS NULL))
+         ORDER BY id FOR UPDATE",
+    )
+    .bind(&ids)
+    .execute(&mut *c)
+    .await?;
+    // A run whose result came first and recorded its dispatch is not written again, and is
+    // answered as not running (not as fenced: this node's claim still stands).
     Ok(sqlx::query_as(
-        "UPDATE runs r SET state = CASE WHEN r.state = 'claimed' THEN 'running' ELSE r.state END,
+        "WITH moved AS (
+         UPDATE runs r SET state = CASE WHEN r.state = 'claimed' THEN 'running' ELSE r.state END,
              executor_id = u.executor_id, dispatched_at = u.dispatched_at,
              started_at = COALESCE(r.started_at, $7),
              deadline_at = CASE WHEN r.state = 'claimed' THEN u.deadline_at ELSE r.deadline_at END,
@@ -39,10 +49,16 @@ pub(crate) async fn start_claimed_runs(
              dispatch_attempts = r.dispatch_attempts + 1
          FROM UNNEST($1::bigint[], $2::text[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[])
            AS u(id, owner, fence, executor_id, dispatched_at, deadline_at)
-         WHERE r.id = ANY($1) AND r.id = u.id AND r.claim_owner = u.owner AND r.fence = u.fence
+         WHERE r.id = u.id AND r.claim_owner = u.owner AND r.fence = u.fence
            AND (r.state = 'claimed'
                 OR (r.state IN ('succeeded', 'failed', 'timed_out', 'cancelled') AND r.dispatched_at IS NULL))
-         RETURNING r.id, r.state = 'running' AS running",
+         RETURNING r.id, r.state = 'running' AS running)
+         SELECT id, running FROM moved
+         UNION ALL
+         SELECT r.id, FALSE FROM runs r
+           JOIN UNNEST($1::bigint[], $2::text[], $3::bigint[]) AS u(id, owner, fence) ON r.id = u.id
+         WHERE r.claim_owner = u.owner AND r.fence = u.fence
+           AND r.state IN ('succeeded', 'failed', 'timed_out', 'cancelled') AND r.dispatched_at IS NOT NULL",
     )
     .bind(&ids)
     .bind(items.iter().map(|i| i.fence.node.clone()).collect::<Vec<_>>())
@@ -91,7 +107,7 @@ pub(crate) async fn record_dispatch_intent(
         "UPDATE runs r SET executor_id = u.executor_id
          FROM UNNEST($1::bigint[], $2::text[], $3::bigint[], $4::bigint[])
            AS u(id, owner, fence, executor_id)
-         WHERE r.id = ANY($1) AND r.id = u.id AND r.state = 'claimed' AND r.claim_owner = u.owner
+         WHERE r.id = u.id AND r.state = 'claimed' AND r.claim_owner = u.owner
            AND r.fence = u.fence AND r.lease_until > $5
          RETURNING r.id",
     )
@@ -123,7 +139,7 @@ pub(crate) async fn release_claimed_runs(
         "UPDATE runs r SET state = 'pending', claim_owner = NULL, lease_until = NULL,
              dispatch_attempts = r.dispatch_attempts + 1
          FROM UNNEST($1::bigint[], $2::text[], $3::bigint[]) AS u(id, owner, fence)
-         WHERE r.id = ANY($1) AND r.id = u.id AND r.state = 'claimed' AND r.claim_owner = u.owner
+         WHERE r.id = u.id AND r.state = 'claimed' AND r.claim_owner = u.owner
            AND r.fence = u.fence AND r.lease_until > $4
          RETURNING r.id",
     )
@@ -136,12 +152,71 @@ pub(crate) async fn release_claimed_runs(
     Ok(rows.into_iter().map(|(id,)| id).collect())
 }
 
+/// A run as a completion read it, with its row version (`xmin`).
+#[derive(sqlx::FromRow)]
+struct Versioned {
+    #[sqlx(flatten)]
+    run: Run,
+    version: String,
+}
+
 /// [`Runs::complete_runs`](crate::store::Runs::complete_runs) on PostgreSQL.
+///
+/// The runs are read without a lock and written only where the row is still the version read
+/// (its `xmin`): in the common case nothing else changes them in between, and the write takes
+/// each row's lock itself, in id order (the statement drives an index scan of the primary key
+/// with the sorted ids), so no separate lock is written for each row first. A run another
+/// transaction changed in between (its start, a timeout) is not written: the items naming it
+/// are done again after locking it, as [`complete_runs_locked`] does.
 pub(crate) async fn complete_runs(
     c: &mut PgConnection,
     app: Option<AppId>,
     items: &[(RunId, RunCompletion)],
 ) -> Result<Vec<Result<Completion>>> {
+    let ids = final_ids(items);
+    let read: Vec<Versioned> = if ids.is_empty() {
+        Vec::new()
+    } else {
+        sqlx::query_as(
+            "SELECT runs.*, xmin::text AS version FROM runs WHERE id = ANY($1)
+               AND ($2 IS NULL OR EXISTS (SELECT 1 FROM tasks t WHERE t.id = runs.task_id AND t.app_id = $2))",
+        )
+        .bind(&ids)
+        .bind(app)
+        .fetch_all(&mut *c)
+        .await?
+    };
+    let versions: std::collections::HashMap<RunId, String> =
+        read.iter().map(|v| (v.run.id, v.version.clone())).collect();
+    let mut plan = plan_completions(read.into_iter().map(|v| v.run).collect(), items);
+    plan.writes.sort_by_key(|(id, _, _)| *id);
+    let changed = write_completions(c, &plan.writes, Some(&versions)).await?;
+    let changed_ids: std::collections::HashSet<RunId> = changed.iter().map(|r| r.id).collect();
+    let missed: std::collections::HashSet<RunId> = plan
+        .writes
+        .iter()
+        .map(|(id, _, _)| *id)
+        .filter(|id| !changed_ids.contains(id))
+        .collect();
+    let mut out = plan.outcomes(changed);
+    if missed.is_empty() {
+        return Ok(out);
+    }
+    let (at, again): (Vec<usize>, Vec<(RunId, RunCompletion)>) = items
+        .iter()
+        .enumerate()
+        .filter(|(_, (id, _))| missed.contains(id))
+        .map(|(i, item)| (i, item.clone()))
+        .unzip();
+    let redone = complete_runs_locked(c, app, &again).await?;
+    for (i, outcome) in at.into_iter().zip(redone) {
+        out[i] = outcome;
+    }
+    Ok(out)
+}
+
+/// The ids of the items with a final state, sorted, each once.
+fn final_ids(items: &[(RunId, RunCompletion)]) -> Vec<i64> {
     let mut ids: Vec<i64> = items
         .iter()
         .filter(|(_, c)| c.state.is_final())
@@ -149,6 +224,16 @@ pub(crate) async fn complete_runs(
         .collect();
     ids.sort_unstable();
     ids.dedup();
+    ids
+}
+
+/// [`complete_runs`] with the runs locked (in id order) before they are read.
+async fn complete_runs_locked(
+    c: &mut PgConnection,
+    app: Option<AppId>,
+    items: &[(RunId, RunCompletion)],
+) -> Result<Vec<Result<Completion>>> {
+    let ids = final_ids(items);
     let locked: Vec<Run> = if ids.is_empty() {
         Vec::new()
     } else {
@@ -163,47 +248,69 @@ pub(crate) async fn complete_runs(
         .await?
     };
     let plan = plan_completions(locked, items);
-    let changed: Vec<Run> = if plan.writes.is_empty() {
-        Vec::new()
-    } else {
-        let w = &plan.writes;
-        sqlx::query_as(
-            "UPDATE runs r SET state = u.state, output = u.output, error = u.error,
-                 log_tail = u.log_tail, started_at = COALESCE(r.started_at, u.started_at),
-                 finished_at = u.finished_at, lease_until = NULL
-             FROM UNNEST($1::bigint[], $2::text[], $3::jsonb[], $4::text[], $5::text[],
-                         $6::bigint[], $7::bigint[])
-               AS u(id, state, output, error, log_tail, started_at, finished_at)
-             WHERE r.id = ANY($1) AND r.id = u.id AND r.state IN ('pending', 'claimed', 'running')
-             RETURNING r.*",
-        )
-        .bind(w.iter().map(|(id, _, _)| id.0).collect::<Vec<_>>())
-        .bind(
-            w.iter()
-                .map(|(_, c, _)| c.state.as_str())
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            w.iter()
-                .map(|(_, c, _)| c.output.as_ref().map(Json))
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            w.iter()
-                .map(|(_, c, _)| c.error.clone())
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            w.iter()
-                .map(|(_, _, tail)| tail.clone())
-                .collect::<Vec<_>>(),
-        )
-        .bind(w.iter().map(|(_, c, _)| c.started_at).collect::<Vec<_>>())
-        .bind(w.iter().map(|(_, c, _)| c.finished_at).collect::<Vec<_>>())
-        .fetch_all(&mut *c)
-        .await?
-    };
+    let changed = write_completions(c, &plan.writes, None).await?;
     Ok(plan.outcomes(changed))
+}
+
+/// Writes planned completions (sorted by id) in one statement and returns the rows written;
+/// with `versions`, only rows still at the version read.
+async fn write_completions(
+    c: &mut PgConnection,
+    w: &[(RunId, RunCompletion, String)],
+    versions: Option<&std::collections::HashMap<RunId, String>>,
+) -> Result<Vec<Run>> {
+    if w.is_empty() {
+        return Ok(Vec::new());
+    }
+    Ok(sqlx::query_as(
+        "UPDATE runs r SET state = u.state, output = u.output, error = u.error,
+             log_tail = u.log_tail, started_at = COALESCE(r.started_at, u.started_at),
+             finished_at = u.finished_at, lease_until = NULL,
+             dispatch_attempts = r.dispatch_attempts
+                 + CASE WHEN r.dispatched_at IS NULL AND u.dispatched_at IS NOT NULL THEN 1 ELSE 0 END,
+             dispatched_at = COALESCE(r.dispatched_at, u.dispatched_at)
+         FROM UNNEST($1::bigint[], $2::text[], $3::jsonb[], $4::text[], $5::text[],
+                     $6::bigint[], $7::bigint[], $8::bigint[], $9::text[])
+           AS u(id, state, output, error, log_tail, started_at, finished_at, dispatched_at, version)
+         WHERE r.id = u.id AND r.state IN ('pending', 'claimed', 'running')
+           AND (u.version IS NULL OR r.xmin = u.version::xid)
+         RETURNING r.*",
+    )
+    .bind(w.iter().map(|(id, _, _)| id.0).collect::<Vec<_>>())
+    .bind(
+        w.iter()
+            .map(|(_, c, _)| c.state.as_str())
+            .collect::<Vec<_>>(),
+    )
+    .bind(
+        w.iter()
+            .map(|(_, c, _)| c.output.as_ref().map(Json))
+            .collect::<Vec<_>>(),
+    )
+    .bind(
+        w.iter()
+            .map(|(_, c, _)| c.error.clone())
+            .collect::<Vec<_>>(),
+    )
+    .bind(
+        w.iter()
+            .map(|(_, _, tail)| tail.clone())
+            .collect::<Vec<_>>(),
+    )
+    .bind(w.iter().map(|(_, c, _)| c.started_at).collect::<Vec<_>>())
+    .bind(w.iter().map(|(_, c, _)| c.finished_at).collect::<Vec<_>>())
+    .bind(
+        w.iter()
+            .map(|(_, c, _)| c.dispatched_at())
+            .collect::<Vec<_>>(),
+    )
+    .bind(
+        w.iter()
+            .map(|(id, _, _)| versions.and_then(|v| v.get(id).cloned()))
+            .collect::<Vec<_>>(),
+    )
+    .fetch_all(&mut *c)
+    .await?)
 }
 
 /// [`Runs::insert_runs`](crate::store::Runs::insert_runs) on PostgreSQL.
@@ -224,7 +331,7 @@ pub(crate) async fn insert_runs(
              triggered_by, created_at, app_id)
          SELECT tenant_id, task_id, node_group, scheduled_at, due_at, attempt, shard_index, shard_total,
              trigger_kind, 'pending', priority, parent_run_id, chain_root_id, params, triggered_by, $15,
-             (SELECT k.app_id FROM tasks k WHERE k.id = t.task_id)
+             (SELECT k.app_id FROM tasks k WHERE k.id = t.task_id AND k.tenant_id = t.tenant_id)
          FROM UNNEST($1::bigint[], $2::bigint[], $3::text[], $4::bigint[], $5::bigint[], $6::int[],
              $7::int[], $8::int[], $9::text[], $10::int[], $11::bigint[], $12::bigint[], $13::jsonb[],
              $14::text[])
@@ -256,7 +363,7 @@ pub(crate) async fn insert_runs(
     .bind(now)
     .fetch_all(&mut *c)
     .await
-    .map_err(|e| fk_or(e, || "a task or tenant of these runs".to_owned()))
+    .map_err(|e| reference_or(e, || "a task or tenant of these runs".to_owned()))
 }
 
 /// [`Runs::claim_due_runs`](crate::store::Runs::claim_due_runs) on PostgreSQL: the apps'

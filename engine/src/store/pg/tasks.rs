@@ -30,7 +30,7 @@ pub(crate) async fn add_fires_scheduled_many(
     sqlx::query(
         "UPDATE tasks t SET fires_scheduled = t.fires_scheduled + u.n
          FROM UNNEST($1::bigint[], $2::bigint[]) AS u(id, n)
-         WHERE t.id = ANY($1) AND t.id = u.id",
+         WHERE t.id = u.id",
     )
     .bind(sums.iter().map(|(t, _)| t.0).collect::<Vec<_>>())
     .bind(sums.iter().map(|(_, n)| *n).collect::<Vec<_>>())
@@ -52,19 +52,24 @@ pub(crate) async fn lock_tasks_for_update(
     )
 }
 
-/// [`Tasks::lock_tasks_with_children`](crate::store::Tasks::lock_tasks_with_children) on PostgreSQL.
-pub(crate) async fn lock_tasks_with_children(
+/// [`Tasks::tasks_with_children`](crate::store::Tasks::tasks_with_children) on PostgreSQL.
+pub(crate) async fn tasks_with_children(
     c: &mut PgConnection,
     ids: &[TaskId],
+    lock: bool,
 ) -> Result<(Vec<Task>, Vec<TaskId>)> {
-    let rows = sqlx::query(
+    const READ: &str =
         "SELECT t.*, EXISTS (SELECT 1 FROM task_dependencies d WHERE d.parent_task_id = t.id)
              AS has_children
-         FROM tasks t WHERE t.id = ANY($1) ORDER BY t.id FOR SHARE OF t",
-    )
-    .bind(raw_ids(ids, |i| i.0))
-    .fetch_all(&mut *c)
-    .await?;
+         FROM tasks t WHERE t.id = ANY($1) ORDER BY t.id";
+    const LOCK: &str =
+        "SELECT t.*, EXISTS (SELECT 1 FROM task_dependencies d WHERE d.parent_task_id = t.id)
+             AS has_children
+         FROM tasks t WHERE t.id = ANY($1) ORDER BY t.id FOR SHARE OF t";
+    let rows = sqlx::query(if lock { LOCK } else { READ })
+        .bind(raw_ids(ids, |i| i.0))
+        .fetch_all(&mut *c)
+        .await?;
     let mut tasks = Vec::with_capacity(rows.len());
     let mut parents = Vec::new();
     for row in rows {

@@ -44,7 +44,23 @@ pub(crate) async fn start_claimed_runs(
         .bind(now)
         .fetch_optional(&mut *c)
         .await?;
-        started.extend(moved);
+        if moved.is_some() {
+            started.extend(moved);
+            continue;
+        }
+        // Its result came first and recorded the dispatch: not running, and still this
+        // node's claim (not fenced).
+        let done: Option<StartedRun> = sqlx::query_as(
+            "SELECT id, FALSE AS running FROM runs
+             WHERE id = $1 AND claim_owner = $2 AND fence = $3
+               AND state IN ('succeeded', 'failed', 'timed_out', 'cancelled') AND dispatched_at IS NOT NULL",
+        )
+        .bind(item.fence.run_id)
+        .bind(&item.fence.node)
+        .bind(item.fence.token)
+        .fetch_optional(&mut *c)
+        .await?;
+        started.extend(done);
     }
     Ok(started)
 }

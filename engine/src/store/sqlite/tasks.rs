@@ -39,8 +39,8 @@ pub(crate) async fn lock_tasks_for_update(
     lock_tasks(c, ids).await
 }
 
-/// [`Tasks::lock_tasks_with_children`](crate::store::Tasks::lock_tasks_with_children) on SQLite.
-pub(crate) async fn lock_tasks_with_children(
+/// [`Tasks::tasks_with_children`](crate::store::Tasks::tasks_with_children) on SQLite.
+pub(crate) async fn tasks_with_children(
     c: &mut SqliteConnection,
     ids: &[TaskId],
 ) -> Result<(Vec<Task>, Vec<TaskId>)> {

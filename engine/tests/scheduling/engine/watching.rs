@@ -346,6 +346,7 @@ fn late_success(executor: ExecutorId, at: i64) -> Finish {
             reported_by: Some(ReportedBy {
                 executor_id: executor,
                 attempt: 1,
+                dispatched_at: None,
             }),
         },
         retryable: false,
@@ -459,6 +460,7 @@ fn recovery_failed(executor: ExecutorId, at: i64) -> Finish {
             reported_by: Some(ReportedBy {
                 executor_id: executor,
                 attempt: 2,
+                dispatched_at: None,
             }),
         },
         retryable: true,

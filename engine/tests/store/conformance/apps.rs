@@ -2,6 +2,7 @@ use std::sync::Arc;
 
 use mthpt_engine::app::{ExecutorHeartbeat, ExecutorRegistration, ExecutorState, NewApp};
 use mthpt_engine::node::{NodeHeartbeat, NodeState};
+use mthpt_engine::run::{RunCompletion, RunState};
 use mthpt_engine::store::{Store, StoreError};
 
 use crate::in_tx;
@@ -85,6 +86,30 @@ pub async fn apps_are_created_read_and_deleted_unless_in_use(store: Arc<dyn Stor
     assert_eq!(rotated.secret, "rotated-secret-0123");
     assert_eq!(rotated.updated_at, T0 + 1);
 
+    // The runs of an app's deleted tasks go with the app.
+    let (gone, _) = create_task(store, &w, &manual(reports.id, "gone")).await;
+    let old = insert(store, &occurrence(&w, &gone, T0 - MINUTE)).await;
+    in_tx!(store, |tx| {
+        tx.complete_run(
+            old.id,
+            None,
+            &RunCompletion {
+                state: RunState::Succeeded,
+                output: None,
+                error: None,
+                log: None,
+                started_at: Some(T0 - MINUTE),
+                finished_at: T0 - MINUTE + 1,
+                reported_by: None,
+            },
+        )
+        .await
+        .unwrap();
+        tx.mark_task_deleted(w.tenant.id, gone.id, gone.version, T0)
+            .await
+            .unwrap();
+    });
+
     // An app with a task cannot be deleted; without, it can.
     create_task(store, &w, &manual(w.app.id, "job")).await;
     let mut tx = store.begin().await.unwrap();
@@ -98,6 +123,10 @@ pub async fn apps_are_created_read_and_deleted_unless_in_use(store: Arc<dyn Stor
         tx.get_app(w.tenant.id, reports.id).await,
         Err(StoreError::NotFound(_))
     ));
+    assert!(
+        tx.find_run(old.id).await.unwrap().is_none(),
+        "its runs went too"
+    );
     assert!(matches!(
         tx.delete_app(w.tenant.id, reports.id).await,
         Err(StoreError::NotFound(_))

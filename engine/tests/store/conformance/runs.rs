@@ -3,8 +3,8 @@ use std::time::Duration;
 
 use mthpt_engine::app::AppId;
 use mthpt_engine::run::{
-    ClaimedTransition, Fence, NewRun, Run, RunCompletion, RunFilter, RunId, RunProgress, RunState,
-    TriggerKind,
+    ClaimedTransition, Fence, NewRun, ReportedBy, Run, RunCompletion, RunFilter, RunId,
+    RunProgress, RunState, TriggerKind,
 };
 use mthpt_engine::store::{ClaimRequest, Completion, StartClaimed, StartedRun, Store, StoreError};
 
@@ -89,6 +89,31 @@ pub async fn same_occurrence_inserted_by_two_nodes_exists_once(store: Arc<dyn St
     // A retry of the same occurrence is a different attempt, hence a new row.
     let retry = NewRun::next_attempt(&all[1], T0 + 2 * MINUTE, TriggerKind::Retry);
     assert_eq!(tx.insert_run(&retry, T0).await.unwrap().unwrap().attempt, 2);
+}
+
+pub async fn a_run_of_a_task_that_does_not_exist_is_refused(store: Arc<dyn Store>) {
+    let store = &*store;
+    let w = world(store, "acme").await;
+    let (task, _) = create_task(store, &w, &manual(w.app.id, "job")).await;
+    let mut ghost = occurrence(&w, &task, T0 + MINUTE);
+    ghost.task_id = mthpt_engine::task::TaskId(task.id.0 + 1_000);
+    let mut tx = store.begin().await.unwrap();
+    let one = tx.insert_run(&ghost, T0).await;
+    assert!(matches!(one, Err(StoreError::NotFound(_))), "{one:?}");
+    drop(tx);
+    let mut tx = store.begin().await.unwrap();
+    let many = tx.insert_runs(std::slice::from_ref(&ghost), T0).await;
+    assert!(matches!(many, Err(StoreError::NotFound(_))), "{many:?}");
+    drop(tx);
+    let listed = read(store)
+        .await
+        .list_runs(w.tenant.id, &RunFilter::default())
+        .await
+        .unwrap();
+    assert!(
+        listed.iter().all(|r| r.task_id == task.id),
+        "nothing of the missing task was stored"
+    );
 }
 
 pub async fn claims_take_due_runs_of_served_groups_in_order(store: Arc<dyn Store>) {
@@ -393,12 +418,26 @@ pub async fn batch_start_and_release_move_only_runs_still_held(store: Arc<dyn St
         (r3.executor_id, r3.dispatched_at, r3.started_at),
         (Some(e.id), Some(T0 + 2), Some(T0 + 3))
     );
-    assert!(
+    assert_eq!(
         in_tx!(store, |tx| tx
             .start_claimed_runs(&[late_start], T0 + 6)
             .await
-            .unwrap())
-        .is_empty(),
+            .unwrap()),
+        vec![StartedRun {
+            id: runs[3].id,
+            running: false
+        }],
+        "asked again: still this node's, and final"
+    );
+    let again = read(store)
+        .await
+        .find_run(runs[3].id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (again.dispatched_at, again.dispatch_attempts),
+        (Some(T0 + 2), r3.dispatch_attempts),
         "recorded once"
     );
     // After the lease, nothing moves.
@@ -440,6 +479,98 @@ pub async fn batch_start_and_release_move_only_runs_still_held(store: Arc<dyn St
         .is_empty(),
         "claimed by another node since"
     );
+}
+
+pub async fn a_result_carrying_its_send_time_records_the_dispatch_before_the_start(
+    store: Arc<dyn Store>,
+) {
+    let store = &*store;
+    let (w, _, runs) = with_runs(store, 2).await;
+    let claimed = claim(store, &claim_req("node-a", T0)).await;
+    let e = executor(store, w.app.id, "host-1", T0).await;
+    let fences: Vec<Fence> = claimed.iter().map(|r| r.fence().unwrap()).collect();
+    let intents: Vec<_> = fences.iter().map(|f| (f.clone(), e.id)).collect();
+    in_tx!(store, |tx| tx
+        .record_dispatch_intent(&intents, T0 + 1)
+        .await
+        .unwrap());
+    // The wrapper echoes the send time of run 0's request; run 1's result comes from a wrapper
+    // that does not.
+    let result = |echo: Option<i64>| RunCompletion {
+        state: RunState::Succeeded,
+        output: None,
+        error: None,
+        log: None,
+        started_at: Some(T0 + 3),
+        finished_at: T0 + 4,
+        reported_by: Some(ReportedBy {
+            executor_id: e.id,
+            attempt: 1,
+            dispatched_at: echo,
+        }),
+    };
+    let done = in_tx!(store, |tx| tx
+        .complete_runs(
+            None,
+            &[
+                (runs[0].id, result(Some(T0 + 2))),
+                (runs[1].id, result(None))
+            ]
+        )
+        .await
+        .unwrap());
+    assert!(
+        done.iter().all(|d| matches!(d, Ok(Completion::Applied(_)))),
+        "{done:?}"
+    );
+    let mut tx = read(store).await;
+    let r0 = tx.find_run(runs[0].id).await.unwrap().unwrap();
+    assert_eq!(
+        (r0.state, r0.dispatched_at, r0.dispatch_attempts),
+        (RunState::Succeeded, Some(T0 + 2), 1),
+        "the echoed send time is the dispatch"
+    );
+    let r1 = tx.find_run(runs[1].id).await.unwrap().unwrap();
+    assert_eq!((r1.dispatched_at, r1.dispatch_attempts), (None, 0));
+    drop(tx);
+    // The start write after them: run 0 needs none (answered not running, not fenced), run 1
+    // gets its dispatch recorded.
+    let starts: Vec<StartClaimed> = fences
+        .iter()
+        .map(|fence| StartClaimed {
+            fence: fence.clone(),
+            executor_id: e.id,
+            dispatched_at: T0 + 5,
+            deadline_at: None,
+        })
+        .collect();
+    let mut started = in_tx!(store, |tx| tx
+        .start_claimed_runs(&starts, T0 + 6)
+        .await
+        .unwrap());
+    started.sort_by_key(|s| s.id);
+    assert_eq!(
+        started,
+        vec![
+            StartedRun {
+                id: runs[0].id,
+                running: false
+            },
+            StartedRun {
+                id: runs[1].id,
+                running: false
+            }
+        ]
+    );
+    let mut tx = read(store).await;
+    let r0 = tx.find_run(runs[0].id).await.unwrap().unwrap();
+    assert_eq!(
+        (r0.dispatched_at, r0.dispatch_attempts),
+        (Some(T0 + 2), 1),
+        "not written again"
+    );
+    let r1 = tx.find_run(runs[1].id).await.unwrap().unwrap();
+    assert_eq!((r1.dispatched_at, r1.dispatch_attempts), (Some(T0 + 5), 1));
 }
 
 pub async fn due_signals_arrive_only_after_commit(store: Arc<dyn Store>) {

@@ -681,14 +681,14 @@ pub async fn tasks_and_their_children_are_read_for_many_at_once(store: Arc<dyn S
             .unwrap();
     });
     let mut tx = store.begin().await.unwrap();
-    let (tasks, parents) = tx.lock_tasks_with_children(&[c, a, b, d]).await.unwrap();
+    let (tasks, parents) = tx.tasks_with_children(&[c, a, b, d], true).await.unwrap();
     assert_eq!(
         tasks.iter().map(|t| t.id).collect::<Vec<_>>(),
         vec![a, b, c, d],
         "in id order"
     );
     assert_eq!(parents, vec![a, c]);
-    let (_, none) = tx.lock_tasks_with_children(&[b, d]).await.unwrap();
+    let (_, none) = tx.tasks_with_children(&[b, d], false).await.unwrap();
     assert!(none.is_empty());
     let locked: Vec<_> = tx
         .lock_tasks_for_update(&[d, b, a])
