@@ -1,7 +1,7 @@
 //! Shared set-up for the cases.
 
 use mthpt_engine::app::{App, AppId, Executor, ExecutorRegistration, NewApp};
-use mthpt_engine::run::{NewRun, Run, TriggerKind};
+use mthpt_engine::run::{NewRun, Run, RunCompletion, RunState, TriggerKind};
 use mthpt_engine::schedule::ScheduleSpec;
 use mthpt_engine::store::{Store, Tx};
 use mthpt_engine::task::{Task, TaskDefinition};
@@ -115,4 +115,17 @@ macro_rules! in_tx {
 /// Reads in a transaction that is then dropped.
 pub async fn read(store: &dyn Store) -> Box<dyn Tx> {
     store.begin().await.unwrap()
+}
+
+/// An engine-decided success: started at `started_at`, finished at `finished_at`.
+pub fn succeeded(started_at: i64, finished_at: i64) -> RunCompletion {
+    RunCompletion {
+        state: RunState::Succeeded,
+        output: None,
+        error: None,
+        log: None,
+        started_at: Some(started_at),
+        finished_at,
+        reported_by: None,
+    }
 }

@@ -62,11 +62,9 @@ pub(crate) async fn tasks_with_children(
         "SELECT t.*, EXISTS (SELECT 1 FROM task_dependencies d WHERE d.parent_task_id = t.id)
              AS has_children
          FROM tasks t WHERE t.id = ANY($1) ORDER BY t.id";
-    const LOCK: &str =
-        "SELECT t.*, EXISTS (SELECT 1 FROM task_dependencies d WHERE d.parent_task_id = t.id)
-             AS has_children
-         FROM tasks t WHERE t.id = ANY($1) ORDER BY t.id FOR SHARE OF t";
-    let rows = sqlx::query(if lock { LOCK } else { READ })
+    static LOCK: std::sync::LazyLock<String> =
+        std::sync::LazyLock::new(|| format!("{READ} FOR SHARE OF t"));
+    let rows = sqlx::query(if lock { LOCK.as_str() } else { READ })
         .bind(raw_ids(ids, |i| i.0))
         .fetch_all(&mut *c)
         .await?;
