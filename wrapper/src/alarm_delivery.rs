@@ -49,16 +49,18 @@ pub(crate) async fn deliver_alarms(inner: Arc<Inner>) {
             Ok(resp) => {
                 inner.engine_contact();
                 failures = 0;
-                let settled: Vec<&str> = resp
-                    .items
+                // One ack per alarm, in request order.
+                let settled: Vec<&WrapperAlarm> = body
+                    .alarms
                     .iter()
-                    .inspect(|item| {
+                    .zip(&resp.items)
+                    .inspect(|(_, item)| {
                         if item.status == crate::protocol::ItemStatus::Rejected {
                             tracing::warn!(id = %item.id, message = item.message.as_deref().unwrap_or(""), "engine rejected an alarm; dropping it");
                         }
                     })
-                    .filter(|item| item.status.is_settled())
-                    .map(|item| item.id.as_str())
+                    .filter(|(alarm, item)| item.status.is_settled() && item.id == alarm.id)
+                    .map(|(alarm, _)| alarm)
                     .collect();
                 inner.alarms.to_engine.remove(&settled);
                 if settled.is_empty() {

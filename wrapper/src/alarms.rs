@@ -52,10 +52,19 @@ impl AlarmQueue {
         items.iter().take(n).cloned().collect()
     }
 
-    /// Removes the alarms with these ids.
-    pub(crate) fn remove(&self, ids: &[&str]) {
+    /// Removes these alarms, once each, matched by id and state: the resolution of an alarm
+    /// shares the raise's id, and one queued while the raise was in flight must stay queued
+    /// when the raise is settled.
+    pub(crate) fn remove(&self, sent: &[&WrapperAlarm]) {
         let mut items = self.items.lock().unwrap_or_else(PoisonError::into_inner);
-        items.retain(|a| !ids.contains(&a.id.as_str()));
+        for alarm in sent {
+            if let Some(at) = items
+                .iter()
+                .position(|a| a.id == alarm.id && a.state == alarm.state)
+            {
+                items.remove(at);
+            }
+        }
     }
 
     // Read by direct alarms (feature `amqp-alarms`).
@@ -178,8 +187,32 @@ mod tests {
         }
         assert_eq!(q.len(), QUEUE_LIMIT);
         assert_eq!(q.peek(1)[0].id, "alarm-000002");
-        q.remove(&["alarm-000002"]);
+        let oldest = q.peek(1);
+        q.remove(&[&oldest[0]]);
         assert_eq!(q.peek(1)[0].id, "alarm-000003");
+    }
+
+    #[test]
+    fn settling_a_raise_keeps_its_resolution_queued_behind_it() {
+        let q = AlarmQueue::default();
+        let raised = alarm("a");
+        q.push(raised.clone(), "engine");
+        // The raise is in flight when the resolution, under the same id, is queued.
+        let in_flight = q.peek(10);
+        q.push(
+            WrapperAlarm {
+                state: AlarmState::Resolved,
+                ..raised
+            },
+            "engine",
+        );
+        q.remove(&in_flight.iter().collect::<Vec<_>>());
+        let left = q.peek(10);
+        assert_eq!(left.len(), 1, "{left:?}");
+        assert_eq!(
+            (left[0].id.as_str(), left[0].state),
+            ("a", AlarmState::Resolved)
+        );
     }
 
     #[test]

@@ -246,7 +246,7 @@ pub(crate) async fn publish_direct(inner: Arc<Inner>, config: DirectConfig) {
             if alarm.state == AlarmState::Raised
                 && repeat_key.as_ref().is_some_and(|k| recent.contains_key(k))
             {
-                done.push(alarm.id.as_str());
+                done.push(alarm);
                 continue;
             }
             match publish(&inner, current, &config.exchange, tenant, alarm).await {
@@ -255,7 +255,7 @@ pub(crate) async fn publish_direct(inner: Arc<Inner>, config: DirectConfig) {
                     if let Some(k) = repeat_key {
                         recent.insert(k, now);
                     }
-                    done.push(alarm.id.as_str());
+                    done.push(alarm);
                 }
                 Err(e) => {
                     broken = Some(e);
