@@ -9,9 +9,16 @@
 //! published while the queue was gone are not in it. If recovery gives up, the subscriber
 //! builds its channel, queue and consumer again (on a new connection if needed) until it
 //! works, and re-syncs then too.
+//!
+//! A recovery can also stall: a connection reset in the middle of a write can leave lapin's
+//! I/O loop waiting for socket events that never come, the connection "reconnecting" for good
+//! while the broker is back. So while the connection is down the bus probes the broker with a
+//! plain TCP connect (at most every [`PROBE_EVERY`]); once the broker has answered for
+//! [`STUCK_AFTER`] and the connection still has not recovered, the bus drops it and connects
+//! afresh, and subscribers on the dropped connection subscribe again.
 
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, PoisonError};
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use futures::StreamExt;
@@ -58,6 +65,16 @@ const RECONNECT_MIN: Duration = Duration::from_millis(250);
 const RECONNECT_MAX: Duration = Duration::from_secs(1);
 const RECONNECT_ATTEMPTS: usize = 60;
 
+/// How often a connection that is down has the broker probed (see the module docs).
+const PROBE_EVERY: Duration = Duration::from_millis(500);
+
+/// How long the broker must answer while the connection stays down before the recovery is
+/// taken for stalled: well past lapin's next attempt ([`RECONNECT_MAX`]) and its handshake.
+const STUCK_AFTER: Duration = Duration::from_secs(3);
+
+/// How long one probe of the broker may take.
+const PROBE_TIMEOUT: Duration = Duration::from_millis(500);
+
 /// How long a batch may wait for the broker's confirms before the publishing channel is taken
 /// for broken (below the callers' own limit, [`crate::relay::PUBLISH_TIMEOUT`]).
 const CONFIRM_WITHIN: Duration = Duration::from_millis(800);
@@ -72,6 +89,15 @@ struct Inner {
     config: AmqpConfig,
     connection: Mutex<Option<Arc<Connection>>>,
     publisher: Mutex<Option<Channel>>,
+    recovery: std::sync::Mutex<RecoveryWatch>,
+}
+
+/// What the bus saw of the broker while its connection was down.
+#[derive(Debug, Default)]
+struct RecoveryWatch {
+    last_probe: Option<Instant>,
+    /// Since when the broker has answered every probe.
+    reachable_since: Option<Instant>,
 }
 
 impl std::fmt::Debug for AmqpBus {
@@ -105,6 +131,7 @@ impl AmqpBus {
                 config,
                 connection: Mutex::new(None),
                 publisher: Mutex::new(None),
+                recovery: std::sync::Mutex::new(RecoveryWatch::default()),
             }),
         })
     }
@@ -145,13 +172,29 @@ impl AmqpBus {
 }
 
 impl Inner {
-    /// The connection, connecting (again) when there is none or it is closed for good.
+    /// The connection, connecting (again) when there is none, it is closed for good, or its
+    /// recovery has stalled (see the module docs).
     async fn connection(&self) -> Result<Arc<Connection>, BusError> {
         let mut slot = self.connection.lock().await;
         if let Some(conn) = slot.as_ref() {
             let status = conn.status();
-            if !(status.closed() || status.errored()) {
+            if status.connected() {
+                self.watch().reachable_since = None;
                 return Ok(conn.clone());
+            }
+            if !(status.closed() || status.errored()) {
+                if !self.recovery_stalled().await {
+                    return Ok(conn.clone());
+                }
+                tracing::warn!(
+                    "the message broker answers but the connection has not recovered for {} s; connecting afresh",
+                    STUCK_AFTER.as_secs()
+                );
+                let stalled = conn.clone();
+                tokio::spawn(async move {
+                    let _ = tokio::time::timeout(RETRY, stalled.close(200, "stalled".into())).await;
+                });
+                *slot = None;
             }
         }
         let conn = Connection::connect(
@@ -176,6 +219,57 @@ impl Inner {
         let conn = Arc::new(conn);
         *slot = Some(conn.clone());
         Ok(conn)
+    }
+
+    fn watch(&self) -> std::sync::MutexGuard<'_, RecoveryWatch> {
+        self.recovery.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether the broker has answered probes for [`STUCK_AFTER`] while the connection stayed
+    /// down; probes at most every [`PROBE_EVERY`].
+    async fn recovery_stalled(&self) -> bool {
+        let now = Instant::now();
+        {
+            let watch = self.watch();
+            if watch
+                .last_probe
+                .is_some_and(|at| now.duration_since(at) < PROBE_EVERY)
+            {
+                return watch
+                    .reachable_since
+                    .is_some_and(|since| now.duration_since(since) >= STUCK_AFTER);
+            }
+        }
+        let reachable = self.broker_answers().await;
+        let mut watch = self.watch();
+        watch.last_probe = Some(now);
+        if !reachable {
+            watch.reachable_since = None;
+            return false;
+        }
+        let since = *watch.reachable_since.get_or_insert(now);
+        now.duration_since(since) >= STUCK_AFTER
+    }
+
+    /// Whether the broker's host accepts a TCP connection on its AMQP port.
+    async fn broker_answers(&self) -> bool {
+        let Ok(uri) = self.config.url.parse::<lapin::uri::AMQPUri>() else {
+            return false;
+        };
+        let target = (uri.authority.host.clone(), uri.authority.port);
+        matches!(
+            tokio::time::timeout(PROBE_TIMEOUT, tokio::net::TcpStream::connect(target)).await,
+            Ok(Ok(_))
+        )
+    }
+
+    /// Whether a subscriber on `conn`, which is down, should subscribe again: the bus has
+    /// replaced it (see [`Self::connection`], which this calls to notice a stalled recovery).
+    async fn superseded(&self, conn: &Arc<Connection>) -> bool {
+        match self.connection().await {
+            Ok(current) => !Arc::ptr_eq(&current, conn),
+            Err(_) => !Arc::ptr_eq(self.connection.lock().await.as_ref().unwrap_or(conn), conn),
+        }
     }
 
     async fn channel(&self) -> Result<Channel, BusError> {
@@ -446,6 +540,10 @@ impl Bus for AmqpBus {
                                     tracing::warn!(queue = %name, "message bus connection lost; waiting for recovery");
                                 }
                                 disrupted = true;
+                                if inner.superseded(&connection).await {
+                                    tracing::warn!(queue = %name, "message bus connection replaced; subscribing again");
+                                    break;
+                                }
                             } else if disrupted {
                                 channel_recovered(&channel).await;
                                 tracing::info!(queue = %name, "message bus connection recovered");
