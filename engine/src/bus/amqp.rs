@@ -266,10 +266,10 @@ impl Inner {
     /// Whether a subscriber on `conn`, which is down, should subscribe again: the bus has
     /// replaced it (see [`Self::connection`], which this calls to notice a stalled recovery).
     async fn superseded(&self, conn: &Arc<Connection>) -> bool {
-        match self.connection().await {
-            Ok(current) => !Arc::ptr_eq(&current, conn),
-            Err(_) => !Arc::ptr_eq(self.connection.lock().await.as_ref().unwrap_or(conn), conn),
-        }
+        // A failed fresh connect leaves nothing to move to yet: the next look tries again.
+        self.connection()
+            .await
+            .is_ok_and(|current| !Arc::ptr_eq(&current, conn))
     }
 
     async fn channel(&self) -> Result<Channel, BusError> {

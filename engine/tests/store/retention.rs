@@ -63,7 +63,7 @@ mod cases {
     use std::sync::Arc;
 
     use mthpt_engine::rollup::{MINUTE_MS, Rollup, RollupConfig, floor_minute};
-    use mthpt_engine::run::{Run, RunCompletion, RunState, TriggerKind};
+    use mthpt_engine::run::{Run, RunState, TriggerKind};
     use mthpt_engine::store::{RunRollup, RunSampleQuery, Store, StoreError};
     use mthpt_engine::task::TaskId;
     use mthpt_engine::tenant::{DEFAULT_RETENTION_MS, TenantId, TenantUpdate};
@@ -72,18 +72,6 @@ mod cases {
     use crate::support::fixtures::*;
 
     const DAY: i64 = 24 * 3600 * 1000;
-
-    fn done(state: RunState, started_at: i64, finished_at: i64) -> RunCompletion {
-        RunCompletion {
-            state,
-            output: None,
-            error: None,
-            log: None,
-            started_at: Some(started_at),
-            finished_at,
-            reported_by: None,
-        }
-    }
 
     fn rollup(store: &Arc<dyn Store>) -> Rollup {
         Rollup::new(store.clone(), RollupConfig::default())

@@ -117,10 +117,11 @@ pub async fn read(store: &dyn Store) -> Box<dyn Tx> {
     store.begin().await.unwrap()
 }
 
-/// An engine-decided success: started at `started_at`, finished at `finished_at`.
-pub fn succeeded(started_at: i64, finished_at: i64) -> RunCompletion {
+/// An engine-decided end in `state`: started at `started_at`, finished at `finished_at`, with
+/// no output, error or log.
+pub fn done(state: RunState, started_at: i64, finished_at: i64) -> RunCompletion {
     RunCompletion {
-        state: RunState::Succeeded,
+        state,
         output: None,
         error: None,
         log: None,

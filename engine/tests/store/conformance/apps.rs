@@ -2,6 +2,7 @@ use std::sync::Arc;
 
 use mthpt_engine::app::{ExecutorHeartbeat, ExecutorRegistration, ExecutorState, NewApp};
 use mthpt_engine::node::{NodeHeartbeat, NodeState};
+use mthpt_engine::run::RunState;
 use mthpt_engine::store::{Store, StoreError};
 
 use crate::in_tx;
@@ -89,9 +90,13 @@ pub async fn apps_are_created_read_and_deleted_unless_in_use(store: Arc<dyn Stor
     let (gone, _) = create_task(store, &w, &manual(reports.id, "gone")).await;
     let old = insert(store, &occurrence(&w, &gone, T0 - MINUTE)).await;
     in_tx!(store, |tx| {
-        tx.complete_run(old.id, None, &succeeded(T0 - MINUTE, T0 - MINUTE + 1))
-            .await
-            .unwrap();
+        tx.complete_run(
+            old.id,
+            None,
+            &done(RunState::Succeeded, T0 - MINUTE, T0 - MINUTE + 1),
+        )
+        .await
+        .unwrap();
         tx.mark_task_deleted(w.tenant.id, gone.id, gone.version, T0)
             .await
             .unwrap();

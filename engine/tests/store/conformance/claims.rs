@@ -5,7 +5,7 @@ use std::time::Instant;
 use futures::future::join_all;
 use mthpt_engine::app::{ExecutorId, ExecutorState};
 use mthpt_engine::quota::TenantQuotas;
-use mthpt_engine::run::{Run, RunCompletion, RunFilter, RunId, RunState};
+use mthpt_engine::run::{Run, RunFilter, RunId, RunState};
 use mthpt_engine::store::{Backend, ClaimRequest, StartClaimed, Store, StoreError};
 
 use crate::in_tx;
@@ -387,14 +387,9 @@ async fn start_all(store: &dyn Store, runs: &[Run], executor: ExecutorId, at: i6
 
 /// Finishes `run` as succeeded: started at `started`, finished at `at`.
 async fn succeed(store: &dyn Store, run: RunId, started: i64, at: i64) {
-    let done = RunCompletion {
-        state: RunState::Succeeded,
-        output: None,
-        error: None,
-        log: None,
-        started_at: Some(started),
-        finished_at: at,
-        reported_by: None,
-    };
-    in_tx!(store, |tx| tx.complete_run(run, None, &done).await.unwrap());
+    let success = done(RunState::Succeeded, started, at);
+    in_tx!(store, |tx| tx
+        .complete_run(run, None, &success)
+        .await
+        .unwrap());
 }

@@ -378,15 +378,7 @@ pub async fn batch_start_and_release_move_only_runs_still_held(store: Arc<dyn St
     drop(tx);
     // The result of run 3 arrives before its dispatch is written: it stays final, and the
     // dispatch facts are still recorded.
-    let done = RunCompletion {
-        state: RunState::Succeeded,
-        output: None,
-        error: None,
-        log: None,
-        started_at: Some(T0 + 3),
-        finished_at: T0 + 4,
-        reported_by: None,
-    };
+    let finished = done(RunState::Succeeded, T0 + 3, T0 + 4);
     let late_start = StartClaimed {
         fence: fences[3].clone(),
         executor_id: e.id,
@@ -394,7 +386,7 @@ pub async fn batch_start_and_release_move_only_runs_still_held(store: Arc<dyn St
         deadline_at: Some(T0 + MINUTE),
     };
     let recorded = in_tx!(store, |tx| {
-        tx.complete_run(runs[3].id, None, &done).await.unwrap();
+        tx.complete_run(runs[3].id, None, &finished).await.unwrap();
         tx.start_claimed_runs(std::slice::from_ref(&late_start), T0 + 5)
             .await
             .unwrap()

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use mthpt_engine::alarm::{AlarmFilter, AlarmKind, NewAlarm, Severity};
-use mthpt_engine::run::{ClaimedTransition, Run, RunCompletion, RunFilter, RunState, TriggerKind};
+use mthpt_engine::run::{ClaimedTransition, Run, RunFilter, RunState, TriggerKind};
 use mthpt_engine::store::{ClaimRequest, RunSampleQuery, Scope, Store, StoreError, TriggerKey};
 
 use crate::in_tx;
@@ -12,18 +12,6 @@ use crate::support::fixtures::*;
 
 fn ids(runs: &[Run]) -> Vec<i64> {
     runs.iter().map(|r| r.id.0).collect()
-}
-
-fn done(state: RunState, started_at: i64, finished_at: i64) -> RunCompletion {
-    RunCompletion {
-        state,
-        output: None,
-        error: None,
-        log: None,
-        started_at: Some(started_at),
-        finished_at,
-        reported_by: None,
-    }
 }
 
 pub async fn runs_are_filtered_by_trigger_executor_and_finish_time(store: Arc<dyn Store>) {
