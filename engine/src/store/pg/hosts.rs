@@ -39,7 +39,7 @@ use sqlx::Connection;
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
 use tokio::sync::Notify;
 
-use super::SESSION_TIMEOUTS;
+use super::SESSION_SETTINGS;
 
 /// How long one host may take to accept a connection and answer the read-only question.
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
@@ -380,7 +380,7 @@ impl SwitchState {
 
 impl Primary {
     /// Finds the server among `hosts`, opens a pool of `max_connections` to it (every session
-    /// with [`SESSION_TIMEOUTS`]) and starts the watch that follows it.
+    /// with [`SESSION_SETTINGS`]) and starts the watch that follows it.
     pub async fn connect(
         hosts: HostList,
         max_connections: u32,
@@ -416,7 +416,7 @@ impl Primary {
             });
         }
         let pool = pool
-            .connect_with(hosts.hosts[index].options.clone().options(SESSION_TIMEOUTS))
+            .connect_with(hosts.hosts[index].options.clone().options(SESSION_SETTINGS))
             .await?;
         tracing::info!(host = %hosts.hosts[index].name, "PostgreSQL server found");
         let primary = Arc::new(Primary {
@@ -462,7 +462,7 @@ impl Primary {
                 // The same server again (a blip of the watch's own connection, a restart):
                 // the pool's connections to it stay; a broken one fails on use and is retried.
                 if self.current.swap(index, Ordering::AcqRel) != index {
-                    pool.set_connect_options(host.options.clone().options(SESSION_TIMEOUTS));
+                    pool.set_connect_options(host.options.clone().options(SESSION_SETTINGS));
                     *self
                         .state
                         .switched_at
