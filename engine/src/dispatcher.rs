@@ -24,7 +24,7 @@ use tokio::sync::Semaphore;
 
 use crate::app::{AppId, ExecutorId, ExecutorState};
 use crate::claimer::{Cancellation, Fire};
-use crate::clock::{Clock, ms_to_datetime};
+use crate::clock::{self, Clock, ms_to_datetime};
 use crate::directory::{AppEntry, Directory, lock};
 use crate::group_commit::{GroupCommit, Ticket, take_all};
 use crate::outcome::{Finish, finish_runs, log_finished};
@@ -344,8 +344,16 @@ impl Dispatcher {
     /// not sent; one its instance refuses moves on to its next instance (its intent recorded
     /// first).
     pub async fn send(&self, ready: Vec<Ready>) -> Result<DispatchReport> {
+        self.send_at(ready, self.clock.now_ms()).await
+    }
+
+    /// [`send`](Self::send), readied now and sent at `at`: everything before the requests (the
+    /// lease check, routing, batching) is done first, and each request of the first round waits
+    /// until the clock reads `at` ([`clock::reach`]), so a round readied a little early goes out
+    /// on its millisecond. The lease is checked as at `at`.
+    pub async fn send_at(&self, ready: Vec<Ready>, at: i64) -> Result<DispatchReport> {
         let mut report = DispatchReport::default();
-        let now = self.clock.now_ms();
+        let now = self.clock.now_ms().max(at);
         // The lease was checked when the intent was written; a run readied then still goes out
         // unless its lease is all but over (the wrapper refuses a request read after the lease,
         // and whoever takes the run over asks the intended instance first).
@@ -408,7 +416,7 @@ impl Dispatcher {
             }
             let sends = requests.into_iter().map(|((app, executor), items)| {
                 let entry = entries.get(&app).cloned();
-                self.send_batch(entry, executor, items)
+                self.send_batch(entry, executor, items, at)
             });
             report.requests += sends.len();
             for (items, outcome) in join_all(sends).await {
@@ -808,6 +816,7 @@ impl Dispatcher {
         entry: Option<Arc<AppEntry>>,
         executor: ExecutorId,
         items: Vec<Pending>,
+        not_before: i64,
     ) -> (Vec<Pending>, std::result::Result<Delivered, Refusal>) {
         let Some(entry) = entry else {
             return (
@@ -829,6 +838,7 @@ impl Dispatcher {
                 )),
             );
         };
+        clock::reach(&*self.clock, not_before).await;
         let _in_flight = crate::metrics::InFlight::start();
         let sent_at = self.clock.now_ms();
         let body = RunBatchRequest {
