@@ -53,8 +53,8 @@ pub trait Tenants: Send {
     /// group: probes of `runs_claimable`, however long its history).
     async fn waiting_runs_up_to(&mut self, id: TenantId, now: i64, limit: i64) -> Result<i64>;
     /// Runs due and not yet claimed at `now`, per tenant name (every tenant, zeros included),
-    /// for the `mthpt_tenant_waiting_runs` gauge.
-    async fn waiting_runs_by_tenant(&mut self, now: i64) -> Result<Vec<(String, i64)>>;
+    /// each counted up to `limit`, for the `mthpt_tenant_waiting_runs` gauge.
+    async fn waiting_runs_by_tenant(&mut self, now: i64, limit: i64) -> Result<Vec<(String, i64)>>;
 }
 
 #[async_trait]
@@ -288,20 +288,25 @@ impl Tenants for StoreTx {
         Ok(n)
     }
 
-    async fn waiting_runs_by_tenant(&mut self, now: i64) -> Result<Vec<(String, i64)>> {
-        Ok(on_conn!(self, |c| sqlx::query_as(
+    async fn waiting_runs_by_tenant(&mut self, now: i64, limit: i64) -> Result<Vec<(String, i64)>> {
+        Ok(on_conn!(self, |c| {
+            sqlx::query_as(
             // Through the claim index (group, app, due time), as `waiting_runs_up_to`: the
-            // tenant's finished runs are never read.
-            "SELECT t.name, (SELECT COUNT(*) FROM runs r
-                             WHERE r.node_group = t.node_group
-                               AND r.app_id IN (SELECT a.id FROM apps a WHERE a.tenant_id = t.id)
-                               AND r.started_at IS NULL AND r.finished_at IS NULL
-                               AND r.state = 'pending' AND r.due_at <= $1)
+            // tenant's finished runs are never read, and a backlog is read up to the limit.
+            "SELECT t.name, (SELECT COUNT(*) FROM (
+                                 SELECT 1 FROM runs r
+                                 WHERE r.node_group = t.node_group
+                                   AND r.app_id IN (SELECT a.id FROM apps a WHERE a.tenant_id = t.id)
+                                   AND r.started_at IS NULL AND r.finished_at IS NULL
+                                   AND r.state = 'pending' AND r.due_at <= $1
+                                 LIMIT $2) x)
              FROM tenants t ORDER BY t.name"
         )
         .bind(now)
+        .bind(limit.max(0))
         .fetch_all(&mut **c)
-        .await)?)
+        .await
+        })?)
     }
 }
 

@@ -737,6 +737,16 @@ pub async fn tenant_usage_counts_tasks_waiting_and_running_runs_of_that_tenant(
             running_runs: 0
         }
     );
+    // The gauge's count per tenant, whole and up to a limit.
+    let by_tenant = tx.waiting_runs_by_tenant(T0, 10).await.unwrap();
+    let of = |counts: &[(String, i64)], name: &str| {
+        counts.iter().find(|(n, _)| n == name).map(|(_, c)| *c)
+    };
+    assert_eq!(of(&by_tenant, &w.tenant.name), Some(3), "{by_tenant:?}");
+    assert_eq!(of(&by_tenant, &other.tenant.name), Some(1), "{by_tenant:?}");
+    let capped = tx.waiting_runs_by_tenant(T0, 2).await.unwrap();
+    assert_eq!(of(&capped, &w.tenant.name), Some(2), "{capped:?}");
+    assert_eq!(of(&capped, &other.tenant.name), Some(1), "{capped:?}");
     drop(tx);
 
     let claimed = in_tx!(store, |tx| tx
