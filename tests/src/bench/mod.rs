@@ -14,6 +14,7 @@ pub mod database;
 pub mod figures;
 pub mod neighbour;
 pub mod nodes;
+pub mod soak;
 pub mod steps;
 pub mod wrappers;
 
@@ -54,6 +55,9 @@ pub enum Scenario {
     /// One tenant with a backlog and 20x overload on a small instance beside four quiet tenants
     /// on their own instances; the quiet tenants' lateness and the claim's time.
     NoisyNeighbour,
+    /// One steady rate for 30 minutes with retention and autovacuum on, in intervals; whether
+    /// the claim's time and the runs table's size stay flat.
+    Soak,
 }
 
 impl Scenario {
@@ -67,6 +71,7 @@ impl Scenario {
             Scenario::Rss100k => "rss-100k",
             Scenario::MaxSustainable => "max-sustainable",
             Scenario::NoisyNeighbour => "noisy-neighbour",
+            Scenario::Soak => "soak",
         }
     }
 }
@@ -145,6 +150,8 @@ pub struct BenchConfig {
     pub step: Duration,
     /// `noisy-neighbour`: runs of the noisy tenant already due when the nodes start.
     pub backlog: u64,
+    /// `soak`: how long the bench tenant keeps its finished runs.
+    pub retention: Duration,
 }
 
 /// The default database of a scenario on the local server.
@@ -192,6 +199,7 @@ impl BenchConfig {
             rate_growth: 1.25,
             step: Duration::from_secs(30),
             backlog: 100_000,
+            retention: Duration::from_secs(300),
         };
         match scenario {
             Scenario::Throughput => {
@@ -225,6 +233,16 @@ impl BenchConfig {
             Scenario::NoisyNeighbour => {
                 // Each quiet tenant's runs per second.
                 c.tasks = 200;
+            }
+            Scenario::Soak => {
+                // Measure max-sustainable first and pass 70 % of it as --tasks.
+                c.tasks = 4_000;
+                c.engine.claim_batch = 2_000;
+                c.duration = Duration::from_secs(1_800);
+                c.step = Duration::from_secs(60);
+                c.drain_timeout = Duration::from_secs(60);
+                // Empty: the soak starts its own cluster, with autovacuum on.
+                c.database_url = String::new();
             }
         }
         c

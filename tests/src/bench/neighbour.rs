@@ -139,7 +139,7 @@ async fn backlog(store: &dyn Store, t: &Tenancy, count: u64) -> anyhow::Result<(
 /// Times `CLAIM_SAMPLES` claims as a node would make them, each rolled back. On SQLite the
 /// transaction holds the one write lock (`BEGIN IMMEDIATE`) until it is dropped: dropping it right
 /// after the claim sends the rollback at once, so the node waits for the claim alone.
-async fn time_claims(store: &dyn Store, batch: i64) -> anyhow::Result<(f64, f64)> {
+pub(super) async fn time_claims(store: &dyn Store, batch: i64) -> anyhow::Result<(f64, f64)> {
     let mut samples = Vec::with_capacity(CLAIM_SAMPLES);
     for _ in 0..CLAIM_SAMPLES {
         let req = ClaimRequest {

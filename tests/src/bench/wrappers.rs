@@ -47,6 +47,17 @@ impl Executions {
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
     }
+
+    /// Takes the counts of occurrences scheduled before `before` off the record (a long run
+    /// judges its intervals one by one and need not keep them).
+    pub fn take_before(&self, before: i64) -> HashMap<ExecutionKey, u32> {
+        let mut all = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let (taken, kept) = std::mem::take(&mut *all)
+            .into_iter()
+            .partition(|((_, at, _, _), _)| *at < before);
+        *all = kept;
+        taken
+    }
 }
 
 /// The running wrapper instances.

@@ -106,12 +106,16 @@ struct Args {
     /// max-sustainable: each step offers this many times the previous step's rate (default 1.25).
     #[arg(long)]
     rate_growth: Option<f64>,
-    /// max-sustainable: how long each step lasts, seconds (default 30; at least 3).
+    /// max-sustainable: how long each step lasts, seconds (default 30; at least 3). soak: how
+    /// long each interval lasts (default 60; at least 5).
     #[arg(long)]
     step_seconds: Option<f64>,
     /// noisy-neighbour: the noisy tenant's runs already due (default 100000).
     #[arg(long)]
     backlog: Option<u64>,
+    /// soak: how long the bench tenant keeps its finished runs, seconds (default 300).
+    #[arg(long)]
+    retention_seconds: Option<f64>,
 }
 
 fn secs(s: f64) -> Duration {
@@ -172,6 +176,9 @@ fn config(args: Args) -> anyhow::Result<BenchConfig> {
     if let Some(s) = args.step_seconds {
         c.step = secs(s);
     }
+    if let Some(s) = args.retention_seconds {
+        c.retention = secs(s);
+    }
     if c.backend == Backend::Sqlite && default_database {
         c.database_url = bench::default_sqlite_url(&c.work_dir);
     }
@@ -181,6 +188,11 @@ fn config(args: Args) -> anyhow::Result<BenchConfig> {
     }
     if c.every_ms <= 0 {
         anyhow::bail!("--every-ms must be positive");
+    }
+    if c.scenario == Scenario::Soak && (c.step < Duration::from_secs(5) || c.duration < c.step) {
+        anyhow::bail!(
+            "soak needs --step-seconds of at least 5 and a --duration of at least one step"
+        );
     }
     if c.scenario == Scenario::MaxSustainable && !c.step_policy().is_valid() {
         anyhow::bail!(
@@ -198,6 +210,10 @@ async fn main() -> ExitCode {
         let config = config(Args::parse())?;
         if config.scenario == Scenario::NoisyNeighbour {
             let report = bench::neighbour::run(&config, config.backlog).await?;
+            return anyhow::Ok(serde_json::to_string(&report)?);
+        }
+        if config.scenario == Scenario::Soak {
+            let report = bench::soak::run(&config, config.retention).await?;
             return anyhow::Ok(serde_json::to_string(&report)?);
         }
         let report = bench::run(&config).await?;

@@ -92,6 +92,7 @@ fn small(scenario: Scenario, work: &tempfile::TempDir) -> BenchConfig {
             c.tasks = 20;
             c.backlog = 2_000;
         }
+        Scenario::Soak => {}
     }
     c
 }
@@ -245,4 +246,34 @@ async fn noisy_neighbour_scenario_runs_on_a_sqlite_file_without_postgres_costs()
         !work.path().join("bench.db").exists(),
         "--drop-database deletes the file"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn soak_scenario_reports_each_interval_on_its_own_cluster_with_autovacuum() {
+    mthpt_tests::init_logs();
+    let work = tempfile::tempdir().unwrap();
+    let mut c = small(Scenario::Soak, &work);
+    // Empty: the soak's own cluster (the shared server may run without autovacuum).
+    c.database_url = String::new();
+    c.step = Duration::from_secs(5);
+    c.duration = Duration::from_secs(10);
+    c.retention = Duration::from_secs(60);
+    let report = bench::soak::run(&c, c.retention).await.unwrap();
+    let json = serde_json::to_value(&report).unwrap();
+    assert_eq!(json["scenario"], "soak");
+    assert_eq!(json["own_cluster"], true, "{json}");
+    assert_eq!(report.intervals.len(), 2, "two intervals of 5 s: {json}");
+    assert_eq!(report.duplicates, 0, "{json}");
+    assert_eq!(report.missed, 0, "{json}");
+    assert_eq!(report.unfinished, 0, "{json}");
+    assert!(report.runs_per_sec > 0.0, "{json}");
+    assert_costs(&json);
+    for i in &report.intervals {
+        assert!(i.completed_per_sec > 0.0, "{json}");
+        assert!(i.runs_table_mb > 0.0, "{json}");
+        assert!(i.claim_ms_p50 > 0.0, "{json}");
+    }
+    // Nothing is old enough for retention in 10 s: no steady part, so nothing judged flat.
+    assert_eq!(json["steady_from_s"], serde_json::Value::Null, "{json}");
+    assert_eq!(json["flat"], false, "{json}");
 }
