@@ -171,7 +171,7 @@ pub struct SoakReport {
 
 /// The database the soak runs on: the bench's own cluster, or the given URL's server with
 /// autovacuum on.
-async fn database(config: &BenchConfig) -> anyhow::Result<(Option<OwnPostgres>, String)> {
+async fn database(config: &BenchConfig) -> anyhow::Result<(Option<OwnCluster>, String)> {
     if !config.database_url.is_empty() {
         let mut conn = PgConnection::connect(&config.database_url)
             .await
@@ -192,14 +192,35 @@ async fn database(config: &BenchConfig) -> anyhow::Result<(Option<OwnPostgres>, 
     if dir.exists() {
         std::fs::remove_dir_all(&dir).with_context(|| format!("clear {}", dir.display()))?;
     }
-    let pg = OwnPostgres::create(&default_bin_dir()?, &dir).await?;
+    let pg = match OwnPostgres::create(&default_bin_dir()?, &dir).await {
+        Ok(pg) => pg,
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&dir);
+            return Err(e);
+        }
+    };
     let url = pg.url_via(pg.port());
     progress(format_args!(
         "soak: own PostgreSQL cluster on port {} (autovacuum on), data in {}",
         pg.port(),
         dir.display()
     ));
-    Ok((Some(pg), url))
+    Ok((Some(OwnCluster { pg: Some(pg), dir }), url))
+}
+
+/// The soak's own cluster and its directory: stopped, then removed, when dropped (the soak's
+/// data runs to gigabytes).
+struct OwnCluster {
+    pg: Option<OwnPostgres>,
+    dir: std::path::PathBuf,
+}
+
+impl Drop for OwnCluster {
+    fn drop(&mut self) {
+        // The server stops when its value is dropped; then nothing uses the directory.
+        drop(self.pg.take());
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
 }
 
 /// Gives the bench tenant a retention shorter than the product's one-hour minimum (its own

@@ -273,6 +273,12 @@ async fn soak_scenario_reports_each_interval_on_its_own_cluster_with_autovacuum(
         assert!(i.runs_table_mb > 0.0, "{json}");
         assert!(i.claim_ms_p50 > 0.0, "{json}");
     }
+    let cluster_dir = std::env::temp_dir().join(format!("mthpt-bench-soak-{}", std::process::id()));
+    assert!(
+        !cluster_dir.exists(),
+        "the soak's own cluster is removed: {}",
+        cluster_dir.display()
+    );
     // Nothing is old enough for retention in 10 s: no steady part, so nothing judged flat.
     assert_eq!(json["steady_from_s"], serde_json::Value::Null, "{json}");
     assert_eq!(json["flat"], false, "{json}");
