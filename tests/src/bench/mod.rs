@@ -541,10 +541,18 @@ async fn drain(
     from: i64,
     until: i64,
 ) -> anyhow::Result<()> {
+    drain_until(config, async || database::unfinished(pg, from, until).await).await
+}
+
+/// Waits until `unfinished` counts none, at most the drain timeout.
+async fn drain_until(
+    config: &BenchConfig,
+    mut unfinished: impl AsyncFnMut() -> anyhow::Result<u64>,
+) -> anyhow::Result<()> {
     progress("window over; draining");
     let drain_until = now_ms() + i64::try_from(config.drain_timeout.as_millis()).unwrap_or(0);
     loop {
-        let left = database::unfinished(pg, from, until).await?;
+        let left = unfinished().await?;
         if left == 0 {
             return Ok(());
         }
@@ -666,7 +674,8 @@ async fn measure(
     })
 }
 
-/// The counters at the start or end of a step's measured part.
+/// The counters at the start or end of a step's measured part (or a soak's interval).
+#[derive(Clone)]
 struct StepSample {
     nodes: Vec<ProcSample>,
     cost: CostSample,

@@ -20,8 +20,6 @@
 //!   each interval, its last three intervals against its first three: the table's size may grow
 //!   by at most 10 %, the claim's median time by at most half (plus 1 ms of noise).
 
-use std::time::Duration;
-
 use anyhow::{Context, bail};
 use mthpt_engine::store::Store;
 use serde::Serialize;
@@ -31,8 +29,7 @@ use super::cost::{CostPerRun, CostProbe, CostSample};
 use super::database::{self, Pool};
 use super::figures::{self, Lateness};
 use super::neighbour::time_claims;
-use super::nodes::ProcSample;
-use super::{BenchConfig, Cluster, engine_cpu_us, now_ms, progress, round1, sleep_until_ms};
+use super::{BenchConfig, Cluster, StepSample, now_ms, progress, round1, sleep_until_ms};
 use crate::chaos::postgres::{OwnPostgres, default_bin_dir};
 
 /// Intervals compared at each end of the steady part.
@@ -243,13 +240,6 @@ async fn table_stats(probe: &mut PgConnection) -> anyhow::Result<TableStats> {
     Ok(sqlx::query_as(TABLE_STATS).fetch_one(probe).await?)
 }
 
-/// The counters at an interval's edge.
-struct Edge {
-    at: i64,
-    nodes: Vec<ProcSample>,
-    cost: CostSample,
-}
-
 /// An interval measured, waiting for its runs to be final before its correctness is read.
 struct Pending {
     from: i64,
@@ -263,8 +253,9 @@ struct Pending {
 }
 
 /// Runs the soak: `config.tasks` no-op tasks every `config.every_ms`, for `config.duration` in
-/// intervals of `config.step`.
-pub async fn run(config: &BenchConfig, retention: Duration) -> anyhow::Result<SoakReport> {
+/// intervals of `config.step`, keeping finished runs `config.retention`.
+pub async fn run(config: &BenchConfig) -> anyhow::Result<SoakReport> {
+    let retention = config.retention;
     super::nodes::check_mthpt(&config.mthpt)?;
     let (own, url) = database(config).await?;
     let mut config = config.clone();
@@ -296,13 +287,9 @@ pub async fn run(config: &BenchConfig, retention: Duration) -> anyhow::Result<So
                 tenancy.tenant.id.0,
                 &*store,
                 &mut cluster,
-                retention,
+                own.is_some(),
             )
-            .await
-            .map(|report| SoakReport {
-                own_cluster: own.is_some(),
-                ..report
-            });
+            .await;
             let stopped = cluster.stop().await;
             measured.and_then(|report| stopped.map(|()| report))
         }
@@ -319,12 +306,11 @@ async fn measure(
     tenant: i64,
     store: &dyn Store,
     cluster: &mut Cluster,
-    retention: Duration,
+    own_cluster: bool,
 ) -> anyhow::Result<SoakReport> {
     let mut probe = CostProbe::connect(&config.database_url).await?;
-    // The bench's own reads, on connections of their own: without the store's statement timeout
-    // (they read up to an interval of runs), and apart from the table statistics.
-    let mut stats_conn = PgConnection::connect(&config.database_url).await?;
+    // The bench's own reads, on a connection of its own: without the store's statement timeout
+    // (they read up to an interval of runs).
     let mut reads = PgConnection::connect(&config.database_url).await?;
     let step_ms = i64::try_from(config.step.as_millis())
         .unwrap_or(i64::MAX)
@@ -342,33 +328,23 @@ async fn measure(
     }
     sleep_until_ms(from).await;
     let tasks = database::tasks(pg).await?;
-    let first = Edge {
-        at: from,
-        nodes: cluster.sample()?,
-        cost: probe.sample().await?,
-    };
-    let (whole_start_nodes, whole_start_cost) = (first.nodes.clone(), first.cost);
-    let mut edge = first;
-    let mut deleted_before = table_stats(&mut stats_conn).await?.deleted;
+    let whole_start = StepSample::take(cluster, &mut probe).await?;
+    let (mut edge_at, mut edge) = (from, whole_start.clone());
+    let mut deleted_before = table_stats(&mut reads).await?.deleted;
     let mut intervals: Vec<SoakInterval> = Vec::new();
     let mut pending: Option<Pending> = None;
-    while edge.at < until {
-        let next_at = edge.at + step_ms;
+    while edge_at < until {
+        let next_at = edge_at + step_ms;
         sleep_until_ms(next_at).await;
-        let next = Edge {
-            at: next_at,
-            nodes: cluster.sample()?,
-            cost: probe.sample().await?,
-        };
-        let end_nodes: Vec<Option<ProcSample>> = next.nodes.iter().copied().map(Some).collect();
+        let next = StepSample::take(cluster, &mut probe).await?;
         let claim = time_claims(store, config.engine.claim_batch).await?;
-        let stats = table_stats(&mut stats_conn).await?;
+        let stats = table_stats(&mut reads).await?;
         let measured = Pending {
-            from: edge.at,
-            until: next.at,
+            from: edge_at,
+            until: next_at,
             cost_from: edge.cost,
             cost_until: next.cost,
-            engine_cpu_us: engine_cpu_us(&edge.nodes, &end_nodes).iter().sum(),
+            engine_cpu_us: edge.engine_cpu_us(&next),
             claim,
             stats,
             deleted: stats.deleted - deleted_before,
@@ -377,38 +353,32 @@ async fn measure(
         if let Some(p) = pending.replace(measured) {
             intervals.push(settle(config, &mut reads, tenant, cluster, &tasks, p, from).await?);
         }
-        edge = next;
+        (edge_at, edge) = (next_at, next);
     }
-    let (whole_end_nodes, whole_end_cost) = (edge.nodes.clone(), edge.cost);
     probe.close().await;
-    drain(
-        config,
-        &mut reads,
-        tenant,
-        edge_from_last(until, step_ms),
-        until,
-    )
+    let last = until - step_ms;
+    super::drain_until(config, async || {
+        unfinished(&mut reads, tenant, last, until).await
+    })
     .await?;
     if let Some(p) = pending.take() {
         intervals.push(settle(config, &mut reads, tenant, cluster, &tasks, p, from).await?);
     }
     let _ = reads.close().await;
     let completed_total: u64 = intervals.iter().map(|i| i.completed).sum();
-    let _ = stats_conn.close().await;
-    let end: Vec<Option<ProcSample>> = whole_end_nodes.into_iter().map(Some).collect();
-    let engine_us: u64 = engine_cpu_us(&whole_start_nodes, &end).iter().sum();
-    let costs = CostPerRun::between(&whole_start_cost, &whole_end_cost, completed_total);
+    let engine_us = whole_start.engine_cpu_us(&edge);
+    let costs = CostPerRun::between(&whole_start.cost, &edge.cost, completed_total);
     let secs = (until - from) as f64 / 1_000.0;
     let offered = database::expected_occurrences(&tasks, from, until).len();
     Ok(SoakReport {
         scenario: "soak".to_owned(),
         nodes: config.nodes,
-        own_cluster: false,
+        own_cluster,
         offered_per_sec: round1(offered as f64 / secs),
         runs_per_sec: round1(completed_total as f64 / secs),
         duration_s: secs,
         interval_s: step_ms as f64 / 1_000.0,
-        retention_s: retention.as_secs_f64(),
+        retention_s: config.retention.as_secs_f64(),
         duplicates: intervals.iter().map(|i| i.duplicates).sum(),
         missed: intervals.iter().map(|i| i.missed).sum(),
         unfinished: intervals.iter().map(|i| i.unfinished).sum(),
@@ -426,37 +396,23 @@ async fn measure(
     })
 }
 
-/// The last interval's start.
-fn edge_from_last(until: i64, step_ms: i64) -> i64 {
-    until - step_ms
-}
-
-/// Waits until the bench tenant's runs scheduled in `[from, until)` are final, at most the
-/// drain timeout.
-async fn drain(
-    config: &BenchConfig,
+/// The bench tenant's runs scheduled in `[from, until)` not final yet.
+async fn unfinished(
     reads: &mut PgConnection,
     tenant: i64,
     from: i64,
     until: i64,
-) -> anyhow::Result<()> {
-    progress("window over; draining");
-    let give_up = now_ms() + i64::try_from(config.drain_timeout.as_millis()).unwrap_or(0);
-    loop {
-        let (left,): (i64,) = sqlx::query_as(
-            "SELECT count(*) FROM runs WHERE tenant_id = $1 AND scheduled_at >= $2
-               AND scheduled_at < $3 AND finished_at IS NULL",
-        )
-        .bind(tenant)
-        .bind(from)
-        .bind(until)
-        .fetch_one(&mut *reads)
-        .await?;
-        if left == 0 || now_ms() >= give_up {
-            return Ok(());
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+) -> anyhow::Result<u64> {
+    let (left,): (i64,) = sqlx::query_as(
+        "SELECT count(*) FROM runs WHERE tenant_id = $1 AND scheduled_at >= $2
+           AND scheduled_at < $3 AND finished_at IS NULL",
+    )
+    .bind(tenant)
+    .bind(from)
+    .bind(until)
+    .fetch_one(reads)
+    .await?;
+    Ok(u64::try_from(left).unwrap_or(0))
 }
 
 /// The runs of the bench tenant scheduled in `[from, until)` (through its index on tenant and

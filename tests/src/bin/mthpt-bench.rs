@@ -213,7 +213,7 @@ async fn main() -> ExitCode {
             return anyhow::Ok(serde_json::to_string(&report)?);
         }
         if config.scenario == Scenario::Soak {
-            let report = bench::soak::run(&config, config.retention).await?;
+            let report = bench::soak::run(&config).await?;
             return anyhow::Ok(serde_json::to_string(&report)?);
         }
         let report = bench::run(&config).await?;

@@ -258,7 +258,7 @@ async fn soak_scenario_reports_each_interval_on_its_own_cluster_with_autovacuum(
     c.step = Duration::from_secs(5);
     c.duration = Duration::from_secs(10);
     c.retention = Duration::from_secs(60);
-    let report = bench::soak::run(&c, c.retention).await.unwrap();
+    let report = bench::soak::run(&c).await.unwrap();
     let json = serde_json::to_value(&report).unwrap();
     assert_eq!(json["scenario"], "soak");
     assert_eq!(json["own_cluster"], true, "{json}");
