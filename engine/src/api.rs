@@ -89,6 +89,13 @@ impl CallbackApi {
         self
     }
 
+    /// Notes the runs whose results it writes in `finished` (the dispatcher's), so their
+    /// starts are not written after them (see [`FinishedHere`](crate::finished_here)).
+    pub fn with_finished_here(mut self, finished: Arc<crate::finished_here::FinishedHere>) -> Self {
+        self.results = self.results.with_finished_here(finished);
+        self
+    }
+
     /// Tells registering wrappers that an instance silent for `ms` may be declared lost.
     pub fn with_executor_timeout(mut self, ms: i64) -> Self {
         self.executor_timeout_ms = u64::try_from(ms).ok();

@@ -6,7 +6,8 @@
 //! a run an instance refuses (at capacity, draining, no such handler, unreachable) moves on to
 //! its next instance; a run no instance accepts goes back to `pending` keeping its place in line.
 //! The accepted runs become `running` in one write at the end, made
-//! [`DispatchConfig::start_write_delay_ms`] later, so a quick run's result usually comes first.
+//! [`DispatchConfig::start_write_delay_ms`] later, so a quick run's result usually comes first;
+//! a run whose result this node wrote meanwhile is not looked up again ([`FinishedHere`]).
 //! Dispatch is async and bounded by a semaphore, never by threads waiting on business code.
 //!
 //! A run whose lease is about to expire is not sent: another node may be about to take it over.
@@ -26,6 +27,7 @@ use crate::app::{AppId, ExecutorId, ExecutorState};
 use crate::claimer::{Cancellation, Fire};
 use crate::clock::{self, Clock, ms_to_datetime};
 use crate::directory::{AppEntry, Directory, lock};
+use crate::finished_here::FinishedHere;
 use crate::group_commit::{GroupCommit, Ticket, take_all};
 use crate::outcome::{Finish, finish_runs, log_finished};
 use crate::routing::{self, RoutingState};
@@ -49,10 +51,11 @@ pub struct DispatchConfig {
     /// instant is a round of its own.
     pub coalesce_ms: i64,
     /// Runs an executor accepted are written as started this many milliseconds later, together
-    /// with every other round's of that span. A quick run's result usually arrives first: its
-    /// start then only records the dispatch time on the finished row (a heap-only update), and
-    /// the run skips the `running` write with its index entries. The dispatch intent, written
-    /// before the send, keeps every guarantee meanwhile. 0: written as soon as the round ends.
+    /// with every other round's of that span. A quick run's result usually arrives first and
+    /// records the dispatch itself (the wrapper echoes the send time): the run skips the
+    /// `running` write with its index entries, and when this node wrote the result its start
+    /// is not even looked up ([`FinishedHere`]). The dispatch intent, written before the
+    /// send, keeps every guarantee meanwhile. 0: written as soon as the round ends.
     pub start_write_delay_ms: i64,
 }
 
@@ -149,6 +152,8 @@ pub struct Dispatcher {
     outcomes: Recorder,
     /// Where live run events go (after the commit).
     run_events: RunEvents,
+    /// The runs whose results this node wrote: their starts have nothing to write.
+    finished: Arc<FinishedHere>,
 }
 
 /// A batch an instance answered: who, its heartbeat as this node last saw it, when the batch
@@ -249,7 +254,14 @@ impl Dispatcher {
             intents: GroupCommit::new(take_all),
             outcomes: GroupCommit::new(take_all),
             run_events: RunEvents::default(),
+            finished: Arc::default(),
         }
+    }
+
+    /// The runs whose results this node wrote, for its callback handlers to note them in
+    /// ([`crate::api::CallbackApi::with_finished_here`]).
+    pub fn finished_here(&self) -> &Arc<FinishedHere> {
+        &self.finished
     }
 
     /// Publishes live run events (runs started, runs it ends) to `events`.
@@ -745,12 +757,30 @@ impl Dispatcher {
             .flat_map(|t| t.item.started.iter().cloned())
             .collect();
         started.sort_by_key(|s| s.fence.run_id);
+        // Runs whose results this node wrote, with their dispatch, under the claim the start
+        // names: the database would answer them as not running, with nothing written.
+        let settled: Vec<StartedRun> = started
+            .iter()
+            .filter(|s| self.finished.take(&s.fence))
+            .map(|s| StartedRun {
+                id: s.fence.run_id,
+                running: false,
+            })
+            .collect();
+        if !settled.is_empty() {
+            let ids: HashSet<RunId> = settled.iter().map(|s| s.id).collect();
+            started.retain(|s| !ids.contains(&s.fence.run_id));
+        }
+        crate::metrics::run_starts(settled.len(), started.len());
         let mut released: Vec<Fence> = tickets
             .iter()
             .flat_map(|t| t.item.released.iter().cloned())
             .collect();
         released.sort_by_key(|f| f.run_id);
         let outcome = async {
+            if intents.is_empty() && started.is_empty() && released.is_empty() {
+                return Ok((HashSet::new(), Vec::new(), Vec::new()));
+            }
             let mut tx = self.store.begin().await?;
             let mut intended = HashSet::with_capacity(intents.len());
             for slice in intents.chunks(WRITE_SLICE) {
@@ -770,8 +800,11 @@ impl Dispatcher {
         .await;
         match outcome {
             Ok((intended, moved, back)) => {
-                let moved: HashMap<RunId, StartedRun> =
-                    moved.into_iter().map(|s| (s.id, s)).collect();
+                let moved: HashMap<RunId, StartedRun> = moved
+                    .into_iter()
+                    .chain(settled)
+                    .map(|s| (s.id, s))
+                    .collect();
                 let back: HashSet<RunId> = back.into_iter().collect();
                 for t in tickets {
                     let (writes, reply) = t.into_parts();

@@ -17,6 +17,7 @@ pub mod claimer;
 pub mod clock;
 pub mod directory;
 pub mod dispatcher;
+pub mod finished_here;
 pub mod group_commit;
 pub mod hosts;
 pub mod metrics;

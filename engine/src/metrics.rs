@@ -120,6 +120,10 @@ fn describe() {
         "mthpt_dispatch_acks_total",
         "Per-run answers of wrappers to run starts, by ack status"
     );
+    describe_counter!(
+        "mthpt_run_starts_total",
+        "Runs accepted by wrappers whose start was due to be written, by write: database (looked up, written where still needed) or skipped (this node had written the run's result already)"
+    );
     describe_gauge!(
         "mthpt_dispatch_in_flight",
         "Run batch requests to wrappers in flight now"
@@ -215,6 +219,17 @@ pub fn run_events_published(n: usize) {
 /// `n` live run events dropped for `reason` (`queue_full`, `bus`).
 pub fn run_events_dropped(reason: &'static str, n: usize) {
     counter!("mthpt_run_events_dropped_total", "reason" => reason).increment(n as u64);
+}
+
+/// Starts due to be written: `skipped` of runs whose results this node had written already,
+/// `looked_up` going to the database.
+pub fn run_starts(skipped: usize, looked_up: usize) {
+    if skipped > 0 {
+        counter!("mthpt_run_starts_total", "write" => "skipped").increment(skipped as u64);
+    }
+    if looked_up > 0 {
+        counter!("mthpt_run_starts_total", "write" => "database").increment(looked_up as u64);
+    }
 }
 
 /// One run ended in `state`.

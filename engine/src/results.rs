@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use crate::app::AppId;
 use crate::directory::Directory;
+use crate::finished_here::FinishedHere;
 use crate::group_commit::{GroupCommit, Ticket};
 use crate::outcome::{Finish, Finished, finish_runs, log_finished};
 use crate::run::RunId;
@@ -33,17 +34,26 @@ pub const RESULT_GROUP_MAX: usize = 1_000;
 #[derive(Debug)]
 pub struct ResultWriter {
     commit: GroupCommit<ResultItems, Outcomes>,
+    /// Where the runs it finishes are noted for the dispatcher's start writes.
+    finished: Arc<FinishedHere>,
 }
 
 impl Default for ResultWriter {
     fn default() -> Self {
         Self {
             commit: GroupCommit::new(next_group),
+            finished: Arc::default(),
         }
     }
 }
 
 impl ResultWriter {
+    /// Notes the runs it finishes in `finished` (the dispatcher's: see [`FinishedHere`]).
+    pub fn with_finished_here(mut self, finished: Arc<FinishedHere>) -> Self {
+        self.finished = finished;
+        self
+    }
+
     /// Finishes `finishes` of `app` (with the results queued by other requests) and returns
     /// each item's outcome. `Err` when the database could not take them.
     pub async fn finish(
@@ -56,7 +66,13 @@ impl ResultWriter {
     ) -> Result<Outcomes, StoreError> {
         self.commit
             .submit(ResultItems { app, finishes }, |tickets| {
-                write_results(store, directory, events, tickets)
+                let written = Written {
+                    store,
+                    directory,
+                    events,
+                    finished: &self.finished,
+                };
+                write_results(written, tickets)
             })
             .await
             .map_err(StoreError::Unavailable)
@@ -85,26 +101,29 @@ fn next_group(queue: &mut Vec<ResultTicket>) -> Vec<ResultTicket> {
     mine
 }
 
+/// Where a group's results are written and told once committed.
+#[derive(Clone, Copy)]
+struct Written<'a> {
+    store: &'a Arc<dyn Store>,
+    directory: &'a Directory,
+    events: &'a RunEvents,
+    finished: &'a FinishedHere,
+}
+
 /// Writes the tickets (all of one app) in one transaction; when that fails, each ticket alone,
 /// so one request's problem does not fail the others.
-async fn write_results(
-    store: &Arc<dyn Store>,
-    directory: &Directory,
-    events: &RunEvents,
-    tickets: Vec<ResultTicket>,
-) {
+async fn write_results(to: Written<'_>, tickets: Vec<ResultTicket>) {
     async fn write(
-        store: &Arc<dyn Store>,
-        directory: &Directory,
-        events: &RunEvents,
+        to: Written<'_>,
         app: AppId,
         finishes: &[(RunId, Finish)],
     ) -> Result<Outcomes, StoreError> {
-        let mut tx = store.begin().await?;
+        let mut tx = to.store.begin().await?;
         let out = finish_runs(tx.as_mut(), Some(app), finishes, &mut rand::random).await?;
         tx.commit().await?;
-        log_finished(&out, Some(directory));
-        events.finished(&out);
+        log_finished(&out, Some(to.directory));
+        to.events.finished(&out);
+        to.finished.note(&out);
         Ok(out)
     }
     let Some(app) = tickets.first().map(|t| t.item.app) else {
@@ -117,9 +136,7 @@ async fn write_results(
             .iter()
             .flat_map(|t| t.item.finishes.iter().cloned())
             .collect();
-        write(store, directory, events, app, &all)
-            .await
-            .map_err(Some)
+        write(to, app, &all).await.map_err(Some)
     };
     match grouped {
         Ok(mut outcomes) => {
@@ -134,7 +151,7 @@ async fn write_results(
                 tracing::warn!(error = %e, "writing result batches together failed; writing each alone");
             }
             for t in tickets {
-                let alone = write(store, directory, events, t.item.app, &t.item.finishes).await;
+                let alone = write(to, t.item.app, &t.item.finishes).await;
                 t.answer(alone.map_err(|e| {
                     tracing::error!(error = %e, "store unavailable while handling a callback");
                     e.to_string()

@@ -114,7 +114,7 @@ mod tests {
 
     use super::*;
     use crate::app::{AppId, ExecutorState};
-    use crate::run::{RunId, RunState, TriggerKind};
+    use crate::run::RunId;
     use crate::tenant::TenantId;
 
     fn exec(id: i64, handlers: &[&str], capacity: i32, running: i32) -> Executor {
@@ -144,40 +144,10 @@ mod tests {
     }
 
     fn run(shard: i32, total: i32) -> Run {
-        Run {
-            id: RunId(1),
-            tenant_id: TenantId(1),
-            task_id: TaskId(1),
-            node_group: "default".into(),
-            scheduled_at: 0,
-            due_at: 0,
-            attempt: 1,
-            shard_index: shard,
-            shard_total: total,
-            trigger_kind: TriggerKind::Schedule,
-            state: RunState::Claimed,
-            priority: 0,
-            parent_run_id: None,
-            chain_root_id: None,
-            params: None,
-            triggered_by: None,
-            claim_owner: Some("n".into()),
-            lease_until: Some(1),
-            fence: 1,
-            executor_id: None,
-            dispatch_attempts: 0,
-            created_at: 0,
-            claimed_at: None,
-            dispatched_at: None,
-            started_at: None,
-            finished_at: None,
-            deadline_at: None,
-            progress: None,
-            progress_message: None,
-            output: None,
-            error: None,
-            log_tail: String::new(),
-        }
+        let mut r = Run::claimed_for_tests(RunId(1));
+        r.shard_index = shard;
+        r.shard_total = total;
+        r
     }
 
     fn ids(v: &[&Executor]) -> Vec<i64> {

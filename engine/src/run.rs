@@ -113,6 +113,45 @@ pub struct Run {
 }
 
 impl Run {
+    /// A claimed run of task 1 of tenant 1, for unit tests.
+    #[cfg(test)]
+    pub(crate) fn claimed_for_tests(id: RunId) -> Run {
+        Run {
+            id,
+            tenant_id: TenantId(1),
+            task_id: TaskId(1),
+            node_group: "default".into(),
+            scheduled_at: 0,
+            due_at: 0,
+            attempt: 1,
+            shard_index: 0,
+            shard_total: 1,
+            trigger_kind: TriggerKind::Schedule,
+            state: RunState::Claimed,
+            priority: 0,
+            parent_run_id: None,
+            chain_root_id: None,
+            params: None,
+            triggered_by: None,
+            claim_owner: Some("n".into()),
+            lease_until: Some(1),
+            fence: 1,
+            executor_id: None,
+            dispatch_attempts: 0,
+            created_at: 0,
+            claimed_at: None,
+            dispatched_at: None,
+            started_at: None,
+            finished_at: None,
+            deadline_at: None,
+            progress: None,
+            progress_message: None,
+            output: None,
+            error: None,
+            log_tail: String::new(),
+        }
+    }
+
     /// The proof of ownership a claimed run's holder presents to change it.
     pub fn fence(&self) -> Option<Fence> {
         self.claim_owner.as_ref().map(|node| Fence {

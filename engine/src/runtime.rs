@@ -360,7 +360,8 @@ impl EngineNode {
         let api = web::Data::new(
             CallbackApi::new(store, clock, directory, shared.config.executor_heartbeat_ms)
                 .with_executor_timeout(shared.config.executor_timeout_ms)
-                .with_run_events(run_events),
+                .with_run_events(run_events)
+                .with_finished_here(shared.dispatcher.finished_here().clone()),
         );
         let node_id = shared.config.node_id.clone();
         let server = HttpServer::new(move || {

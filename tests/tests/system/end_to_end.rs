@@ -36,6 +36,7 @@ mthpt_engine::on_both_backends!(
     results_count_only_from_the_instance_and_attempt_a_run_was_sent_to,
     run_sent_to_an_instance_that_went_silent_is_held_for_it_and_lost_with_it,
     results_holding_nul_characters_are_stored_with_replacement_characters,
+    starts_of_runs_whose_results_this_node_wrote_are_not_looked_up,
 );
 
 const WAIT: Duration = Duration::from_secs(15);
@@ -131,6 +132,71 @@ async fn scheduled_runs_reach_the_wrapper_and_their_results_come_back(
     );
     w.stop().await;
     engine.shutdown().await;
+    Ok(())
+}
+
+/// The value of `mthpt_run_starts_total{write="<write>"}` in a node's metrics text (0 when
+/// not there yet).
+fn run_starts(metrics: &str, write: &str) -> f64 {
+    let prefix = format!("mthpt_run_starts_total{{write=\"{write}\"}} ");
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(prefix.as_str()))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+async fn starts_of_runs_whose_results_this_node_wrote_are_not_looked_up(
+    store: Arc<dyn Store>,
+) -> Result<()> {
+    let t = tenancy(&*store, "acme", "billing").await?;
+    let mut config = quick_engine_config("node-1");
+    // The starts wait long enough for an instant handler's result to come first.
+    config.lease_ms = 5_000;
+    config.dispatch.start_write_delay_ms = 800;
+    let engine = start_engine(store.clone(), config).await?;
+    let w = TestWrapper::start(&t, &[engine.url()], echo)?;
+    w.registered().await?;
+    let every = ScheduleSpec::FixedRate {
+        every_ms: 200,
+        anchor_at: None,
+    };
+    let task = create(
+        &*store,
+        &t,
+        &TaskDefinition::new(t.app.id, "tick", "echo", every),
+    )
+    .await?;
+    let http = reqwest::Client::new();
+    let metrics = format!("{}/metrics", engine.url());
+    wait_until(
+        WAIT,
+        "a start answered by the result this node wrote",
+        || async {
+            let text = http.get(&metrics).send().await?.text().await?;
+            Ok(run_starts(&text, "skipped") >= 2.0)
+        },
+    )
+    .await?;
+    w.stop().await;
+    engine.shutdown().await;
+    // Nothing was written for them, and nothing was missing: every run that succeeded has
+    // the instance and the send time its result recorded.
+    let done: Vec<Run> = runs(&*store, &t, &task)
+        .await?
+        .into_iter()
+        .filter(|r| r.state == RunState::Succeeded)
+        .collect();
+    assert!(done.len() >= 2, "{done:?}");
+    for run in &done {
+        assert!(run.executor_id.is_some(), "run {} has its executor", run.id);
+        assert!(
+            run.dispatched_at.is_some(),
+            "run {} has its send time",
+            run.id
+        );
+        assert!(run.started_at.is_some(), "run {} has its start", run.id);
+    }
     Ok(())
 }
 
