@@ -1,7 +1,8 @@
 //! The suite's own PostgreSQL cluster: `initdb` in a temporary directory, a free port on
 //! loopback, run as user `postgres` (PostgreSQL refuses to run as root), so a scenario can stop
 //! and restart it freely. The shared server of the machine is never touched. The cluster is
-//! stopped and its directory removed when this value is dropped.
+//! stopped when this value is dropped; its directory belongs to the caller (the chaos harness
+//! gives it a temporary directory, the soak removes its own).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
