@@ -759,18 +759,17 @@ impl Dispatcher {
         started.sort_by_key(|s| s.fence.run_id);
         // Runs whose results this node wrote, with their dispatch, under the claim the start
         // names: the database would answer them as not running, with nothing written.
-        let settled: Vec<StartedRun> = started
-            .iter()
-            .filter(|s| self.finished.take(&s.fence))
-            .map(|s| StartedRun {
-                id: s.fence.run_id,
-                running: false,
-            })
-            .collect();
-        if !settled.is_empty() {
-            let ids: HashSet<RunId> = settled.iter().map(|s| s.id).collect();
-            started.retain(|s| !ids.contains(&s.fence.run_id));
-        }
+        let mut settled = Vec::new();
+        started.retain(|s| {
+            let answered = self.finished.take(&s.fence);
+            if answered {
+                settled.push(StartedRun {
+                    id: s.fence.run_id,
+                    running: false,
+                });
+            }
+            !answered
+        });
         crate::metrics::run_starts(settled.len(), started.len());
         let mut released: Vec<Fence> = tickets
             .iter()
