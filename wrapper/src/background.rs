@@ -121,8 +121,7 @@ pub(crate) async fn deliver_results(inner: Arc<Inner>) {
                 }
                 tracing::debug!(engine = %base, sent = count, settled = settled.len(), "results delivered");
                 let any = !settled.is_empty();
-                let worker = inner.clone();
-                let _ = tokio::task::spawn_blocking(move || worker.settle(&settled)).await;
+                inner.settle(&settled);
                 any
             }
             Err(e) => {

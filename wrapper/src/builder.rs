@@ -518,6 +518,12 @@ impl WrapperBuilder {
             },
             replayed,
         ));
+        let spooled = Arc::downgrade(&inner);
+        inner.spool.start(Box::new(move |results| {
+            if let Some(inner) = spooled.upgrade() {
+                inner.spooled(results);
+            }
+        }))?;
         inner.add_task(runtime.spawn(crate::background::keep_membership(inner.clone())));
         inner.add_task(runtime.spawn(crate::background::deliver_results(inner.clone())));
         inner.add_task(runtime.spawn(crate::background::fence_when_cut_off(inner.clone())));

@@ -75,8 +75,9 @@
 //! - **Once per run id.** A run id is accepted once per instance; a re-sent dispatch gets `409`
 //!   with the run's state. Finished run ids are remembered (100,000 by default) and undelivered
 //!   results are read back from the spool at start-up.
-//! - **Results are not lost.** Every outcome is fsync'd to the spool before its first delivery
-//!   attempt and removed only when an engine confirms it.
+//! - **Results are not lost.** Every outcome is fsync'd to the spool's journal (results finishing
+//!   together share one fsync) before its first delivery attempt, and kept until an engine
+//!   confirms it.
 //! - **Bounded.** At most `capacity` runs execute at once; beyond that, `503`.
 //! - **Signed.** Every request in both directions carries an HMAC-SHA256 signature; unsigned,
 //!   forged, stale (more than 5 minutes) or replayed requests get `401` and run nothing.

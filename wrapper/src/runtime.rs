@@ -543,14 +543,7 @@ impl Inner {
                         ))),
                         Err(_) => Err(HandlerError::cancelled()),
                     };
-                    let finisher = inner.clone();
-                    let done = tokio::task::spawn_blocking(move || {
-                        finisher.complete(&task_ctx, started_at, result);
-                    })
-                    .await;
-                    if let Err(e) = done {
-                        tracing::error!(run_id, error = %e, "finishing the run failed");
-                    }
+                    inner.complete(&task_ctx, started_at, result);
                 });
             }
         }
@@ -573,8 +566,8 @@ impl Inner {
         Ok(())
     }
 
-    /// Records a finished run: spool first (durable), then the table, then the delivery outbox.
-    /// Blocking (fsync); called on the run's own thread or a blocking-pool thread.
+    /// Records a finished run: hands its result to the spool, which writes it with the others
+    /// finishing meanwhile and then calls [`Inner::spooled`]. Never blocks on the disk.
     fn complete(&self, ctx: &RunContext, started_at: DateTime<Utc>, result: HandlerResult) {
         let run_id = ctx.run_id();
         let (outcome, output, error) = classify(result, ctx.cancel_reason());
@@ -593,29 +586,40 @@ impl Inner {
             instance_id: Some(self.settings.instance_id.clone()),
             sent_at: ctx.request().sent_at,
         };
-        match self.spool.write(&result) {
-            Ok(()) => tracing::debug!(run_id, "result spooled"),
-            // Delivery still goes ahead from memory; only a crash before it would lose the result.
-            Err(e) => tracing::error!(run_id, error = %e, "could not spool the result"),
-        }
+        self.spool.submit(result);
+    }
+
+    /// Results the spool made durable (called on the spool's thread): their runs are finished
+    /// in the table and the results go to the delivery outbox. A run stays `running` (and
+    /// holds its slot) until then.
+    pub(crate) fn spooled(&self, results: Vec<RunResult>) {
         {
             let mut table = lock(&self.table);
-            if let Some(entry) = table.runs.get_mut(&run_id) {
-                entry.state = LocalRunState::Finished;
-                entry.outcome = Some(outcome);
-                entry.finished_at = Some(result.finished_at);
-                if let Some(timer) = entry.deadline_timer.take() {
-                    timer.abort();
+            for result in &results {
+                let run_id = result.run_id;
+                if let Some(entry) = table.runs.get_mut(&run_id) {
+                    entry.state = LocalRunState::Finished;
+                    entry.outcome = Some(result.outcome);
+                    entry.finished_at = Some(result.finished_at);
+                    if let Some(timer) = entry.deadline_timer.take() {
+                        timer.abort();
+                    }
                 }
+                table.running.remove(&run_id);
+                table.finished_order.push_back(run_id);
             }
-            table.running.remove(&run_id);
-            table.finished_order.push_back(run_id);
             table.forget_old(self.settings.remember_finished);
         }
-        tracing::debug!(run_id, ?outcome, "run finished");
-        let took = (result.finished_at - started_at).num_milliseconds() as f64 / 1000.0;
-        crate::metrics::run_finished(outcome, took);
-        lock(&self.outbox).insert(run_id, result);
+        {
+            let mut outbox = lock(&self.outbox);
+            for result in results {
+                tracing::debug!(run_id = result.run_id, outcome = ?result.outcome, "run finished");
+                let took =
+                    (result.finished_at - result.started_at).num_milliseconds() as f64 / 1000.0;
+                crate::metrics::run_finished(result.outcome, took);
+                outbox.insert(result.run_id, result);
+            }
+        }
         crate::metrics::load(self.running(), self.pending_results());
         self.outbox_changed.notify_one();
         self.run_finished.notify_waiters();
@@ -638,11 +642,7 @@ impl Inner {
                 }
             }
         }
-        for id in run_ids {
-            if let Err(e) = self.spool.remove(*id) {
-                tracing::warn!(run_id = id, error = %e, "could not remove a delivered result from the spool");
-            }
-        }
+        self.spool.settle(run_ids);
         crate::metrics::results_confirmed(run_ids.len());
         crate::metrics::load(self.running(), self.pending_results());
         self.outbox_changed.notify_one();

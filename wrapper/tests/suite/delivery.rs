@@ -14,19 +14,41 @@ use serde_json::json;
 
 const WAIT: Duration = Duration::from_secs(10);
 
-fn spooled_files(dir: &std::path::Path) -> usize {
-    std::fs::read_dir(dir)
+/// How many results the spool in `dir` holds: its journals' result lines not named by a later
+/// `settled` line (docs/wrapper.md, "Results are not lost").
+fn spooled_results(dir: &std::path::Path) -> usize {
+    let mut journals: Vec<std::path::PathBuf> = std::fs::read_dir(dir)
         .map(|entries| {
             entries
                 .flatten()
-                .filter(|e| {
-                    e.file_name()
-                        .to_str()
-                        .is_some_and(|n| n.starts_with("result-") && n.ends_with(".json"))
+                .map(|e| e.path())
+                .filter(|p| {
+                    p.file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|n| n.starts_with("journal-") && n.ends_with(".log"))
                 })
-                .count()
+                .collect()
         })
-        .unwrap_or(0)
+        .unwrap_or_default();
+    journals.sort();
+    let mut live = std::collections::HashSet::new();
+    for path in journals {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        for line in text.lines() {
+            let Ok(record) = serde_json::from_str::<serde_json::Value>(line) else {
+                continue;
+            };
+            if let Some(id) = record["result"]["run_id"].as_i64() {
+                live.insert(id);
+            }
+            for id in record["settled"].as_array().into_iter().flatten() {
+                if let Some(id) = id.as_i64() {
+                    live.remove(&id);
+                }
+            }
+        }
+    }
+    live.len()
 }
 
 /// A URL nothing listens on (a port bound and released).
@@ -60,12 +82,12 @@ async fn results_are_retried_until_the_engine_accepts_them() -> anyhow::Result<(
     assert!(eventually(WAIT, || engine.log().refused_result_batches >= 3).await);
     assert!(engine.log().results.is_empty());
     assert_eq!(w.wrapper.pending_results(), 3);
-    assert_eq!(spooled_files(spool.path()), 3);
+    assert_eq!(spooled_results(spool.path()), 3);
 
     engine.refuse_results(false);
     assert!(eventually(WAIT, || engine.log().results.len() == 3).await);
     assert!(eventually(WAIT, || w.wrapper.pending_results() == 0).await);
-    assert!(eventually(WAIT, || spooled_files(spool.path()) == 0).await);
+    assert!(eventually(WAIT, || spooled_results(spool.path()) == 0).await);
     for run_id in 1..=3 {
         let delivered = engine.results_for(run_id);
         assert_eq!(delivered.len(), 1, "run {run_id} delivered once");
@@ -94,7 +116,7 @@ async fn results_finishing_together_travel_in_one_request() -> anyhow::Result<()
     assert!(eventually(WAIT, || engine.log().results.len() == 5).await);
     // All five finished within the linger of the first: one request carried them.
     assert_eq!(engine.log().result_batches, vec![5]);
-    assert!(eventually(WAIT, || spooled_files(spool.path()) == 0).await);
+    assert!(eventually(WAIT, || spooled_results(spool.path()) == 0).await);
     Ok(())
 }
 
@@ -123,7 +145,7 @@ async fn restarted_wrapper_delivers_what_the_previous_process_had_not() -> anyho
         .await?;
         assert_eq!(resp.status.as_u16(), 202);
     }
-    assert!(eventually(WAIT, || spooled_files(spool.path()) == 2).await);
+    assert!(eventually(WAIT, || spooled_results(spool.path()) == 2).await);
     let report = first.wrapper.shutdown(Duration::from_secs(5)).await;
     assert_eq!(report.undelivered, 2);
     first.stop_server().await;
@@ -141,7 +163,7 @@ async fn restarted_wrapper_delivers_what_the_previous_process_had_not() -> anyho
     assert!(eventually(WAIT, || engine.log().results.len() == 2).await);
     assert_eq!(engine.results_for(21).len(), 1);
     assert_eq!(engine.results_for(22).len(), 1);
-    assert!(eventually(WAIT, || spooled_files(spool.path()) == 0).await);
+    assert!(eventually(WAIT, || spooled_results(spool.path()) == 0).await);
     // The restarted instance still recognises those run ids.
     let again = post(&client, &second.url, paths::RUNS, &run_request(21, "work")).await?;
     assert_eq!(again.status.as_u16(), 409);
@@ -170,7 +192,7 @@ async fn results_spooled_before_a_crash_are_delivered_by_the_next_process() -> a
         .await?;
         assert_eq!(resp.status.as_u16(), 202);
     }
-    assert!(eventually(WAIT, || spooled_files(spool.path()) == 3).await);
+    assert!(eventually(WAIT, || spooled_results(spool.path()) == 3).await);
     let after_crash = tempfile::tempdir()?;
     for entry in std::fs::read_dir(spool.path())? {
         let path = entry?.path();
@@ -189,7 +211,7 @@ async fn results_spooled_before_a_crash_are_delivered_by_the_next_process() -> a
         assert_eq!(delivered.len(), 1);
         assert_eq!(delivered[0].output, json!({"run": run_id}));
     }
-    assert!(eventually(WAIT, || spooled_files(after_crash.path()) == 0).await);
+    assert!(eventually(WAIT, || spooled_results(after_crash.path()) == 0).await);
     Ok(())
 }
 
