@@ -84,11 +84,30 @@ macro_rules! bind_all {
     }};
 }
 
+/// A transaction on `pool` without the store's statement timeout, for the bench's reads: they
+/// span a whole window of runs (a million and more at the rates `max-sustainable` reaches,
+/// read while the engine still works off a backlog), where the timeout is meant for the
+/// engine's own statements.
+async fn untimed(pool: &PgPool) -> anyhow::Result<sqlx::Transaction<'static, sqlx::Postgres>> {
+    let mut tx = pool.begin().await?;
+    sqlx::query("SET LOCAL statement_timeout = 0")
+        .execute(&mut *tx)
+        .await?;
+    Ok(tx)
+}
+
 impl Pool {
-    /// The one row of a `SELECT count(*) …`.
+    /// The one row of a `SELECT count(*) …` (on PostgreSQL without the statement timeout).
     pub async fn count(&self, sql: &'static str, params: &[i64]) -> anyhow::Result<u64> {
         let (n,): (i64,) = match self {
-            Pool::Postgres(p) => bind_all!(sqlx::query_as(sql), params).fetch_one(p).await?,
+            Pool::Postgres(p) => {
+                let mut tx = untimed(p).await?;
+                let row = bind_all!(sqlx::query_as(sql), params)
+                    .fetch_one(&mut *tx)
+                    .await?;
+                tx.commit().await?;
+                row
+            }
             Pool::Sqlite(p) => bind_all!(sqlx::query_as(sql), params).fetch_one(p).await?,
         };
         Ok(u64::try_from(n).unwrap_or(0))
@@ -327,14 +346,17 @@ pub async fn runs_scheduled(
     from: i64,
     until: i64,
 ) -> anyhow::Result<Vec<RunFact>> {
-    Ok(sqlx::query_as(
+    let mut tx = untimed(store.pool()).await?;
+    let runs = sqlx::query_as(
         "SELECT task_id, scheduled_at, attempt, shard_index, trigger_kind, state, dispatched_at
          FROM runs WHERE scheduled_at >= $1 AND scheduled_at < $2",
     )
     .bind(from)
     .bind(until)
-    .fetch_all(store.pool())
-    .await?)
+    .fetch_all(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(runs)
 }
 
 /// Runs that succeeded with their result recorded in `[from, until)`.
@@ -348,15 +370,13 @@ pub async fn succeeded_between(pool: &Pool, from: i64, until: i64) -> anyhow::Re
 
 /// Runs scheduled in `[from, until)` that are not final yet.
 pub async fn unfinished(store: &PgStore, from: i64, until: i64) -> anyhow::Result<u64> {
-    let (n,): (i64,) = sqlx::query_as(
-        "SELECT count(*) FROM runs WHERE scheduled_at >= $1 AND scheduled_at < $2
-           AND state IN ('pending', 'claimed', 'running')",
-    )
-    .bind(from)
-    .bind(until)
-    .fetch_one(store.pool())
-    .await?;
-    Ok(u64::try_from(n).unwrap_or(0))
+    Pool::from(store)
+        .count(
+            "SELECT count(*) FROM runs WHERE scheduled_at >= $1 AND scheduled_at < $2
+               AND state IN ('pending', 'claimed', 'running')",
+            &[from, until],
+        )
+        .await
 }
 
 /// The runs `node` holds claimed (not yet dispatched): id and scheduled time.
