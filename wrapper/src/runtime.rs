@@ -593,33 +593,31 @@ impl Inner {
     /// in the table and the results go to the delivery outbox. A run stays `running` (and
     /// holds its slot) until then.
     pub(crate) fn spooled(&self, results: Vec<RunResult>) {
-        {
-            let mut table = lock(&self.table);
-            for result in &results {
-                let run_id = result.run_id;
-                if let Some(entry) = table.runs.get_mut(&run_id) {
-                    entry.state = LocalRunState::Finished;
-                    entry.outcome = Some(result.outcome);
-                    entry.finished_at = Some(result.finished_at);
-                    if let Some(timer) = entry.deadline_timer.take() {
-                        timer.abort();
-                    }
+        // Into the outbox before out of `running`, both under the outbox's lock: a heartbeat
+        // (`unconfirmed_ids`) always finds the run in one of them, and a settle (which takes
+        // the outbox's lock first) cannot come between and be overwritten.
+        let mut outbox = lock(&self.outbox);
+        let mut table = lock(&self.table);
+        for result in results {
+            let run_id = result.run_id;
+            if let Some(entry) = table.runs.get_mut(&run_id) {
+                entry.state = LocalRunState::Finished;
+                entry.outcome = Some(result.outcome);
+                entry.finished_at = Some(result.finished_at);
+                if let Some(timer) = entry.deadline_timer.take() {
+                    timer.abort();
                 }
-                table.running.remove(&run_id);
-                table.finished_order.push_back(run_id);
             }
-            table.forget_old(self.settings.remember_finished);
+            table.running.remove(&run_id);
+            table.finished_order.push_back(run_id);
+            tracing::debug!(run_id, outcome = ?result.outcome, "run finished");
+            let took = (result.finished_at - result.started_at).num_milliseconds() as f64 / 1000.0;
+            crate::metrics::run_finished(result.outcome, took);
+            outbox.insert(run_id, result);
         }
-        {
-            let mut outbox = lock(&self.outbox);
-            for result in results {
-                tracing::debug!(run_id = result.run_id, outcome = ?result.outcome, "run finished");
-                let took =
-                    (result.finished_at - result.started_at).num_milliseconds() as f64 / 1000.0;
-                crate::metrics::run_finished(result.outcome, took);
-                outbox.insert(result.run_id, result);
-            }
-        }
+        table.forget_old(self.settings.remember_finished);
+        drop(table);
+        drop(outbox);
         crate::metrics::load(self.running(), self.pending_results());
         self.outbox_changed.notify_one();
         self.run_finished.notify_waiters();

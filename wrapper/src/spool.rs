@@ -27,9 +27,11 @@
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
+use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
@@ -89,7 +91,9 @@ pub(crate) struct Spool {
     /// The journal until [`Spool::start`] hands it to the writer thread.
     journal: Mutex<Option<Journal>>,
     writer: Mutex<Option<JoinHandle<()>>>,
-    lock: Mutex<Option<File>>,
+    /// The directory's lock, shared with the writer thread: the directory stays locked until
+    /// both are done with it, also when the writer outlives the spool (see `stop_writer`).
+    lock: Arc<Mutex<Option<File>>>,
 }
 
 impl std::fmt::Debug for Spool {
@@ -167,10 +171,11 @@ fn journal_name(seq: u64) -> String {
 
 /// The number of a journal file's name, if it is one.
 fn journal_seq(name: &str) -> Option<u64> {
-    name.strip_prefix("journal-")?
-        .strip_suffix(".log")?
-        .parse()
-        .ok()
+    let digits = name.strip_prefix("journal-")?.strip_suffix(".log")?;
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
 }
 
 fn sync_dir(dir: &Path) -> Result<(), SpoolError> {
@@ -192,6 +197,14 @@ struct Journal {
     live_bytes: u64,
     /// The last write failed: the next batch starts a new journal.
     broken: bool,
+}
+
+/// The number after `seq` (a directory whose journals reached the last number is refused).
+fn next_seq(dir: &Path, seq: u64) -> Result<u64, SpoolError> {
+    seq.checked_add(1).ok_or_else(|| SpoolError::Dir {
+        path: dir.to_path_buf(),
+        source: io::Error::other("journal numbers are exhausted; move the journals away"),
+    })
 }
 
 /// Writes `live` into a new journal numbered `seq` and makes it and its name durable.
@@ -238,9 +251,13 @@ impl Journal {
 
     /// Starts a new journal with the live results and removes this one.
     fn rotate(&mut self) -> Result<(), SpoolError> {
-        let (file, size) = write_journal(&self.dir, self.seq + 1, &self.live)?;
+        let next = next_seq(&self.dir, self.seq)?;
+        let (file, size) = write_journal(&self.dir, next, &self.live).inspect_err(|_| {
+            // A part-written journal must not bring back results settled after it.
+            let _ = fs::remove_file(self.dir.join(journal_name(next)));
+        })?;
         let old = self.dir.join(journal_name(self.seq));
-        self.seq += 1;
+        self.seq = next;
         self.file = file;
         self.size = size;
         self.live_bytes = size;
@@ -452,7 +469,7 @@ impl Spool {
             results.push(result);
             live.insert(id, line);
         }
-        let journal = Journal::create(dir, found.max_seq + 1, live)?;
+        let journal = Journal::create(dir, next_seq(dir, found.max_seq)?, live)?;
         // The results are durable in the new journal: the old files may go.
         for path in found.journals.iter().chain(&found.legacy) {
             let _ = fs::remove_file(path);
@@ -467,7 +484,7 @@ impl Spool {
                 shared: Arc::new(Shared::default()),
                 journal: Mutex::new(Some(journal)),
                 writer: Mutex::new(None),
-                lock: Mutex::new(Some(lock)),
+                lock: Arc::new(Mutex::new(Some(lock))),
             },
             results,
         ))
@@ -484,9 +501,13 @@ impl Spool {
             return Ok(());
         };
         let shared = self.shared.clone();
+        let lock = self.lock.clone();
         let handle = std::thread::Builder::new()
             .name("mthpt-spool".to_owned())
-            .spawn(move || write_batches(&shared, journal, &on_spooled))
+            .spawn(move || {
+                write_batches(&shared, journal, &on_spooled);
+                drop(lock);
+            })
             .map_err(SpoolError::Thread)?;
         *guard(&self.writer) = Some(handle);
         Ok(())
@@ -550,23 +571,37 @@ impl Drop for Spool {
     }
 }
 
+/// How often a journal whose last write failed is rewritten while no batch comes.
+const RETRY_BROKEN: Duration = Duration::from_secs(1);
+
 /// The writer thread: takes everything queued, appends it as one batch, hands the results on.
 fn write_batches(shared: &Shared, mut journal: Journal, on_spooled: &OnSpooled) {
     loop {
-        let (results, settled) = {
+        let (results, settled, closed) = {
             let mut queue = guard(&shared.queue);
             while queue.results.is_empty() && queue.settled.is_empty() && !queue.closed {
-                queue = shared
-                    .wake
-                    .wait(queue)
-                    .unwrap_or_else(PoisonError::into_inner);
-            }
-            if queue.results.is_empty() && queue.settled.is_empty() {
-                return;
+                if journal.broken {
+                    // Results of the failed write were handed on from memory: rewrite the
+                    // journal soon even if nothing else comes, so they become durable.
+                    let (next, timeout) = shared
+                        .wake
+                        .wait_timeout(queue, RETRY_BROKEN)
+                        .unwrap_or_else(PoisonError::into_inner);
+                    queue = next;
+                    if timeout.timed_out() {
+                        break;
+                    }
+                } else {
+                    queue = shared
+                        .wake
+                        .wait(queue)
+                        .unwrap_or_else(PoisonError::into_inner);
+                }
             }
             (
                 std::mem::take(&mut queue.results),
                 std::mem::take(&mut queue.settled),
+                queue.closed,
             )
         };
         match journal.append(&results, &settled) {
@@ -577,14 +612,29 @@ fn write_batches(shared: &Shared, mut journal: Journal, on_spooled: &OnSpooled) 
                     }
                 }
             }
-            // Delivery still goes ahead from memory; only a crash before it would lose them
-            // (the next batch writes them into a new journal).
+            // Delivery still goes ahead from memory; only a crash before the journal is
+            // rewritten (with the next batch, or within RETRY_BROKEN) would lose them.
             Err(e) => {
                 tracing::error!(error = %e, results = results.len(), "could not spool results")
             }
         }
         if !results.is_empty() {
-            on_spooled(results.into_iter().map(|(result, _)| result).collect());
+            let results: Vec<RunResult> = results.into_iter().map(|(result, _)| result).collect();
+            // A panic in what the callback reaches (a metrics recorder, a log subscriber) must
+            // not stop the spool: every later result would wait for it for ever.
+            if std::panic::catch_unwind(AssertUnwindSafe(|| on_spooled(results))).is_err() {
+                tracing::error!("handing spooled results on panicked");
+            }
+        }
+        if closed && guard(&shared.queue).results.is_empty() && !journal.broken {
+            return;
+        }
+        if closed && journal.broken {
+            // One last rewrite before leaving; what still fails is logged.
+            if let Err(e) = journal.rotate() {
+                tracing::error!(error = %e, "could not rewrite the result spool before stopping");
+            }
+            return;
         }
     }
 }
@@ -595,7 +645,6 @@ mod tests {
     use crate::protocol::Outcome;
     use chrono::Utc;
     use std::sync::mpsc;
-    use std::time::Duration;
 
     fn result(run_id: RunId) -> RunResult {
         RunResult {
@@ -729,6 +778,26 @@ mod tests {
                 journal_name(4) + ".corrupt",
                 journal_name(5)
             ]
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn journal_names_are_read_strictly_and_their_numbers_never_wrap() -> anyhow::Result<()> {
+        assert_eq!(journal_seq(&journal_name(42)), Some(42));
+        assert_eq!(journal_seq("journal-+5.log"), None);
+        assert_eq!(journal_seq("journal-.log"), None);
+        assert_eq!(journal_seq("journal-5.log.corrupt"), None);
+        let dir = tempfile::tempdir()?;
+        fs::write(dir.path().join(journal_name(u64::MAX)), b"")?;
+        let refused = Spool::open(dir.path())
+            .map(|_| ())
+            .map_err(|e| e.to_string());
+        assert!(
+            refused
+                .as_ref()
+                .is_err_and(|e| e.contains("journal numbers are exhausted")),
+            "{refused:?}"
         );
         Ok(())
     }
