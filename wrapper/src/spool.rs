@@ -187,16 +187,39 @@ fn sync_dir(dir: &Path) -> Result<(), SpoolError> {
         })
 }
 
-/// The journal file being appended to, and the live results' lines (what a compaction writes).
+/// The journal lines of the results no engine confirmed yet: what a compaction writes.
+#[derive(Default)]
+struct Live {
+    lines: HashMap<RunId, Vec<u8>>,
+    /// The lines' length together.
+    bytes: u64,
+}
+
+impl Live {
+    fn insert(&mut self, id: RunId, line: Vec<u8>) {
+        self.bytes += line.len() as u64;
+        if let Some(old) = self.lines.insert(id, line) {
+            self.bytes -= old.len() as u64;
+        }
+    }
+
+    fn remove(&mut self, id: RunId) {
+        if let Some(old) = self.lines.remove(&id) {
+            self.bytes -= old.len() as u64;
+        }
+    }
+}
+
+/// The journal file being appended to, and the live results' lines.
 struct Journal {
     dir: PathBuf,
     seq: u64,
     file: File,
     size: u64,
-    live: HashMap<RunId, Vec<u8>>,
-    live_bytes: u64,
-    /// The last write failed: the next batch starts a new journal.
-    broken: bool,
+    live: Live,
+    /// A write failed, so the file may end in part of a line: the next batch goes into a new
+    /// journal, and until one is written the writer retries on a timer and once before it stops.
+    needs_new_journal: bool,
 }
 
 /// The number after `seq` (a directory whose journals reached the last number is refused).
@@ -208,11 +231,7 @@ fn next_seq(dir: &Path, seq: u64) -> Result<u64, SpoolError> {
 }
 
 /// Writes `live` into a new journal numbered `seq` and makes it and its name durable.
-fn write_journal(
-    dir: &Path,
-    seq: u64,
-    live: &HashMap<RunId, Vec<u8>>,
-) -> Result<(File, u64), SpoolError> {
+fn write_journal(dir: &Path, seq: u64, live: &Live) -> Result<(File, u64), SpoolError> {
     let path = dir.join(journal_name(seq));
     let mut file = OpenOptions::new()
         .create(true)
@@ -220,11 +239,11 @@ fn write_journal(
         .write(true)
         .open(&path)
         .map_err(file_err(&path))?;
-    let mut ids: Vec<RunId> = live.keys().copied().collect();
+    let mut ids: Vec<RunId> = live.lines.keys().copied().collect();
     ids.sort_unstable();
-    let mut bytes = Vec::new();
+    let mut bytes = Vec::with_capacity(usize::try_from(live.bytes).unwrap_or(0));
     for id in ids {
-        if let Some(line) = live.get(&id) {
+        if let Some(line) = live.lines.get(&id) {
             bytes.extend_from_slice(line);
         }
     }
@@ -236,16 +255,15 @@ fn write_journal(
 
 impl Journal {
     /// A new journal numbered `seq` holding `live`.
-    fn create(dir: &Path, seq: u64, live: HashMap<RunId, Vec<u8>>) -> Result<Self, SpoolError> {
+    fn create(dir: &Path, seq: u64, live: Live) -> Result<Self, SpoolError> {
         let (file, size) = write_journal(dir, seq, &live)?;
         Ok(Self {
             dir: dir.to_path_buf(),
             seq,
             file,
             size,
-            live_bytes: size,
             live,
-            broken: false,
+            needs_new_journal: false,
         })
     }
 
@@ -260,8 +278,7 @@ impl Journal {
         self.seq = next;
         self.file = file;
         self.size = size;
-        self.live_bytes = size;
-        self.broken = false;
+        self.needs_new_journal = false;
         if let Err(e) = fs::remove_file(&old) {
             tracing::warn!(file = %old.display(), error = %e, "could not remove a compacted spool journal");
         }
@@ -269,30 +286,24 @@ impl Journal {
     }
 
     fn wants_rotation(&self) -> bool {
-        self.broken || (self.size >= ROTATE_BYTES && self.size >= 4 * self.live_bytes)
+        self.needs_new_journal || (self.size >= ROTATE_BYTES && self.size >= 4 * self.live.bytes)
     }
 
     /// Appends a batch: its results' lines, then one `settled` line; `fsync`s when the batch
-    /// has results.
+    /// has results. The lines are kept as the live results'.
     fn append(
         &mut self,
-        results: &[(RunResult, Option<Vec<u8>>)],
+        lines: Vec<(RunId, Vec<u8>)>,
         settled: &[RunId],
     ) -> Result<(), SpoolError> {
-        let mut bytes = Vec::new();
-        for (result, line) in results {
-            if let Some(line) = line {
-                bytes.extend_from_slice(line);
-                self.live_bytes += line.len() as u64;
-                if let Some(old) = self.live.insert(result.run_id, line.clone()) {
-                    self.live_bytes -= old.len() as u64;
-                }
-            }
+        let durable = !lines.is_empty();
+        let mut bytes = Vec::with_capacity(lines.iter().map(|(_, line)| line.len()).sum());
+        for (id, line) in lines {
+            bytes.extend_from_slice(&line);
+            self.live.insert(id, line);
         }
         for id in settled {
-            if let Some(old) = self.live.remove(id) {
-                self.live_bytes -= old.len() as u64;
-            }
+            self.live.remove(*id);
         }
         if !settled.is_empty() {
             bytes.extend_from_slice(&settled_line(settled));
@@ -309,13 +320,13 @@ impl Journal {
         if bytes.is_empty() {
             return Ok(());
         }
-        if self.broken {
-            // After a failed write the file may end in part of a line: keep it a line apart.
+        if self.needs_new_journal {
+            // The rotation above failed too: keep this batch a line apart from the part line.
             bytes.insert(0, b'\n');
         }
         let path = self.dir.join(journal_name(self.seq));
         let written = self.file.write_all(&bytes).and_then(|()| {
-            if results.iter().any(|(_, line)| line.is_some()) {
+            if durable {
                 self.file.sync_data()
             } else {
                 Ok(())
@@ -327,7 +338,7 @@ impl Journal {
                 Ok(())
             }
             Err(source) => {
-                self.broken = true;
+                self.needs_new_journal = true;
                 Err(SpoolError::File { path, source })
             }
         }
@@ -348,10 +359,9 @@ struct Found {
 }
 
 impl Found {
-    fn add(&mut self, result: RunResult) -> Result<(), SpoolError> {
-        let line = result_line(&result)?;
+    /// `line` is the result's journal line, newline included.
+    fn add(&mut self, result: RunResult, line: Vec<u8>) {
         self.live.insert(result.run_id, (result, line));
-        Ok(())
     }
 
     fn read_journal(&mut self, path: &Path) -> Result<(), SpoolError> {
@@ -370,7 +380,12 @@ impl Found {
                 break;
             }
             match serde_json::from_slice::<Record>(line) {
-                Ok(Record::Result(result)) => self.add(result)?,
+                Ok(Record::Result(result)) => {
+                    let mut kept = Vec::with_capacity(line.len() + 1);
+                    kept.extend_from_slice(line);
+                    kept.push(b'\n');
+                    self.add(result, kept);
+                }
                 Ok(Record::Settled(ids)) => {
                     for id in ids {
                         self.live.remove(&id);
@@ -396,7 +411,8 @@ impl Found {
             .and_then(|b| serde_json::from_slice::<RunResult>(&b).map_err(|e| e.to_string()))
         {
             Ok(result) => {
-                self.add(result)?;
+                let line = result_line(&result)?;
+                self.add(result, line);
                 self.legacy.push(path.to_path_buf());
             }
             Err(reason) => {
@@ -464,7 +480,7 @@ impl Spool {
             found.read_journal(path)?;
         }
         let mut results = Vec::with_capacity(found.live.len());
-        let mut live = HashMap::with_capacity(found.live.len());
+        let mut live = Live::default();
         for (id, (result, line)) in found.live {
             results.push(result);
             live.insert(id, line);
@@ -580,7 +596,7 @@ fn write_batches(shared: &Shared, mut journal: Journal, on_spooled: &OnSpooled) 
         let (results, settled, closed) = {
             let mut queue = guard(&shared.queue);
             while queue.results.is_empty() && queue.settled.is_empty() && !queue.closed {
-                if journal.broken {
+                if journal.needs_new_journal {
                     // Results of the failed write were handed on from memory: rewrite the
                     // journal soon even if nothing else comes, so they become durable.
                     let (next, timeout) = shared
@@ -604,12 +620,26 @@ fn write_batches(shared: &Shared, mut journal: Journal, on_spooled: &OnSpooled) 
                 queue.closed,
             )
         };
-        match journal.append(&results, &settled) {
+        let mut lines = Vec::with_capacity(results.len());
+        let results: Vec<RunResult> = results
+            .into_iter()
+            .map(|(result, line)| {
+                if let Some(line) = line {
+                    lines.push((result.run_id, line));
+                }
+                result
+            })
+            .collect();
+        // The ids for the `result spooled` log lines (the chaos suite reads them).
+        let spooled: Vec<RunId> = if tracing::enabled!(tracing::Level::DEBUG) {
+            lines.iter().map(|(id, _)| *id).collect()
+        } else {
+            Vec::new()
+        };
+        match journal.append(lines, &settled) {
             Ok(()) => {
-                for (result, line) in &results {
-                    if line.is_some() {
-                        tracing::debug!(run_id = result.run_id, "result spooled");
-                    }
+                for run_id in spooled {
+                    tracing::debug!(run_id, "result spooled");
                 }
             }
             // Delivery still goes ahead from memory; only a crash before the journal is
@@ -619,17 +649,16 @@ fn write_batches(shared: &Shared, mut journal: Journal, on_spooled: &OnSpooled) 
             }
         }
         if !results.is_empty() {
-            let results: Vec<RunResult> = results.into_iter().map(|(result, _)| result).collect();
             // A panic in what the callback reaches (a metrics recorder, a log subscriber) must
             // not stop the spool: every later result would wait for it for ever.
             if std::panic::catch_unwind(AssertUnwindSafe(|| on_spooled(results))).is_err() {
                 tracing::error!("handing spooled results on panicked");
             }
         }
-        if closed && guard(&shared.queue).results.is_empty() && !journal.broken {
+        if closed && guard(&shared.queue).results.is_empty() && !journal.needs_new_journal {
             return;
         }
-        if closed && journal.broken {
+        if closed && journal.needs_new_journal {
             // One last rewrite before leaving; what still fails is logged.
             if let Err(e) = journal.rotate() {
                 tracing::error!(error = %e, "could not rewrite the result spool before stopping");
