@@ -60,16 +60,18 @@ fn chromedriver_path() -> PathBuf {
 /// Starts chromedriver on a free port; returns it and its URL.
 async fn start_chromedriver() -> (ChildGuard, String) {
     let port = free_port();
-    let child = Command::new(chromedriver_path())
-        .args([
-            format!("--port={port}"),
-            "--allowed-ips=127.0.0.1".to_owned(),
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start chromedriver");
-    let driver = ChildGuard::new("chromedriver", child);
+    // Its own process group: the browsers it starts are killed with it.
+    let driver = ChildGuard::spawn_group(
+        "chromedriver",
+        Command::new(chromedriver_path())
+            .args([
+                format!("--port={port}"),
+                "--allowed-ips=127.0.0.1".to_owned(),
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+    )
+    .expect("start chromedriver");
     let url = format!("http://127.0.0.1:{port}");
     wait_until(WAIT, || async {
         std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()

@@ -2,11 +2,12 @@
 
 use std::fs::File;
 use std::io;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use nix::sys::signal::{Signal, kill};
+use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 
 use crate::wait::wait_until_blocking;
@@ -26,6 +27,8 @@ pub struct ChildGuard {
     child: Child,
     log: Option<PathBuf>,
     grace: Duration,
+    /// It leads a process group of its own: what it started goes with it.
+    group: bool,
 }
 
 impl ChildGuard {
@@ -36,7 +39,17 @@ impl ChildGuard {
             child,
             log: None,
             grace: GRACE,
+            group: false,
         }
+    }
+
+    /// Spawns `command` as the leader of a new process group, which is killed with it: for a
+    /// program whose own children would outlive it (chromedriver leaves its browsers running).
+    pub fn spawn_group(name: impl Into<String>, command: &mut Command) -> io::Result<ChildGuard> {
+        let child = command.process_group(0).spawn()?;
+        let mut guard = ChildGuard::new(name, child);
+        guard.group = true;
+        Ok(guard)
     }
 
     /// Spawns `command` with stdout discarded and stderr written to `log`.
@@ -96,8 +109,13 @@ impl ChildGuard {
         self.kill();
     }
 
-    /// Kills it with SIGKILL and reaps it.
+    /// Kills it with SIGKILL (and its process group, when it leads one) and reaps it.
     pub fn kill(&mut self) {
+        if self.group
+            && let Ok(pid) = i32::try_from(self.child.id())
+        {
+            let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
