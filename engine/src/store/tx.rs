@@ -165,15 +165,19 @@ pub(super) fn fk_or(e: sqlx::Error, what: impl FnOnce() -> String) -> StoreError
     }
 }
 
+/// The message of SQLite's trigger that refuses a run without an app (migration 0021).
+const RUN_APP_REQUIRED: &str = "run_app_required";
+
 /// Maps a foreign-key violation, or a not-null violation (a referenced row read by a subquery
-/// that found none: a run's app, read from its task), to [`StoreError::NotFound`] with `what`.
+/// that found none: a run's app, read from its task within its tenant; on SQLite the trigger
+/// [`RUN_APP_REQUIRED`]), to [`StoreError::NotFound`] with `what`.
 pub(super) fn reference_or(e: sqlx::Error, what: impl FnOnce() -> String) -> StoreError {
     match &e {
         sqlx::Error::Database(db)
             if matches!(
                 db.kind(),
                 ErrorKind::ForeignKeyViolation | ErrorKind::NotNullViolation
-            ) =>
+            ) || db.message().starts_with(RUN_APP_REQUIRED) =>
         {
             StoreError::NotFound(what())
         }

@@ -116,6 +116,30 @@ pub async fn a_run_of_a_task_that_does_not_exist_is_refused(store: Arc<dyn Store
     );
 }
 
+pub async fn a_run_naming_another_tenants_task_is_refused(store: Arc<dyn Store>) {
+    let store = &*store;
+    let acme = world(store, "acme").await;
+    let globex = world(store, "globex").await;
+    let (theirs, _) = create_task(store, &globex, &manual(globex.app.id, "job")).await;
+    // acme's tenant with globex's task: the run would belong to no app of its tenant.
+    let mut stray = occurrence(&globex, &theirs, T0 + MINUTE);
+    stray.tenant_id = acme.tenant.id;
+    let mut tx = store.begin().await.unwrap();
+    let one = tx.insert_run(&stray, T0).await;
+    assert!(matches!(one, Err(StoreError::NotFound(_))), "{one:?}");
+    drop(tx);
+    let mut tx = store.begin().await.unwrap();
+    let many = tx.insert_runs(std::slice::from_ref(&stray), T0).await;
+    assert!(matches!(many, Err(StoreError::NotFound(_))), "{many:?}");
+    drop(tx);
+    let listed = read(store)
+        .await
+        .list_runs(acme.tenant.id, &RunFilter::default())
+        .await
+        .unwrap();
+    assert!(listed.is_empty(), "nothing was stored for acme: {listed:?}");
+}
+
 pub async fn claims_take_due_runs_of_served_groups_in_order(store: Arc<dyn Store>) {
     let store = &*store;
     let w = world(store, "acme").await;
