@@ -21,6 +21,23 @@ use mthpt_engine::tenant::{NewTenant, Tenant};
 use mthpt_wrapper::{Wrapper, WrapperBuilder};
 
 /// A tenant with one app, and the key and secret its wrappers sign with.
+/// Resolves on SIGINT or SIGTERM, naming it: a harness selects on it so that its processes
+/// and databases are cleaned up by their guards' `Drop` instead of outliving it.
+pub async fn interrupted() -> &'static str {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut int), Ok(mut term)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        // Without signal handling the run simply cannot be interrupted cleanly.
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = int.recv() => "SIGINT",
+        _ = term.recv() => "SIGTERM",
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Tenancy {
     pub tenant: Tenant,

@@ -218,8 +218,13 @@ async fn main() -> ExitCode {
         }
         let report = bench::run(&config).await?;
         anyhow::Ok(serde_json::to_string(&report)?)
-    }
-    .await;
+    };
+    // An interrupted bench drops its scenario: the engine nodes and wrappers it started are
+    // killed by their guards rather than left running.
+    let outcome = tokio::select! {
+        outcome = outcome => outcome,
+        signal = mthpt_tests::interrupted() => Err(anyhow::anyhow!("interrupted by {signal}")),
+    };
     match outcome {
         Ok(json) => {
             println!("{json}");

@@ -263,7 +263,7 @@ pub async fn run(config: &ChaosConfig) -> anyhow::Result<Report> {
     // and its PostgreSQL stopped while the cluster's files still exist.
     let result = tokio::select! {
         result = run_in(config, work.path()) => result,
-        signal = interrupted() => Err(anyhow::anyhow!("interrupted by {signal}")),
+        signal = crate::interrupted() => Err(anyhow::anyhow!("interrupted by {signal}")),
     };
     // What went wrong is in the logs: kept whenever the run failed or found a violation; the
     // PostgreSQL cluster itself goes unless asked for.
@@ -291,22 +291,6 @@ fn remove_database_files(dir: &Path) {
         if entry.file_name().to_string_lossy().starts_with("node") {
             let _ = std::fs::remove_dir_all(entry.path().join("data"));
         }
-    }
-}
-
-/// Resolves on SIGINT or SIGTERM, naming it.
-async fn interrupted() -> &'static str {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut int), Ok(mut term)) = (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-    ) else {
-        // Without signal handling the run simply cannot be interrupted cleanly.
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = int.recv() => "SIGINT",
-        _ = term.recv() => "SIGTERM",
     }
 }
 
