@@ -1,7 +1,9 @@
 //! A PostgreSQL failover under an open store: a primary and a hot standby of the test's own
 //! (`initdb`, `pg_basebackup -R`, on free ports of 127.0.0.1; never the shared server), the store
 //! given both with the standby first. It lands on the primary; when the primary dies and the
-//! standby is promoted, the same store works against the promoted server within seconds.
+//! standby is promoted, the same store works against the promoted server within seconds; a
+//! due-signal listener left on a server the store no longer uses ends, and listening again reaches
+//! the new one.
 //!
 //! Needs PostgreSQL's server binaries (`MTHPT_PG_BIN`, else the newest
 //! `/usr/lib/postgresql/<version>/bin`); fails, never skips, without them.
@@ -12,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use mthpt_engine::store::{PgStore, Store, StoreError};
 use mthpt_engine::tenant::NewTenant;
+use sqlx::Connection;
 
 /// How long the store may take to work again once the standby is promoted.
 const RECOVERY: Duration = Duration::from_secs(10);
@@ -80,6 +83,74 @@ async fn the_store_follows_the_primary_to_a_promoted_standby() {
         .listen_due()
         .await
         .expect("LISTEN on the promoted server");
+    store.close().await;
+}
+
+/// An old primary that is cut off but still up keeps its sessions: a due-signal listener on
+/// it would hear nothing once the store writes elsewhere. It ends instead, and listening again
+/// reaches the server in use.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_due_listener_on_a_server_left_behind_ends_and_listens_again_on_the_new_one() {
+    let bin = bin_dir();
+    let dir = tempfile::tempdir().expect("temp dir");
+    if running_as_root() {
+        run(Command::new("chown")
+            .args(["-R", "postgres:postgres"])
+            .arg(dir.path()))
+        .await;
+    }
+    // Two servers of their own, both migrated: the first stands for a primary that is about
+    // to be left behind, the second, read-only for now, for the one that takes over.
+    let old = Server::init(&bin, dir.path(), "old").await;
+    let new = Server::init(&bin, dir.path(), "new").await;
+    for server in [&old, &new] {
+        let single = PgStore::connect(&server.url()).await.expect("connect");
+        single.migrate().await.expect("migrate");
+        single.close().await;
+    }
+    new.read_only(true).await;
+    let url = format!(
+        "postgres://postgres@127.0.0.1:{},127.0.0.1:{}/postgres?sslmode=disable",
+        old.port, new.port
+    );
+    let store = PgStore::connect(&url)
+        .await
+        .expect("connect to the host list");
+    assert_eq!(store.server(), format!("127.0.0.1:{}", old.port));
+    let mut stale = store.listen_due().await.expect("LISTEN on the old server");
+
+    // The new server takes writes, and the old one turns read-only without dropping a
+    // session: a demoted primary as a client whose connection survives sees it.
+    new.read_only(false).await;
+    old.read_only(true).await;
+    let switched = Instant::now();
+    while store.server() != format!("127.0.0.1:{}", new.port) {
+        assert!(
+            switched.elapsed() < RECOVERY,
+            "the store did not move to the other server within {RECOVERY:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let ended = tokio::time::timeout(Duration::from_secs(5), stale.recv())
+        .await
+        .expect("the listener on the old server ends within seconds of the switch");
+    assert!(
+        matches!(ended, Err(StoreError::Unavailable(_))),
+        "it ends with an error that says to listen again: {ended:?}"
+    );
+
+    let mut fresh = store.listen_due().await.expect("LISTEN on the new server");
+    sqlx::query("SELECT pg_notify($1, 'default')")
+        .bind(mthpt_engine::store::DUE_CHANNEL)
+        .execute(store.pool())
+        .await
+        .expect("NOTIFY on the new server");
+    let heard = tokio::time::timeout(Duration::from_secs(5), fresh.recv())
+        .await
+        .expect("the new listener hears the new server's signal");
+    assert_eq!(heard.expect("a signal"), "default");
+    // A listener holds a pooled connection: closing the pool waits for it.
+    drop((stale, fresh));
     store.close().await;
 }
 
@@ -167,6 +238,25 @@ impl Server {
         let log = self.log.display().to_string();
         run(&mut self.pg_ctl("start", &["-l", &log, "-o", &options])).await;
         self.running = true;
+    }
+
+    /// Makes every new transaction read-only, or not, without ending a session.
+    async fn read_only(&self, on: bool) {
+        let mut admin = sqlx::PgConnection::connect(&self.url())
+            .await
+            .expect("admin");
+        let setting = if on {
+            "ALTER SYSTEM SET default_transaction_read_only = on"
+        } else {
+            "ALTER SYSTEM RESET default_transaction_read_only"
+        };
+        for statement in [setting, "SELECT pg_reload_conf()"] {
+            sqlx::query(statement)
+                .execute(&mut admin)
+                .await
+                .expect(statement);
+        }
+        admin.close().await.expect("close");
     }
 
     /// As a crash: no shutdown checkpoint, sessions cut.

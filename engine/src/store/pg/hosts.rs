@@ -26,7 +26,10 @@
 //!
 //! Work in flight when the primary goes fails with a connection error or SQLSTATE 25006 / 57P01;
 //! those are [transient](super::super::StoreError::is_transient): the engine's loops try again
-//! and the APIs answer 503. LISTEN reconnects through the pool, so it follows too.
+//! and the APIs answer 503. LISTEN reconnects through the pool when its connection breaks; a
+//! listener whose server is no longer the one the pool uses (an old primary cut off but still
+//! up: its connection does not break, and nothing is notified on it any more) ends with an
+//! error within a second of the switch, so the engine listens again on the new server.
 
 use std::str::FromStr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -431,6 +434,16 @@ impl Primary {
     /// The current server's options, without the session timeouts (for migrations).
     pub fn options(&self) -> PgConnectOptions {
         self.current_host().options.clone()
+    }
+
+    /// When the pool was last pointed at a server (its connections older than this are
+    /// dropped): a long-lived session opened before it is on a server that is no longer the one.
+    pub fn switched_at(&self) -> Instant {
+        *self
+            .state
+            .switched_at
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The current server as `host:port`.

@@ -9,7 +9,7 @@ pub(super) mod runs;
 pub(super) mod tasks;
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use sqlx::Connection;
@@ -159,9 +159,14 @@ impl Store for PgStore {
     }
 
     async fn listen_due(&self) -> Result<Box<dyn DueListener>> {
+        // Taken before connecting: a switch while connecting ends the listener at once.
+        let switched_at = self.primary.as_ref().map(|p| p.switched_at());
         let mut listener = PgListener::connect_with(&self.pool).await?;
         listener.listen(DUE_CHANNEL).await?;
-        Ok(Box::new(PgDueListener { listener }))
+        Ok(Box::new(PgDueListener {
+            listener,
+            primary: self.primary.clone().zip(switched_at),
+        }))
     }
 
     async fn server_warnings(&self) -> Result<Vec<String>> {
@@ -189,12 +194,36 @@ impl Store for PgStore {
 #[derive(Debug)]
 struct PgDueListener {
     listener: PgListener,
+    /// With several hosts: the server being followed, and when the pool last switched servers
+    /// as this listener connected.
+    primary: Option<(Arc<Primary>, Instant)>,
 }
+
+/// How often a listener of a following store checks that its server is still the one in use.
+const LISTENER_CHECK: Duration = Duration::from_secs(1);
 
 #[async_trait]
 impl DueListener for PgDueListener {
     async fn recv(&mut self) -> Result<String> {
-        Ok(self.listener.recv().await?.payload().to_owned())
+        let Some((primary, switched_at)) = &self.primary else {
+            return Ok(self.listener.recv().await?.payload().to_owned());
+        };
+        loop {
+            tokio::select! {
+                notification = self.listener.recv() => {
+                    return Ok(notification?.payload().to_owned());
+                }
+                () = tokio::time::sleep(LISTENER_CHECK) => {
+                    if primary.switched_at() != *switched_at {
+                        return Err(StoreError::Unavailable(format!(
+                            "the due signals' server is no longer the one in use ({}); \
+                             listen again",
+                            primary.host()
+                        )));
+                    }
+                }
+            }
+        }
     }
 }
 
