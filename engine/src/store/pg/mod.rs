@@ -209,19 +209,17 @@ impl DueListener for PgDueListener {
             return Ok(self.listener.recv().await?.payload().to_owned());
         };
         loop {
+            if primary.switched_at() != *switched_at {
+                return Err(StoreError::Unavailable(format!(
+                    "the due signals' server is no longer the one in use ({}); listen again",
+                    primary.host()
+                )));
+            }
             tokio::select! {
                 notification = self.listener.recv() => {
                     return Ok(notification?.payload().to_owned());
                 }
-                () = tokio::time::sleep(LISTENER_CHECK) => {
-                    if primary.switched_at() != *switched_at {
-                        return Err(StoreError::Unavailable(format!(
-                            "the due signals' server is no longer the one in use ({}); \
-                             listen again",
-                            primary.host()
-                        )));
-                    }
-                }
+                () = tokio::time::sleep(LISTENER_CHECK) => {}
             }
         }
     }
