@@ -30,12 +30,12 @@ pub struct Proc {
     log_directives: Option<&'static str>,
 }
 
-/// The wrapper's `result spooled` debug line (after each spool write) and its `result found in
-/// the spool` one (each result a restarted wrapper replays), which tell results that reached
-/// the spool (and so, in time, an engine) from those that died with a killed wrapper. Only
-/// those two modules log at debug; the rest keeps the suite's level.
+/// The wrapper's `result spooled` debug line (its spool's writer thread, after each journal
+/// write) and its `result found in the spool` one (each result a restarted wrapper replays),
+/// which tell results that reached the spool (and so, in time, an engine) from those that died
+/// with a killed wrapper. Only those modules log at debug; the rest keeps the suite's level.
 pub const WRAPPER_LOG_DIRECTIVES: &str =
-    "mthpt_wrapper::runtime=debug,mthpt_wrapper::builder=debug";
+    "mthpt_wrapper::spool=debug,mthpt_wrapper::runtime=debug,mthpt_wrapper::builder=debug";
 
 impl Proc {
     /// A process of `mthpt` with `args`, logging to `log`; not started yet.

@@ -452,6 +452,16 @@ async fn run_in(config: &ChaosConfig, work: &Path) -> anyhow::Result<Report> {
         let bytes = std::fs::read(path).with_context(|| format!("read {}", path.display()))?;
         spooled_runs.extend(spooled_run_ids(&String::from_utf8_lossy(&bytes)));
     }
+    // Every result a wrapper delivers goes through its spool: logs that name none mean the
+    // wrappers did not log at the level the suite asked for, and a result lost on its way to
+    // an engine would pass for one that died with a killed wrapper.
+    let handlers_ended = log.starts.iter().any(|s| log.end(s).is_some());
+    anyhow::ensure!(
+        !handlers_ended || !spooled_runs.is_empty(),
+        "the wrappers' logs name no result as spooled although handlers ended: the suite \
+         cannot tell lost results from results that died with a wrapper (its `result spooled` \
+         lines are not logged: see WRAPPER_LOG_DIRECTIVES)"
+    );
 
     let failovers = failover::figures(&failover_times, &log, &expected, &samples, until);
     let counts = analysis::analyse(&Facts {
