@@ -154,6 +154,45 @@ impl Admission {
     }
 }
 
+/// How many runs one claim may take, after claims were cut off by their time bound.
+///
+/// A claim whose work does not fit in the node's pass bound (a lease plus 0.5 s) is cut off and
+/// rolled back; the next one of the same size would be cut off too, and the node would never
+/// claim again (every claimed run of a long-overdue backlog is a misfire, whose policy and
+/// alarm cost more than a fire). A cut-off claim halves the cap, down to [`MIN_CLAIM`]; each
+/// claim that finishes raises it by a quarter, back up to the claim batch.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ClaimCap {
+    cap: f64,
+    batch: f64,
+}
+
+/// The fewest runs a claim is allowed after cut-off claims.
+pub const MIN_CLAIM: f64 = 16.0;
+
+impl ClaimCap {
+    /// No cap below the claim batch.
+    pub fn new(batch: i64) -> Self {
+        let batch = (batch.max(1)) as f64;
+        Self { cap: batch, batch }
+    }
+
+    /// The most runs the next claim may take.
+    pub fn limit(&self) -> i64 {
+        self.cap as i64
+    }
+
+    /// A claim was cut off by its time bound.
+    pub fn cut_off(&mut self) {
+        self.cap = (self.cap / 2.0).max(MIN_CLAIM.min(self.batch));
+    }
+
+    /// A claim finished in time.
+    pub fn finished(&mut self) {
+        self.cap = (self.cap * 1.25).min(self.batch);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -230,5 +269,30 @@ mod tests {
         a.claimed([(RunId(1), 1_400)], 1_000);
         let s = a.settle([RunId(1)], 1_500);
         assert_eq!(s.late, 0);
+    }
+
+    #[test]
+    fn cut_off_claims_halve_the_claim_down_to_a_floor_and_finished_ones_bring_it_back() {
+        let mut cap = ClaimCap::new(2_000);
+        assert_eq!(cap.limit(), 2_000);
+        cap.finished();
+        assert_eq!(cap.limit(), 2_000, "never above the batch");
+        for _ in 0..20 {
+            cap.cut_off();
+        }
+        assert_eq!(
+            cap.limit(),
+            MIN_CLAIM as i64,
+            "a claim always takes some runs"
+        );
+        let mut finished = 0;
+        while cap.limit() < 2_000 {
+            cap.finished();
+            finished += 1;
+        }
+        assert_eq!(finished, 22, "back to the batch within a few dozen claims");
+        let mut small = ClaimCap::new(4);
+        small.cut_off();
+        assert_eq!(small.limit(), 4, "a batch below the floor is not cut");
     }
 }

@@ -28,7 +28,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use crate::admission::Admission;
+use crate::admission::{Admission, ClaimCap};
 use crate::api::CallbackApi;
 use crate::bus::Bus;
 use crate::claimer::{Cancellation, ClaimConfig, Claimer, Fire};
@@ -667,6 +667,7 @@ impl Shared {
         let poll =
             Duration::from_millis(u64::try_from(self.config.poll_interval_ms).unwrap_or(250));
         let mut next_claim = Instant::now();
+        let mut claim_cap = ClaimCap::new(self.config.claim_batch);
         loop {
             if listener.is_none() && Instant::now() >= listener_retry {
                 match self.store.listen_due().await {
@@ -682,7 +683,7 @@ impl Shared {
                 _ = stop.changed() => return,
                 () = tokio::time::sleep_until(next_claim) => {
                     let now = self.clock.now_ms();
-                    let limit = self.admission.room(now).min(self.config.claim_batch);
+                    let limit = self.admission.room(now).min(claim_cap.limit());
                     if limit == 0 {
                         // The node holds all the unsettled runs it may: claim again when some
                         // settle (see crate::admission).
@@ -691,8 +692,10 @@ impl Shared {
                         continue;
                     }
                     let pass = self.claimer.run_once_up_to(now, limit);
+                    let started = Instant::now();
                     match Self::bounded(self.pass_limit(), "claim", pass).await {
                         Ok(mut report) => {
+                            claim_cap.finished();
                             self.admission.claimed(
                                 report.fires.iter().map(|f| (f.run.id, f.run.due_at)),
                                 self.clock.now_ms(),
@@ -713,7 +716,11 @@ impl Shared {
                             next_claim = if full { Instant::now() } else { Instant::now() + poll };
                         }
                         Err(e) => {
-                            tracing::warn!(error = %e, "claim failed");
+                            if started.elapsed() >= self.pass_limit() {
+                                // Cut off: the next claim takes fewer runs, so that it fits.
+                                claim_cap.cut_off();
+                            }
+                            tracing::warn!(error = %e, next_limit = claim_cap.limit(), "claim failed");
                             next_claim = Instant::now() + poll;
                         }
                     }
