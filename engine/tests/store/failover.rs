@@ -23,13 +23,7 @@ const RECOVERY: Duration = Duration::from_secs(10);
 async fn the_store_follows_the_primary_to_a_promoted_standby() {
     let bin = bin_dir();
     // Dropped last: the servers below stop first, then their files go.
-    let dir = tempfile::tempdir().expect("temp dir");
-    if running_as_root() {
-        run(Command::new("chown")
-            .args(["-R", "postgres:postgres"])
-            .arg(dir.path()))
-        .await;
-    }
+    let dir = server_dir().await;
     let mut primary = Server::init(&bin, dir.path(), "primary").await;
     let single = PgStore::connect(&primary.url())
         .await
@@ -92,13 +86,7 @@ async fn the_store_follows_the_primary_to_a_promoted_standby() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_due_listener_on_a_server_left_behind_ends_and_listens_again_on_the_new_one() {
     let bin = bin_dir();
-    let dir = tempfile::tempdir().expect("temp dir");
-    if running_as_root() {
-        run(Command::new("chown")
-            .args(["-R", "postgres:postgres"])
-            .arg(dir.path()))
-        .await;
-    }
+    let dir = server_dir().await;
     // Two servers of their own, both migrated: the first stands for a primary that is about
     // to be left behind, the second, read-only for now, for the one that takes over.
     let old = Server::init(&bin, dir.path(), "old").await;
@@ -152,6 +140,18 @@ async fn a_due_listener_on_a_server_left_behind_ends_and_listens_again_on_the_ne
     // A listener holds a pooled connection: closing the pool waits for it.
     drop((stale, fresh));
     store.close().await;
+}
+
+/// A temporary directory for the test's servers, theirs when the test runs as root.
+async fn server_dir() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("temp dir");
+    if running_as_root() {
+        run(Command::new("chown")
+            .args(["-R", "postgres:postgres"])
+            .arg(dir.path()))
+        .await;
+    }
+    dir
 }
 
 async fn create_tenant(store: &PgStore, name: &str) -> Result<(), StoreError> {

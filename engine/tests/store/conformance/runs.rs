@@ -91,20 +91,25 @@ pub async fn same_occurrence_inserted_by_two_nodes_exists_once(store: Arc<dyn St
     assert_eq!(tx.insert_run(&retry, T0).await.unwrap().unwrap().attempt, 2);
 }
 
+/// Inserting `run`, alone and as a batch, is refused as naming something not found.
+async fn assert_insert_refused(store: &dyn Store, run: &mthpt_engine::run::NewRun) {
+    let mut tx = store.begin().await.unwrap();
+    let one = tx.insert_run(run, T0).await;
+    assert!(matches!(one, Err(StoreError::NotFound(_))), "{one:?}");
+    drop(tx);
+    let mut tx = store.begin().await.unwrap();
+    let many = tx.insert_runs(std::slice::from_ref(run), T0).await;
+    assert!(matches!(many, Err(StoreError::NotFound(_))), "{many:?}");
+    drop(tx);
+}
+
 pub async fn a_run_of_a_task_that_does_not_exist_is_refused(store: Arc<dyn Store>) {
     let store = &*store;
     let w = world(store, "acme").await;
     let (task, _) = create_task(store, &w, &manual(w.app.id, "job")).await;
     let mut ghost = occurrence(&w, &task, T0 + MINUTE);
     ghost.task_id = mthpt_engine::task::TaskId(task.id.0 + 1_000);
-    let mut tx = store.begin().await.unwrap();
-    let one = tx.insert_run(&ghost, T0).await;
-    assert!(matches!(one, Err(StoreError::NotFound(_))), "{one:?}");
-    drop(tx);
-    let mut tx = store.begin().await.unwrap();
-    let many = tx.insert_runs(std::slice::from_ref(&ghost), T0).await;
-    assert!(matches!(many, Err(StoreError::NotFound(_))), "{many:?}");
-    drop(tx);
+    assert_insert_refused(store, &ghost).await;
     let listed = read(store)
         .await
         .list_runs(w.tenant.id, &RunFilter::default())
@@ -124,14 +129,7 @@ pub async fn a_run_naming_another_tenants_task_is_refused(store: Arc<dyn Store>)
     // acme's tenant with globex's task: the run would belong to no app of its tenant.
     let mut stray = occurrence(&globex, &theirs, T0 + MINUTE);
     stray.tenant_id = acme.tenant.id;
-    let mut tx = store.begin().await.unwrap();
-    let one = tx.insert_run(&stray, T0).await;
-    assert!(matches!(one, Err(StoreError::NotFound(_))), "{one:?}");
-    drop(tx);
-    let mut tx = store.begin().await.unwrap();
-    let many = tx.insert_runs(std::slice::from_ref(&stray), T0).await;
-    assert!(matches!(many, Err(StoreError::NotFound(_))), "{many:?}");
-    drop(tx);
+    assert_insert_refused(store, &stray).await;
     let listed = read(store)
         .await
         .list_runs(acme.tenant.id, &RunFilter::default())
