@@ -15,6 +15,7 @@ mthpt_engine::on_both_backends!(
     cases::rolling_up_twice_writes_the_same_rows,
     cases::a_late_finishing_run_is_counted_once,
     cases::runs_of_a_chain_still_running_stay,
+    cases::a_removed_runs_references_go_with_it,
     cases::retention_is_validated,
     cases::published_alarm_events_go_after_a_week,
     cases::tenant_rows_merge_every_task_of_a_minute,
@@ -372,6 +373,79 @@ mod cases {
         assert_eq!(report.deleted, 2);
         let rows = rollups(s, w.tenant.id).await;
         assert_eq!(rows.iter().map(RunRollup::runs).sum::<i64>(), 2);
+    }
+
+    /// What names a run removed by retention forgets it, as the foreign keys did on SQLite and
+    /// the statement trigger of migration 0022 does on PostgreSQL: a later run of its chain loses
+    /// its parent and root, an alarm its run, and a trigger key naming it goes.
+    pub async fn a_removed_runs_references_go_with_it(store: Arc<dyn Store>) {
+        use mthpt_engine::alarm::{AlarmKind, NewAlarm, Severity};
+        use mthpt_engine::store::{Scope, TriggerKey};
+        let s = &*store;
+        let w = world(s, "acme").await;
+        let (parent, _) = create_task(s, &w, &manual(w.app.id, "parent")).await;
+        let (child, _) = create_task(s, &w, &manual(w.app.id, "child")).await;
+        let root = finished(s, &w, &parent, T0, RunState::Succeeded, 10).await;
+        // The chain's next run, final, two days later: within the retention when the root goes.
+        let mut next = occurrence(&w, &child, T0 + 2 * DAY);
+        next.trigger_kind = TriggerKind::Chain;
+        next.parent_run_id = Some(root.id);
+        next.chain_root_id = Some(root.id);
+        let next = insert(s, &next).await;
+        in_tx!(s, |tx| tx
+            .complete_run(
+                next.id,
+                None,
+                &done(RunState::Failed, T0 + 2 * DAY, T0 + 2 * DAY + 5)
+            )
+            .await
+            .unwrap());
+        let mut alarm = NewAlarm::new(
+            Some(w.tenant.id),
+            AlarmKind::RunFailed,
+            Severity::Critical,
+            "parent failed".to_owned(),
+        );
+        alarm.run_id = Some(root.id);
+        in_tx!(s, |tx| tx.insert_alarm(&alarm, T0).await.unwrap());
+        let key = TriggerKey {
+            tenant_id: w.tenant.id,
+            key: "req-1".into(),
+            task_id: parent.id,
+            run_id: root.id,
+            created_at: T0,
+        };
+        in_tx!(s, |tx| assert!(
+            tx.insert_trigger_key(&key, T0 - DAY).await.unwrap()
+        ));
+
+        let report = rollup(&store).run_once(T0 + 8 * DAY).await.unwrap();
+        assert_eq!(report.deleted, 1, "the root only: its chain is final");
+
+        let mut tx = read(s).await;
+        assert!(matches!(
+            tx.get_run(w.tenant.id, root.id).await,
+            Err(StoreError::NotFound(_))
+        ));
+        let kept = tx.get_run(w.tenant.id, next.id).await.unwrap();
+        assert_eq!(
+            (kept.parent_run_id, kept.chain_root_id),
+            (None, None),
+            "the later run no longer names the removed one"
+        );
+        let alarms = tx
+            .list_alarms(Scope::Tenant(w.tenant.id), &Default::default())
+            .await
+            .unwrap();
+        assert_eq!(alarms.len(), 1, "the alarm stays");
+        assert_eq!(alarms[0].run_id, None, "without its removed run");
+        assert!(
+            tx.find_trigger_key(w.tenant.id, "req-1", T0 - DAY)
+                .await
+                .unwrap()
+                .is_none(),
+            "the key that named the removed run is gone"
+        );
     }
 
     pub async fn published_alarm_events_go_after_a_week(store: Arc<dyn Store>) {

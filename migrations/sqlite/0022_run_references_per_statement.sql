@@ -1,0 +1,4 @@
+-- Nothing to change here. On PostgreSQL this number replaces the foreign keys that name
+-- `runs (id)` with one trigger per deleting statement, because retention deletes runs there as
+-- fast as they are made. SQLite keeps its foreign keys, with the same `ON DELETE` actions. Both
+-- backends keep the same migration numbers.
