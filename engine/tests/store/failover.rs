@@ -25,21 +25,11 @@ async fn the_store_follows_the_primary_to_a_promoted_standby() {
     // Dropped last: the servers below stop first, then their files go.
     let dir = server_dir().await;
     let mut primary = Server::init(&bin, dir.path(), "primary").await;
-    let single = PgStore::connect(&primary.url())
-        .await
-        .expect("connect to the primary");
-    single.migrate().await.expect("migrate");
-    single.close().await;
+    primary.migrate().await;
     let standby = Server::standby_of(&primary, dir.path(), "standby").await;
 
-    let url = format!(
-        "postgres://postgres@127.0.0.1:{},127.0.0.1:{}/postgres?sslmode=disable",
-        standby.port, primary.port
-    );
-    let store = PgStore::connect(&url)
-        .await
-        .expect("connect to the host list");
-    assert_eq!(store.server(), format!("127.0.0.1:{}", primary.port));
+    let store = connect_to_both(&standby, &primary).await;
+    assert_eq!(store.server(), primary.address());
     create_tenant(&store, "before")
         .await
         .expect("write on the primary");
@@ -67,7 +57,7 @@ async fn the_store_follows_the_primary_to_a_promoted_standby() {
         "the store wrote on the promoted standby {:?} after the promotion",
         promoted.elapsed()
     );
-    assert_eq!(store.server(), format!("127.0.0.1:{}", standby.port));
+    assert_eq!(store.server(), standby.address());
     let (in_recovery,): (bool,) = sqlx::query_as("SELECT pg_is_in_recovery()")
         .fetch_one(store.pool())
         .await
@@ -91,20 +81,11 @@ async fn a_due_listener_on_a_server_left_behind_ends_and_listens_again_on_the_ne
     // to be left behind, the second, read-only for now, for the one that takes over.
     let old = Server::init(&bin, dir.path(), "old").await;
     let new = Server::init(&bin, dir.path(), "new").await;
-    for server in [&old, &new] {
-        let single = PgStore::connect(&server.url()).await.expect("connect");
-        single.migrate().await.expect("migrate");
-        single.close().await;
-    }
+    old.migrate().await;
+    new.migrate().await;
     new.read_only(true).await;
-    let url = format!(
-        "postgres://postgres@127.0.0.1:{},127.0.0.1:{}/postgres?sslmode=disable",
-        old.port, new.port
-    );
-    let store = PgStore::connect(&url)
-        .await
-        .expect("connect to the host list");
-    assert_eq!(store.server(), format!("127.0.0.1:{}", old.port));
+    let store = connect_to_both(&old, &new).await;
+    assert_eq!(store.server(), old.address());
     let mut stale = store.listen_due().await.expect("LISTEN on the old server");
 
     // The new server takes writes, and the old one turns read-only without dropping a
@@ -112,7 +93,7 @@ async fn a_due_listener_on_a_server_left_behind_ends_and_listens_again_on_the_ne
     new.read_only(false).await;
     old.read_only(true).await;
     let switched = Instant::now();
-    while store.server() != format!("127.0.0.1:{}", new.port) {
+    while store.server() != new.address() {
         assert!(
             switched.elapsed() < RECOVERY,
             "the store did not move to the other server within {RECOVERY:?}"
@@ -140,6 +121,18 @@ async fn a_due_listener_on_a_server_left_behind_ends_and_listens_again_on_the_ne
     // A listener holds a pooled connection: closing the pool waits for it.
     drop((stale, fresh));
     store.close().await;
+}
+
+/// A store on the host list `first,second`.
+async fn connect_to_both(first: &Server, second: &Server) -> PgStore {
+    let url = format!(
+        "postgres://postgres@{},{}/postgres?sslmode=disable",
+        first.address(),
+        second.address()
+    );
+    PgStore::connect(&url)
+        .await
+        .expect("connect to the host list")
 }
 
 /// A temporary directory for the test's servers, theirs when the test runs as root.
@@ -221,11 +214,23 @@ impl Server {
         server
     }
 
+    /// `host:port`, as the store names its server.
+    fn address(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
     fn url(&self) -> String {
         format!(
-            "postgres://postgres@127.0.0.1:{}/postgres?sslmode=disable",
-            self.port
+            "postgres://postgres@{}/postgres?sslmode=disable",
+            self.address()
         )
+    }
+
+    /// Migrates the server's database to the newest schema.
+    async fn migrate(&self) {
+        let single = PgStore::connect(&self.url()).await.expect("connect");
+        single.migrate().await.expect("migrate");
+        single.close().await;
     }
 
     async fn start(&mut self) {

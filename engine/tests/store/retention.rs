@@ -340,18 +340,29 @@ mod cases {
         assert_eq!(counts(&rows), raw_counts(s, w.tenant.id).await);
     }
 
-    pub async fn runs_of_a_chain_still_running_stay(store: Arc<dyn Store>) {
-        let s = &*store;
+    /// A chain in a new tenant: its root, a run of task "parent" scheduled at `T0` and
+    /// succeeded, and the chain's next run, of task "child", scheduled at `next_at` and not
+    /// final. Returns the world, the parent task, the root and the next run.
+    async fn chain_of_two(
+        s: &dyn Store,
+        next_at: i64,
+    ) -> (World, mthpt_engine::task::Task, Run, Run) {
         let w = world(s, "acme").await;
         let (parent, _) = create_task(s, &w, &manual(w.app.id, "parent")).await;
         let (child, _) = create_task(s, &w, &manual(w.app.id, "child")).await;
         let root = finished(s, &w, &parent, T0, RunState::Succeeded, 10).await;
-        // The chain's next run, not final, started from the root later on.
-        let mut next = occurrence(&w, &child, T0 + 20 * MINUTE);
+        let mut next = occurrence(&w, &child, next_at);
         next.trigger_kind = TriggerKind::Chain;
         next.parent_run_id = Some(root.id);
         next.chain_root_id = Some(root.id);
         let next = insert(s, &next).await;
+        (w, parent, root, next)
+    }
+
+    pub async fn runs_of_a_chain_still_running_stay(store: Arc<dyn Store>) {
+        let s = &*store;
+        // The chain's next run, not final, started from the root later on.
+        let (w, _, root, next) = chain_of_two(s, T0 + 20 * MINUTE).await;
         let report = rollup(&store).run_once(T0 + 30 * DAY).await.unwrap();
         assert_eq!(
             report.deleted, 0,
@@ -382,16 +393,8 @@ mod cases {
         use mthpt_engine::alarm::{AlarmKind, NewAlarm, Severity};
         use mthpt_engine::store::{Scope, TriggerKey};
         let s = &*store;
-        let w = world(s, "acme").await;
-        let (parent, _) = create_task(s, &w, &manual(w.app.id, "parent")).await;
-        let (child, _) = create_task(s, &w, &manual(w.app.id, "child")).await;
-        let root = finished(s, &w, &parent, T0, RunState::Succeeded, 10).await;
         // The chain's next run, final, two days later: within the retention when the root goes.
-        let mut next = occurrence(&w, &child, T0 + 2 * DAY);
-        next.trigger_kind = TriggerKind::Chain;
-        next.parent_run_id = Some(root.id);
-        next.chain_root_id = Some(root.id);
-        let next = insert(s, &next).await;
+        let (w, parent, root, next) = chain_of_two(s, T0 + 2 * DAY).await;
         in_tx!(s, |tx| tx
             .complete_run(
                 next.id,
