@@ -152,6 +152,9 @@ pub struct RollupConfig {
     pub max_delete_batches: usize,
     /// Published alarm events (the outbox) are deleted this long after they were published.
     pub alarm_event_keep_ms: i64,
+    /// How long a node has a tenant's rollup to itself (it gives it back when the pass ends;
+    /// after a crash another node takes the tenant once this has run out).
+    pub lease_ms: i64,
 }
 
 impl Default for RollupConfig {
@@ -165,6 +168,7 @@ impl Default for RollupConfig {
             delete_batch: 1_000,
             max_delete_batches: 50,
             alarm_event_keep_ms: crate::tenant::DEFAULT_RETENTION_MS,
+            lease_ms: MINUTE_MS,
         }
     }
 }
@@ -251,42 +255,89 @@ impl Rollup {
 
     /// Rolls up a tenant's minutes that can no longer change, up to
     /// [`RollupConfig::max_minutes`] of them; returns the watermark after, the minutes rolled
-    /// and the rows written, or `None` when another node holds the tenant's watermark.
+    /// and the rows written, or `None` when another node is rolling the tenant up.
+    ///
+    /// No transaction stays open while the runs are read (a busy minute is hundreds of
+    /// thousands of them): an open transaction that has written holds back the cleanup of
+    /// every dead row the hot path leaves. A short transaction takes the tenant for
+    /// [`RollupConfig::lease_ms`], each page is read in a read-only transaction of its own,
+    /// and a last short one writes the rows and moves the watermark only if it has not
+    /// moved meanwhile (rows that replace: a minute rolled twice writes the same rows).
     pub async fn roll_tenant(
         &self,
         tenant: TenantId,
         now: i64,
     ) -> Result<Option<(i64, i64, usize)>> {
         let target = floor_minute(now - self.config.margin_ms);
-        let mut tx = self.store.begin().await?;
-        let initial = match tx.oldest_run_scheduled(tenant).await? {
-            Some(s) => floor_minute(s).min(target),
-            None => target,
-        };
-        let Some(watermark) = tx.lock_rollup_watermark(tenant, initial, now).await? else {
-            return Ok(None);
-        };
-        let mut end = target.min(
-            watermark.saturating_add(self.config.max_minutes.max(1).saturating_mul(MINUTE_MS)),
-        );
-        if end > watermark
-            && let Some(s) = tx
-                .oldest_unfinished_scheduled(tenant, watermark, end)
-                .await?
-        {
-            end = end.min(floor_minute(s));
-        }
-        if end <= watermark {
+        let (watermark, mut end) = {
+            let mut tx = self.store.begin().await?;
+            let initial = match tx.oldest_run_scheduled(tenant).await? {
+                Some(s) => floor_minute(s).min(target),
+                None => target,
+            };
+            let watermark = tx.init_rollup_watermark(tenant, initial, now).await?;
+            let mut end = target.min(
+                watermark.saturating_add(self.config.max_minutes.max(1).saturating_mul(MINUTE_MS)),
+            );
+            if end > watermark
+                && let Some(s) = tx
+                    .oldest_unfinished_scheduled(tenant, watermark, end)
+                    .await?
+            {
+                end = end.min(floor_minute(s));
+            }
+            if end > watermark
+                && !tx
+                    .lease_rollup(
+                        tenant,
+                        watermark,
+                        now,
+                        now.saturating_add(self.config.lease_ms),
+                    )
+                    .await?
+            {
+                tx.commit().await?;
+                return Ok(None);
+            }
             tx.commit().await?;
+            (watermark, end)
+        };
+        if end <= watermark {
             return Ok(Some((watermark, 0, 0)));
         }
+        let rolled = self.read_and_write(tenant, watermark, &mut end, now).await;
+        if !matches!(rolled, Ok(Some(_))) {
+            // Stopped or overtaken: the lease goes back now rather than when it runs out.
+            // Best effort; the lease runs out by itself.
+            if let Ok(mut tx) = self.store.begin().await
+                && tx.release_rollup_lease(tenant).await.is_ok()
+            {
+                let _ = tx.commit().await;
+            }
+        }
+        Ok(rolled?.map(|rows| (end, (end - watermark) / MINUTE_MS, rows)))
+    }
+
+    /// Reads the tenant's final runs of `watermark..end` page by page (and moves `end` back to
+    /// a whole minute once [`RollupConfig::batch_runs`] are read), then writes their rollup
+    /// rows and moves the watermark to `end`; the rows written, or `None` when the watermark
+    /// had moved.
+    async fn read_and_write(
+        &self,
+        tenant: TenantId,
+        watermark: i64,
+        end: &mut i64,
+        now: i64,
+    ) -> Result<Option<usize>> {
         let mut samples: Vec<RunSample> = Vec::new();
         let mut after = None;
         let page = self.config.page.max(1);
         loop {
-            let got = tx
-                .rollup_samples(tenant, watermark, end, after, page)
-                .await?;
+            let got = {
+                let mut tx = self.store.begin_read().await?;
+                tx.rollup_samples(tenant, watermark, *end, after, page)
+                    .await?
+            };
             let full = i64::try_from(got.len()).unwrap_or(i64::MAX) >= page;
             if let Some(last) = got.last() {
                 after = Some(SampleCursor {
@@ -303,18 +354,24 @@ impl Rollup {
             {
                 let cut = floor_minute(last.scheduled_at);
                 if cut > watermark {
-                    end = cut;
+                    *end = cut;
                     samples.retain(|s| s.scheduled_at < cut);
                     break;
                 }
             }
         }
         let rows = aggregate(tenant, &samples);
+        let mut tx = self.store.begin().await?;
+        if !tx
+            .advance_rollup_watermark(tenant, watermark, *end, now)
+            .await?
+        {
+            return Ok(None);
+        }
         tx.upsert_run_rollups(&rows).await?;
         tx.upsert_tenant_rollups(&merge_tasks(&rows)).await?;
-        tx.set_rollup_watermark(tenant, end, now).await?;
         tx.commit().await?;
-        Ok(Some((end, (end - watermark) / MINUTE_MS, rows.len())))
+        Ok(Some(rows.len()))
     }
 
     /// Deletes the tenant's final runs past its retention whose minute is rolled up (before

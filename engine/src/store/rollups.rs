@@ -35,25 +35,39 @@ pub trait Rollups: Send {
     /// The earliest scheduled time of any of a tenant's runs.
     async fn oldest_run_scheduled(&mut self, tenant: TenantId) -> Result<Option<i64>>;
     /// Engine internal: a tenant's rollup watermark (every minute before it is rolled up),
-    /// creating it at `initial` when it has none, locked until the transaction ends; `None`
-    /// when another transaction holds it (PostgreSQL; SQLite has one writer at a time).
-    async fn lock_rollup_watermark(
+    /// creating it at `initial` when it has none. Nothing stays locked.
+    async fn init_rollup_watermark(
         &mut self,
         tenant: TenantId,
         initial: i64,
         now: i64,
-    ) -> Result<Option<i64>>;
+    ) -> Result<i64>;
+    /// Engine internal: takes the tenant's rollup until `until` (a lease: one node rolls a
+    /// tenant up at a time, and no transaction stays open while it reads). `false` when the
+    /// watermark is no longer `watermark` or another node's lease has not run out at `now`.
+    async fn lease_rollup(
+        &mut self,
+        tenant: TenantId,
+        watermark: i64,
+        now: i64,
+        until: i64,
+    ) -> Result<bool>;
+    /// Engine internal: gives the tenant's rollup lease back early (the pass stopped).
+    async fn release_rollup_lease(&mut self, tenant: TenantId) -> Result<()>;
     /// A tenant's rollup watermark, read without locking; `None` before its first rollup.
     async fn rollup_watermark(&mut self, tenant: TenantId) -> Result<Option<i64>>;
     /// Every tenant's rollup watermark.
     async fn rollup_watermarks(&mut self) -> Result<Vec<(TenantId, i64)>>;
-    /// Engine internal: moves a tenant's watermark forward to `rolled_before` (never back).
-    async fn set_rollup_watermark(
+    /// Engine internal: moves a tenant's watermark from `from` to `to` and ends its lease;
+    /// `false` (nothing written) when the watermark is no longer `from`: another node rolled
+    /// those minutes meanwhile, and retention may have deleted runs this pass read.
+    async fn advance_rollup_watermark(
         &mut self,
         tenant: TenantId,
-        rolled_before: i64,
+        from: i64,
+        to: i64,
         now: i64,
-    ) -> Result<()>;
+    ) -> Result<bool>;
     /// Engine internal: writes rollup rows, replacing rows of the same tenant, task and minute.
     async fn upsert_run_rollups(&mut self, rows: &[RunRollup]) -> Result<()>;
     /// A tenant's (or one task's) rollup rows of minutes in `minute_from..minute_before`,
@@ -155,12 +169,12 @@ impl Rollups for StoreTx {
         Ok(row.0)
     }
 
-    async fn lock_rollup_watermark(
+    async fn init_rollup_watermark(
         &mut self,
         tenant: TenantId,
         initial: i64,
         now: i64,
-    ) -> Result<Option<i64>> {
+    ) -> Result<i64> {
         on_conn!(self, |c| sqlx::query(
             "INSERT INTO rollup_watermarks (tenant_id, rolled_before, updated_at)
              VALUES ($1, $2, $3) ON CONFLICT (tenant_id) DO NOTHING",
@@ -172,12 +186,45 @@ impl Rollups for StoreTx {
         .await
         .map(|done| done.rows_affected()))
         .map_err(|e| fk_or(e, || format!("tenant {tenant}")))?;
-        let row: Option<(i64,)> =
-            on_conn!(self, |c| sqlx::query_as(c.sql(&LOCK_ROLLUP_WATERMARK))
-                .bind(tenant)
-                .fetch_optional(&mut **c)
-                .await)?;
-        Ok(row.map(|r| r.0))
+        let row: (i64,) = on_conn!(self, |c| sqlx::query_as(
+            "SELECT rolled_before FROM rollup_watermarks WHERE tenant_id = $1"
+        )
+        .bind(tenant)
+        .fetch_one(&mut **c)
+        .await)?;
+        Ok(row.0)
+    }
+
+    async fn lease_rollup(
+        &mut self,
+        tenant: TenantId,
+        watermark: i64,
+        now: i64,
+        until: i64,
+    ) -> Result<bool> {
+        let done = on_conn!(self, |c| sqlx::query(
+            "UPDATE rollup_watermarks SET lease_until = $4
+             WHERE tenant_id = $1 AND rolled_before = $2 AND lease_until <= $3",
+        )
+        .bind(tenant)
+        .bind(watermark)
+        .bind(now)
+        .bind(until)
+        .execute(&mut **c)
+        .await
+        .map(|done| done.rows_affected()))?;
+        Ok(done == 1)
+    }
+
+    async fn release_rollup_lease(&mut self, tenant: TenantId) -> Result<()> {
+        on_conn!(self, |c| sqlx::query(
+            "UPDATE rollup_watermarks SET lease_until = 0 WHERE tenant_id = $1"
+        )
+        .bind(tenant)
+        .execute(&mut **c)
+        .await
+        .map(|done| done.rows_affected()))?;
+        Ok(())
     }
 
     async fn rollup_watermark(&mut self, tenant: TenantId) -> Result<Option<i64>> {
@@ -198,56 +245,66 @@ impl Rollups for StoreTx {
         .await)?)
     }
 
-    async fn set_rollup_watermark(
+    async fn advance_rollup_watermark(
         &mut self,
         tenant: TenantId,
-        rolled_before: i64,
+        from: i64,
+        to: i64,
         now: i64,
-    ) -> Result<()> {
+    ) -> Result<bool> {
         // Never backwards: a minute once rolled may have lost its runs to retention.
-        on_conn!(self, |c| sqlx::query(
-            "UPDATE rollup_watermarks SET rolled_before = $2, updated_at = $3
-             WHERE tenant_id = $1 AND rolled_before < $2",
+        let done = on_conn!(self, |c| sqlx::query(
+            "UPDATE rollup_watermarks SET rolled_before = $3, updated_at = $4, lease_until = 0
+             WHERE tenant_id = $1 AND rolled_before = $2 AND $2 < $3",
         )
         .bind(tenant)
-        .bind(rolled_before)
+        .bind(from)
+        .bind(to)
         .bind(now)
         .execute(&mut **c)
         .await
         .map(|done| done.rows_affected()))?;
-        Ok(())
+        Ok(done == 1)
     }
 
     async fn upsert_run_rollups(&mut self, rows: &[crate::store::RunRollup]) -> Result<()> {
-        for r in rows {
-            on_conn!(self, |c| sqlx::query(
-                "INSERT INTO run_rollups (tenant_id, task_id, minute, succeeded, failed,
-                     timed_out, lost, skipped, cancelled, duration_hist, lateness_hist)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
-                 ON CONFLICT (tenant_id, minute, task_id) DO UPDATE SET
+        // A busy minute is one row per task (thousands): many rows per statement.
+        for chunk in rows.chunks(ROLLUP_ROWS_PER_STATEMENT) {
+            on_conn!(self, |c| {
+                let mut q = sqlx::QueryBuilder::new(
+                    "INSERT INTO run_rollups (tenant_id, task_id, minute, succeeded, failed,
+                         timed_out, lost, skipped, cancelled, duration_hist, lateness_hist) ",
+                );
+                q.push_values(chunk, |mut b, r| {
+                    b.push_bind(r.tenant_id)
+                        .push_bind(r.task_id)
+                        .push_bind(r.minute)
+                        .push_bind(r.succeeded)
+                        .push_bind(r.failed)
+                        .push_bind(r.timed_out)
+                        .push_bind(r.lost)
+                        .push_bind(r.skipped)
+                        .push_bind(r.cancelled)
+                        .push_bind(&r.duration_hist)
+                        .push_bind(&r.lateness_hist);
+                });
+                q.push(
+                    " ON CONFLICT (tenant_id, minute, task_id) DO UPDATE SET
                      succeeded = excluded.succeeded, failed = excluded.failed,
                      timed_out = excluded.timed_out, lost = excluded.lost,
                      skipped = excluded.skipped, cancelled = excluded.cancelled,
                      duration_hist = excluded.duration_hist,
                      lateness_hist = excluded.lateness_hist",
-            )
-            .bind(r.tenant_id)
-            .bind(r.task_id)
-            .bind(r.minute)
-            .bind(r.succeeded)
-            .bind(r.failed)
-            .bind(r.timed_out)
-            .bind(r.lost)
-            .bind(r.skipped)
-            .bind(r.cancelled)
-            .bind(&r.duration_hist)
-            .bind(&r.lateness_hist)
-            .execute(&mut **c)
-            .await
-            .map(|done| done.rows_affected()))
+                );
+                q.build()
+                    .execute(&mut **c)
+                    .await
+                    .map(|done| done.rows_affected())
+            })
             .map_err(|e| {
-                fk_or(e, || {
-                    format!("task {} of tenant {}", r.task_id, r.tenant_id)
+                fk_or(e, || match chunk.first() {
+                    Some(r) => format!("a task of tenant {}", r.tenant_id),
+                    None => "a task".to_owned(),
                 })
             })?;
         }
@@ -361,11 +418,8 @@ impl Rollups for StoreTx {
     }
 }
 
-/// The statement of `lock_rollup_watermark` that locks rows (on PostgreSQL; SQLite has one writer).
-const LOCK_ROLLUP_WATERMARK: Locking = Locking {
-    postgres: "SELECT rolled_before FROM rollup_watermarks WHERE tenant_id = $1 FOR UPDATE SKIP LOCKED",
-    sqlite: "SELECT rolled_before FROM rollup_watermarks WHERE tenant_id = $1",
-};
+/// Rollup rows per upsert statement (eleven parameters each: within both backends' limits).
+const ROLLUP_ROWS_PER_STATEMENT: usize = 1_000;
 
 /// The statement of `delete_expired_runs` that locks rows (on PostgreSQL; SQLite has one writer).
 const DELETE_EXPIRED_RUNS: Locking = Locking {

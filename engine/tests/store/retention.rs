@@ -13,6 +13,8 @@ mthpt_engine::on_both_backends!(
     cases::runs_that_are_not_final_are_never_removed,
     cases::a_tenant_with_a_longer_retention_keeps_its_runs,
     cases::rolling_up_twice_writes_the_same_rows,
+    cases::a_tenant_another_node_is_rolling_up_is_skipped_until_its_lease_runs_out,
+    cases::a_rollup_overtaken_by_another_node_writes_nothing,
     cases::a_late_finishing_run_is_counted_once,
     cases::runs_of_a_chain_still_running_stay,
     cases::a_removed_runs_references_go_with_it,
@@ -308,6 +310,99 @@ mod cases {
         in_tx!(s, |tx| tx.upsert_run_rollups(&rows).await.unwrap());
         assert_eq!(rollups(s, w.tenant.id).await, rows);
         assert_eq!(counts(&rows), raw_counts(s, w.tenant.id).await);
+    }
+
+    /// Another node took the tenant (its lease, not a transaction held open): this node
+    /// neither rolls it up nor deletes its runs until the lease has run out.
+    pub async fn a_tenant_another_node_is_rolling_up_is_skipped_until_its_lease_runs_out(
+        store: Arc<dyn Store>,
+    ) {
+        let s = &*store;
+        let w = world(s, "acme").await;
+        let (task, _) = create_task(s, &w, &manual(w.app.id, "job")).await;
+        for i in 0..3 {
+            finished(s, &w, &task, T0 + i * MINUTE, RunState::Succeeded, 50).await;
+        }
+        let now = T0 + 8 * DAY;
+        let lease_ms = RollupConfig::default().lease_ms;
+        let taken = in_tx!(s, |tx| {
+            let watermark = tx
+                .init_rollup_watermark(w.tenant.id, T0, now)
+                .await
+                .unwrap();
+            assert_eq!(watermark, T0, "created at the oldest run's minute");
+            tx.lease_rollup(w.tenant.id, watermark, now, now + lease_ms)
+                .await
+                .unwrap()
+        });
+        assert!(taken);
+        let second = in_tx!(s, |tx| tx
+            .lease_rollup(w.tenant.id, T0, now + 1, now + 1 + lease_ms)
+            .await
+            .unwrap());
+        assert!(!second, "one lease at a time");
+
+        let report = rollup(&store).run_once(now + 1).await.unwrap();
+        assert_eq!(
+            (report.skipped, report.minutes, report.deleted),
+            (1, 0, 0),
+            "skipped while the other node's lease runs"
+        );
+        assert_eq!(final_runs(s, w.tenant.id, T0, T0 + DAY).await, 3);
+
+        let report = rollup(&store).run_once(now + lease_ms).await.unwrap();
+        assert_eq!(report.skipped, 0, "the lease ran out: taken over");
+        assert_eq!(report.deleted, 3);
+        assert_eq!(
+            counts(&rollups(s, w.tenant.id).await).values().sum::<i64>(),
+            3
+        );
+        // The pass gave its own lease back: the next one need not wait for it.
+        let again = in_tx!(s, |tx| {
+            let watermark = tx
+                .init_rollup_watermark(w.tenant.id, T0, now)
+                .await
+                .unwrap();
+            tx.lease_rollup(w.tenant.id, watermark, now + lease_ms, now + 2 * lease_ms)
+                .await
+                .unwrap()
+        });
+        assert!(again, "no lease left behind by a finished pass");
+    }
+
+    /// Two nodes read the same minutes (a lease ran out while the first still read): the
+    /// second to finish finds the watermark moved and writes nothing, since retention may
+    /// already have deleted runs it read.
+    pub async fn a_rollup_overtaken_by_another_node_writes_nothing(store: Arc<dyn Store>) {
+        let s = &*store;
+        let w = world(s, "acme").await;
+        let (task, _) = create_task(s, &w, &manual(w.app.id, "job")).await;
+        finished(s, &w, &task, T0, RunState::Succeeded, 50).await;
+        let now = T0 + DAY;
+        in_tx!(s, |tx| tx
+            .init_rollup_watermark(w.tenant.id, T0, now)
+            .await
+            .unwrap());
+        let first = in_tx!(s, |tx| tx
+            .advance_rollup_watermark(w.tenant.id, T0, T0 + MINUTE, now)
+            .await
+            .unwrap());
+        assert!(first);
+        let late = in_tx!(s, |tx| tx
+            .advance_rollup_watermark(w.tenant.id, T0, T0 + 2 * MINUTE, now)
+            .await
+            .unwrap());
+        assert!(!late, "the watermark had moved");
+        let backwards = in_tx!(s, |tx| tx
+            .advance_rollup_watermark(w.tenant.id, T0 + MINUTE, T0, now)
+            .await
+            .unwrap());
+        assert!(!backwards, "never backwards");
+        let mut tx = read(s).await;
+        assert_eq!(
+            tx.rollup_watermark(w.tenant.id).await.unwrap(),
+            Some(T0 + MINUTE)
+        );
     }
 
     pub async fn a_late_finishing_run_is_counted_once(store: Arc<dyn Store>) {

@@ -1,0 +1,11 @@
+-- A tenant's rollup is taken for a while (a lease) instead of under a row lock held open.
+--
+-- A pass used to lock the tenant's watermark row and keep that transaction open while it read
+-- the minutes it rolled up: a busy minute is hundreds of thousands of runs, read for seconds.
+-- An open transaction that wrote (the row lock gave it a transaction id) holds back what every
+-- other session may clean up: the dead versions the hot path leaves (claims, results) could not
+-- be pruned, claims walked over their index entries, and updates that could have stayed on
+-- their page did not. Now a short transaction takes the lease, the runs are read in
+-- transactions of their own, and a last short one writes the rollup rows and moves the
+-- watermark only if it has not moved meanwhile.
+ALTER TABLE rollup_watermarks ADD COLUMN lease_until BIGINT NOT NULL DEFAULT 0;
