@@ -12,8 +12,10 @@
 //!    [`RollupConfig::margin_ms`] and before the earliest scheduled minute still holding a run
 //!    that is not final (so a run finishing late is counted when it finishes, once: its minute
 //!    is rolled only then). Rows are written whole (upserts that replace), so rolling a minute
-//!    again writes the same row. The watermark row is locked (`FOR UPDATE SKIP LOCKED` on
-//!    PostgreSQL): one node works on a tenant at a time, the others skip it.
+//!    again writes the same row. A node takes the tenant by a lease
+//!    (`rollup_watermarks.lease_until`, [`RollupConfig::lease_ms`]): one node works on a
+//!    tenant at a time, the others skip it. No transaction stays open while the runs are read
+//!    (see [`Rollup::roll_tenant`]).
 //! 2. **Retention.** Final runs that finished more than the tenant's `retention_ms` ago and
 //!    whose minute is rolled up are deleted, [`RollupConfig::delete_batch`] per statement,
 //!    each in its own transaction ([`Rollups::delete_expired_runs`](crate::store::Rollups::delete_expired_runs)).
