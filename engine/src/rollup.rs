@@ -271,6 +271,7 @@ impl Rollup {
         now: i64,
     ) -> Result<Option<(i64, i64, usize)>> {
         let target = floor_minute(now - self.config.margin_ms);
+        let until = now.saturating_add(self.config.lease_ms);
         let (watermark, mut end) = {
             let mut tx = self.store.begin().await?;
             let initial = match tx.oldest_run_scheduled(tenant).await? {
@@ -288,16 +289,7 @@ impl Rollup {
             {
                 end = end.min(floor_minute(s));
             }
-            if end > watermark
-                && !tx
-                    .lease_rollup(
-                        tenant,
-                        watermark,
-                        now,
-                        now.saturating_add(self.config.lease_ms),
-                    )
-                    .await?
-            {
+            if end > watermark && !tx.lease_rollup(tenant, watermark, now, until).await? {
                 tx.commit().await?;
                 return Ok(None);
             }
@@ -312,7 +304,7 @@ impl Rollup {
             // Stopped or overtaken: the lease goes back now rather than when it runs out.
             // Best effort; the lease runs out by itself.
             if let Ok(mut tx) = self.store.begin().await
-                && tx.release_rollup_lease(tenant).await.is_ok()
+                && tx.release_rollup_lease(tenant, until).await.is_ok()
             {
                 let _ = tx.commit().await;
             }

@@ -52,8 +52,9 @@ pub trait Rollups: Send {
         now: i64,
         until: i64,
     ) -> Result<bool>;
-    /// Engine internal: gives the tenant's rollup lease back early (the pass stopped).
-    async fn release_rollup_lease(&mut self, tenant: TenantId) -> Result<()>;
+    /// Engine internal: gives back early (the pass stopped) the lease that `lease_rollup`
+    /// took until `until`; a lease another node has taken since stays.
+    async fn release_rollup_lease(&mut self, tenant: TenantId, until: i64) -> Result<()>;
     /// A tenant's rollup watermark, read without locking; `None` before its first rollup.
     async fn rollup_watermark(&mut self, tenant: TenantId) -> Result<Option<i64>>;
     /// Every tenant's rollup watermark.
@@ -216,11 +217,12 @@ impl Rollups for StoreTx {
         Ok(done == 1)
     }
 
-    async fn release_rollup_lease(&mut self, tenant: TenantId) -> Result<()> {
+    async fn release_rollup_lease(&mut self, tenant: TenantId, until: i64) -> Result<()> {
         on_conn!(self, |c| sqlx::query(
-            "UPDATE rollup_watermarks SET lease_until = 0 WHERE tenant_id = $1"
+            "UPDATE rollup_watermarks SET lease_until = 0 WHERE tenant_id = $1 AND lease_until = $2"
         )
         .bind(tenant)
+        .bind(until)
         .execute(&mut **c)
         .await
         .map(|done| done.rows_affected()))?;

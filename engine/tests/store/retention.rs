@@ -341,6 +341,11 @@ mod cases {
             .await
             .unwrap());
         assert!(!second, "one lease at a time");
+        // A node whose own lease ran out gives back only its own: this one stays.
+        in_tx!(s, |tx| tx
+            .release_rollup_lease(w.tenant.id, now - 1)
+            .await
+            .unwrap());
 
         let report = rollup(&store).run_once(now + 1).await.unwrap();
         assert_eq!(
