@@ -84,8 +84,8 @@ pub trait Runs: Send {
     /// Many [`ClaimedTransition::Released`] at once; returns the runs that moved.
     async fn release_claimed_runs(&mut self, fences: &[Fence], now: i64) -> Result<Vec<RunId>>;
     /// Finishes a run (pending, claimed or running) with a final state. A run that is already
-    /// final is left as it is ([`Completion::AlreadyFinal`]). With `app`, a run of another
-    /// app's task is "not found".
+    /// final is left as it is ([`Completion::AlreadyFinal`]). With `app`, a run of another app
+    /// (`runs.app_id`: its task's app, kept once the run started) is "not found".
     async fn complete_run(
         &mut self,
         id: RunId,
@@ -669,19 +669,19 @@ impl Runs for StoreTx {
 /// The statement of `complete_run` that locks rows (on PostgreSQL; SQLite has one writer).
 const COMPLETE_RUN: Locking = Locking {
     postgres: "SELECT * FROM runs WHERE id = $1
-               AND ($2 IS NULL OR EXISTS (SELECT 1 FROM tasks t WHERE t.id = runs.task_id AND t.app_id = $2)) FOR UPDATE",
+               AND ($2 IS NULL OR runs.app_id = $2) FOR UPDATE",
     sqlite: "SELECT * FROM runs WHERE id = $1
-               AND ($2 IS NULL OR EXISTS (SELECT 1 FROM tasks t WHERE t.id = runs.task_id AND t.app_id = $2))",
+               AND ($2 IS NULL OR runs.app_id = $2)",
 };
 
 /// The statement of `record_progress` that locks rows (on PostgreSQL; SQLite has one writer).
 const RECORD_PROGRESS: Locking = Locking {
     postgres: "SELECT * FROM runs WHERE id = $1
                AND (state = 'running' OR (state = 'claimed' AND executor_id IS NOT NULL))
-               AND ($2 IS NULL OR EXISTS (SELECT 1 FROM tasks t WHERE t.id = runs.task_id AND t.app_id = $2)) FOR UPDATE",
+               AND ($2 IS NULL OR runs.app_id = $2) FOR UPDATE",
     sqlite: "SELECT * FROM runs WHERE id = $1
                AND (state = 'running' OR (state = 'claimed' AND executor_id IS NOT NULL))
-               AND ($2 IS NULL OR EXISTS (SELECT 1 FROM tasks t WHERE t.id = runs.task_id AND t.app_id = $2))",
+               AND ($2 IS NULL OR runs.app_id = $2)",
 };
 
 /// The statement of `running_runs_past_deadline` that locks rows (on PostgreSQL; SQLite has one writer).

@@ -63,6 +63,7 @@ on_both_backends!(
     runs::due_signals_arrive_only_after_commit,
     runs::released_run_keeps_its_place_in_line,
     runs::results_are_recorded_once_and_repeats_are_ignored,
+    runs::a_started_runs_result_belongs_to_the_app_that_runs_it,
     runs::results_completed_in_one_batch_follow_the_single_result_rules,
     runs::progress_and_logs_are_recorded_for_runs_sent_to_an_executor_only,
     runs::watchdog_queries_find_overdue_lost_and_active_runs,

@@ -179,7 +179,7 @@ pub(crate) async fn complete_runs(
     } else {
         sqlx::query_as(
             "SELECT runs.*, xmin::text AS version FROM runs WHERE id = ANY($1)
-               AND ($2 IS NULL OR EXISTS (SELECT 1 FROM tasks t WHERE t.id = runs.task_id AND t.app_id = $2))",
+               AND ($2 IS NULL OR runs.app_id = $2)",
         )
         .bind(&ids)
         .bind(app)
@@ -239,7 +239,7 @@ async fn complete_runs_locked(
     } else {
         sqlx::query_as(
             "SELECT * FROM runs WHERE id = ANY($1)
-               AND ($2 IS NULL OR EXISTS (SELECT 1 FROM tasks t WHERE t.id = runs.task_id AND t.app_id = $2))
+               AND ($2 IS NULL OR runs.app_id = $2)
              ORDER BY id FOR UPDATE",
         )
         .bind(&ids)

@@ -648,6 +648,71 @@ fn success(at: i64) -> RunCompletion {
     }
 }
 
+/// A task moved to another app keeps its started run with the app whose executor runs it: that
+/// app's result is recorded, the new app's is "not found" (it never ran the run).
+pub async fn a_started_runs_result_belongs_to_the_app_that_runs_it(store: Arc<dyn Store>) {
+    let store = &*store;
+    let (w, task, runs) = with_runs(store, 2).await;
+    let e = executor(store, w.app.id, "host-1", T0).await;
+    let claimed = claim(store, &claim_req("node-a", T0)).await;
+    let started = claimed
+        .iter()
+        .find(|c| c.id == runs[0].id)
+        .expect("the oldest run is claimed");
+    in_tx!(store, |tx| tx
+        .transition_claimed(
+            &started.fence().unwrap(),
+            &ClaimedTransition::Started {
+                executor_id: e.id,
+                dispatched_at: T0,
+                deadline_at: None
+            },
+            T0
+        )
+        .await
+        .unwrap());
+    let other = in_tx!(store, |tx| tx
+        .create_app(
+            w.tenant.id,
+            &mthpt_engine::app::NewApp {
+                name: "ledger".into(),
+                secret: "fedcba9876543210-secret".into(),
+            },
+            T0,
+        )
+        .await
+        .unwrap());
+    in_tx!(store, |tx| tx
+        .update_task(
+            w.tenant.id,
+            task.id,
+            task.version,
+            &manual(other.id, "job"),
+            T0
+        )
+        .await
+        .unwrap());
+
+    let mut tx = store.begin().await.unwrap();
+    assert!(
+        matches!(
+            tx.complete_run(runs[0].id, Some(other.id), &success(T0 + SECOND))
+                .await,
+            Err(StoreError::NotFound(_))
+        ),
+        "the task's new app never ran the started run"
+    );
+    let done = tx
+        .complete_run(runs[0].id, Some(w.app.id), &success(T0 + SECOND))
+        .await
+        .unwrap();
+    assert!(
+        matches!(done, Completion::Applied(_)),
+        "the app that runs it reports it: {done:?}"
+    );
+    tx.commit().await.unwrap();
+}
+
 pub async fn results_are_recorded_once_and_repeats_are_ignored(store: Arc<dyn Store>) {
     let store = &*store;
     let (w, _, runs) = with_runs(store, 2).await;
