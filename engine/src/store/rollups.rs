@@ -8,7 +8,7 @@
 use async_trait::async_trait;
 
 use super::tx::{Dialect, Locking, StoreTx, fk_or, on_conn};
-use super::{Result, RunRollup, RunSample, SampleCursor};
+use super::{Result, RunRollup, RunSample, SampleCursor, StoreError};
 use crate::task::TaskId;
 use crate::tenant::TenantId;
 
@@ -187,13 +187,9 @@ impl Rollups for StoreTx {
         .await
         .map(|done| done.rows_affected()))
         .map_err(|e| fk_or(e, || format!("tenant {tenant}")))?;
-        let row: (i64,) = on_conn!(self, |c| sqlx::query_as(
-            "SELECT rolled_before FROM rollup_watermarks WHERE tenant_id = $1"
-        )
-        .bind(tenant)
-        .fetch_one(&mut **c)
-        .await)?;
-        Ok(row.0)
+        self.rollup_watermark(tenant)
+            .await?
+            .ok_or_else(|| StoreError::NotFound(format!("tenant {tenant}")))
     }
 
     async fn lease_rollup(
