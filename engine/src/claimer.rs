@@ -37,12 +37,13 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use crate::alarm::NewAlarm;
+use crate::app::ExecutorId;
 use crate::run::{
     ClaimedTransition, NewRun, Run, RunCompletion, RunFilter, RunId, RunState, TriggerKind,
 };
 use crate::schedule::Schedule;
 use crate::store::{ClaimRequest, Completion, Result, Store, Tx};
-use crate::task::{MisfirePolicy, OverlapPolicy, Task, TaskId};
+use crate::task::{MisfirePolicy, OverlapPolicy, Routing, Task, TaskId};
 
 /// How often a run waiting behind its predecessor (overlap policy `serial`) looks again.
 pub const SERIAL_RECHECK_MS: i64 = 500;
@@ -74,6 +75,30 @@ pub struct ClaimConfig {
 pub struct Fire {
     pub run: Run,
     pub task: Arc<Task>,
+    /// The instances the claim routed the run to, in the order to try them, the first
+    /// recorded on the run as its dispatch intent by the claim itself; empty when the claim
+    /// did not route it (the dispatcher routes it and records the intent).
+    pub routed: Vec<ExecutorId>,
+}
+
+impl Fire {
+    /// A claimed run the claim did not route.
+    pub fn new(run: Run, task: Arc<Task>) -> Self {
+        Self {
+            run,
+            task,
+            routed: Vec::new(),
+        }
+    }
+}
+
+/// Chooses, while a claim is open, the executor instances claimed runs go to, so that the
+/// claim records the first as each run's dispatch intent in the same write (one write per run
+/// fewer than recording it afterwards). Only runs that certainly fire are offered. A run left
+/// out is routed by the dispatcher when it is readied. The dispatcher is the node's router.
+pub trait Router: Send + Sync + std::fmt::Debug {
+    /// For each run it routes: the instances to try, in order (never empty).
+    fn route(&self, runs: &[(&Run, &Arc<Task>)], now: i64) -> HashMap<RunId, Vec<ExecutorId>>;
 }
 
 /// A running run the overlap policy `replace` cancelled: its executor should be told.
@@ -114,11 +139,22 @@ impl ClaimReport {
 pub struct Claimer {
     store: Arc<dyn Store>,
     config: ClaimConfig,
+    router: Option<Arc<dyn Router>>,
 }
 
 impl Claimer {
     pub fn new(store: Arc<dyn Store>, config: ClaimConfig) -> Self {
-        Self { store, config }
+        Self {
+            store,
+            config,
+            router: None,
+        }
+    }
+
+    /// Routes the runs that certainly fire while claiming them ([`Router`]).
+    pub fn with_router(mut self, router: Arc<dyn Router>) -> Self {
+        self.router = Some(router);
+        self
     }
 
     pub fn config(&self) -> &ClaimConfig {
@@ -144,16 +180,15 @@ impl Claimer {
 
     async fn claim_in(&self, tx: &mut dyn Tx, now: i64, limit: i64) -> Result<ClaimReport> {
         let mut report = ClaimReport::default();
-        let runs = tx
-            .claim_due_runs(&ClaimRequest {
-                node: self.config.node.clone(),
-                groups: self.config.groups.clone(),
-                now,
-                horizon_ms: self.config.horizon_ms,
-                lease_ms: self.config.lease_ms,
-                limit,
-            })
-            .await?;
+        let req = ClaimRequest {
+            node: self.config.node.clone(),
+            groups: self.config.groups.clone(),
+            now,
+            horizon_ms: self.config.horizon_ms,
+            lease_ms: self.config.lease_ms,
+            limit,
+        };
+        let runs = tx.lock_due_runs(&req).await?;
         if runs.is_empty() {
             return Ok(report);
         }
@@ -172,6 +207,24 @@ impl Claimer {
             schedules.insert(task.id, task.schedule().ok());
         }
         let outage = continuing_outages(tx, &runs, &tasks, &schedules, now).await?;
+        // The runs that certainly fire are routed now and claimed with their intent.
+        let mut routes = match &self.router {
+            Some(router) => {
+                let certain: Vec<(&Run, &Arc<Task>)> = runs
+                    .iter()
+                    .filter_map(|run| {
+                        let task = tasks.get(&run.task_id)?;
+                        certainly_fires(run, task, &outage, now).then_some((run, task))
+                    })
+                    .collect();
+                router.route(&certain, now)
+            }
+            None => HashMap::new(),
+        };
+        routes.retain(|_, to| !to.is_empty());
+        let intents: HashMap<RunId, ExecutorId> =
+            routes.iter().map(|(id, to)| (*id, to[0])).collect();
+        let runs = tx.claim_locked_runs(&req, runs, &intents).await?;
         let mut successors: Vec<NewRun> = Vec::new();
 
         for run in runs {
@@ -295,7 +348,10 @@ impl Claimer {
                                 {
                                     // An earlier run of this batch no longer fires.
                                     report.fires.retain(|f| f.run.id != prev.id);
-                                    if prev.executor_id.is_some() {
+                                    // Its instance was only just chosen by this claim: it
+                                    // has not been sent the run.
+                                    let unsent = intents.contains_key(&prev.id);
+                                    if prev.executor_id.is_some() && !unsent {
                                         report.replaced.push(Cancellation {
                                             run: prev,
                                             task: task.clone(),
@@ -307,7 +363,8 @@ impl Claimer {
                     }
                 }
             }
-            report.fires.push(Fire { run, task });
+            let routed = routes.remove(&run.id).unwrap_or_default();
+            report.fires.push(Fire { run, task, routed });
         }
 
         if !successors.is_empty() {
@@ -398,6 +455,22 @@ impl Claimer {
         tx.insert_alarm(&alarm, now).await?;
         Ok(decision)
     }
+}
+
+/// Whether a claimed run fires whatever the task's policies say: its task is not deleted, and
+/// it is not a scheduled occurrence a misfire or overlap policy could skip, defer or replace
+/// (late past the threshold, in an outage, or of a task that does not run in parallel), nor
+/// a broadcast (split into shards first). Mirrors the decisions of [`Claimer::run_once`].
+fn certainly_fires(run: &Run, task: &Task, outage: &HashSet<RunId>, now: i64) -> bool {
+    let scheduled =
+        run.trigger_kind == TriggerKind::Schedule && run.attempt == 1 && run.shard_index == 0;
+    let misfire =
+        scheduled && (now - run.due_at > task.misfire_threshold_ms || outage.contains(&run.id));
+    task.deleted_at.is_none()
+        && task.routing != Routing::Broadcast
+        && run.executor_id.is_none()
+        && !misfire
+        && (!scheduled || task.overlap_policy == OverlapPolicy::Parallel)
 }
 
 /// The runs of a claim batch that, each less than the misfire threshold late, belong to an

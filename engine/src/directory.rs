@@ -81,6 +81,18 @@ impl Directory {
         self.entries_valid_at(apps, now, now).await
     }
 
+    /// The entries of `apps` that are cached and fresh at `now`, without reading the database
+    /// (an app not among them is not in the map).
+    pub fn cached(&self, apps: &[AppId], now: i64) -> HashMap<AppId, Arc<AppEntry>> {
+        let cached = lock(&self.apps);
+        apps.iter()
+            .filter_map(|id| {
+                let e = cached.get(id)?;
+                (now - e.fetched_at < self.ttl_ms).then(|| (*id, e.clone()))
+            })
+            .collect()
+    }
+
     /// Refreshes the entries of `apps` that will be older than the TTL at `until`, so that
     /// using them then does not wait for the database (the claim warms what the runs it just
     /// claimed will need when they fall due).

@@ -322,6 +322,20 @@ impl Dispatcher {
         {
             let mut state = lock(&self.routing);
             for fire in fires {
+                if fire.run.executor_id.is_some()
+                    && fire.run.executor_id == fire.routed.first().copied()
+                {
+                    // Routed by the claim, which recorded the intent for its first instance.
+                    pending.push(Pending {
+                        candidates: fire.routed.clone(),
+                        fire,
+                        intent: None,
+                        next: 0,
+                        intended: true,
+                        last_refusal: None,
+                    });
+                    continue;
+                }
                 let mut candidates: Vec<ExecutorId> = entries
                     .get(&fire.task.app_id)
                     .map(|e| {
@@ -545,12 +559,14 @@ impl Dispatcher {
         entries: &HashMap<AppId, Arc<AppEntry>>,
         report: &mut DispatchReport,
     ) -> Result<(Vec<Fire>, Vec<Fire>)> {
+        // A run the claim routed has the instance the claim chose, not one it was sent to.
         let (orphaned, fires): (Vec<Fire>, Vec<Fire>) = fires.into_iter().partition(|f| {
-            f.run.executor_id.is_some_and(|x| {
-                entries
-                    .get(&f.task.app_id)
-                    .is_none_or(|e| e.executor(x).is_none())
-            })
+            f.routed.is_empty()
+                && f.run.executor_id.is_some_and(|x| {
+                    entries
+                        .get(&f.task.app_id)
+                        .is_none_or(|e| e.executor(x).is_none())
+                })
         });
         if orphaned.is_empty() {
             return Ok((fires, Vec::new()));
@@ -1025,6 +1041,34 @@ impl Dispatcher {
             })
         });
         join_all(sends).await.into_iter().flatten().collect()
+    }
+}
+
+/// The claim routes the runs that certainly fire through the node's dispatcher: the same
+/// routing (and round-robin positions) as [`Dispatcher::prepare`], over the directory's cached
+/// instances only, so a claim never waits on the directory. A run of an app not cached, or
+/// with no instance able to take it, is left to [`Dispatcher::prepare`].
+impl crate::claimer::Router for Dispatcher {
+    fn route(&self, runs: &[(&Run, &Arc<Task>)], now: i64) -> HashMap<RunId, Vec<ExecutorId>> {
+        let mut apps: Vec<AppId> = runs.iter().map(|(_, t)| t.app_id).collect();
+        apps.sort_unstable();
+        apps.dedup();
+        let entries = self.directory.cached(&apps, now);
+        if entries.is_empty() {
+            return HashMap::new();
+        }
+        let mut state = lock(&self.routing);
+        runs.iter()
+            .filter_map(|(run, task)| {
+                let e = entries.get(&task.app_id)?;
+                let to: Vec<ExecutorId> =
+                    routing::order(task, run, &e.live, &mut state, rand::random)
+                        .into_iter()
+                        .map(|x| x.id)
+                        .collect();
+                (!to.is_empty()).then_some((run.id, to))
+            })
+            .collect()
     }
 }
 

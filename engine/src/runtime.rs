@@ -328,7 +328,8 @@ impl EngineNode {
                 lease_ms: config.lease_ms,
                 batch: config.claim_batch,
             },
-        );
+        )
+        .with_router(dispatcher.clone());
         let watchdog = Watchdog::new(
             store.clone(),
             WatchConfig {

@@ -6,7 +6,7 @@
 //! weight, due order (then priority) holding within an app.
 //!
 //! This file holds the part both backends share, in plain Rust. The statements are
-//! [`Runs::claim_due_runs`](super::Runs::claim_due_runs) in `pg/runs.rs` (which ranks the turns
+//! [`Runs::lock_due_runs`](super::Runs::lock_due_runs) in `pg/runs.rs` (which ranks the turns
 //! in SQL) and `sqlite/runs.rs` (which reads each window and ranks them here, [`pick_claims`]).
 
 use std::collections::HashMap;

@@ -4,10 +4,12 @@
 //! [`completion`](super::completion).
 //!
 //! Written per dialect, in `pg/runs.rs` and `sqlite/runs.rs`: `insert_runs`,
-//! `claim_due_runs`, `start_claimed_runs`, `record_dispatch_intent`, `release_claimed_runs`,
+//! `lock_due_runs`, `claim_locked_runs`, `start_claimed_runs`, `record_dispatch_intent`, `release_claimed_runs`,
 //! `complete_runs`, `try_lock_runs`, `latest_scheduled_runs_before`, `delete_pending_runs`,
 //! `running_runs_on_executors`, `running_runs_missing_from` and `lock_chain_runs` (batches,
 //! `SKIP LOCKED` claiming, lists of ids).
+
+use std::collections::HashMap;
 
 use async_trait::async_trait;
 use sqlx::types::Json;
@@ -52,6 +54,23 @@ pub trait Runs: Send {
     /// ([`claim_windows`](super::claim_windows)); the apps' runs take turns, each tenant in
     /// proportion to its weight, due order (then priority) holding within an app.
     async fn claim_due_runs(&mut self, req: &ClaimRequest) -> Result<Vec<Run>>;
+    /// The first half of [`Runs::claim_due_runs`]: the runs it would claim, chosen the same
+    /// way, locked for this transaction and returned as they are (not yet claimed), in due
+    /// order. The claimer decides where they go before it claims them
+    /// ([`Runs::claim_locked_runs`]).
+    async fn lock_due_runs(&mut self, req: &ClaimRequest) -> Result<Vec<Run>>;
+    /// The second half of [`Runs::claim_due_runs`]: claims `runs`, as
+    /// [`Runs::lock_due_runs`] returned them in this transaction (state `claimed`, the lease,
+    /// a new fencing token), and records on each run `intents` names the executor instance it
+    /// is to be sent to first, in the same write: the claim is its dispatch intent (see
+    /// [`Runs::record_dispatch_intent`]). A run without one keeps the instance it has.
+    /// Returns the claimed runs, in due order.
+    async fn claim_locked_runs(
+        &mut self,
+        req: &ClaimRequest,
+        runs: Vec<Run>,
+        intents: &HashMap<RunId, ExecutorId>,
+    ) -> Result<Vec<Run>>;
     /// Moves a claimed run on, proving the claim with its [`Fence`]; [`StoreError::Fenced`]
     /// when the lease expired or another node claimed it since.
     async fn transition_claimed(
@@ -259,10 +278,50 @@ impl Runs for StoreTx {
     }
 
     async fn claim_due_runs(&mut self, req: &ClaimRequest) -> Result<Vec<Run>> {
+        let runs = self.lock_due_runs(req).await?;
+        self.claim_locked_runs(req, runs, &HashMap::new()).await
+    }
+
+    async fn lock_due_runs(&mut self, req: &ClaimRequest) -> Result<Vec<Run>> {
         match &mut self.conn {
-            Conn::Postgres(c) => pg::runs::claim_due_runs(c, req).await,
-            Conn::Sqlite(c) => sqlite::runs::claim_due_runs(c, req).await,
+            Conn::Postgres(c) => pg::runs::lock_due_runs(c, req).await,
+            Conn::Sqlite(c) => sqlite::runs::lock_due_runs(c, req).await,
         }
+    }
+
+    async fn claim_locked_runs(
+        &mut self,
+        req: &ClaimRequest,
+        runs: Vec<Run>,
+        intents: &HashMap<RunId, ExecutorId>,
+    ) -> Result<Vec<Run>> {
+        if runs.is_empty() {
+            return Ok(runs);
+        }
+        let claimed: Vec<(RunId, i64)> = match &mut self.conn {
+            Conn::Postgres(c) => pg::runs::claim_locked_runs(c, req, &runs, intents).await?,
+            Conn::Sqlite(c) => sqlite::runs::claim_locked_runs(c, req, &runs, intents).await?,
+        };
+        let fences: HashMap<RunId, i64> = claimed.into_iter().collect();
+        let lease_until = req.now.saturating_add(req.lease_ms);
+        // The write set exactly these columns: the rows read are brought up to it here rather
+        // than read back.
+        let mut out: Vec<Run> = runs
+            .into_iter()
+            .filter_map(|mut run| {
+                run.fence = *fences.get(&run.id)?;
+                run.state = crate::run::RunState::Claimed;
+                run.claim_owner = Some(req.node.clone());
+                run.lease_until = Some(lease_until);
+                run.claimed_at = Some(req.now);
+                if let Some(x) = intents.get(&run.id) {
+                    run.executor_id = Some(*x);
+                }
+                Some(run)
+            })
+            .collect();
+        out.sort_by_key(|r| (r.due_at, -r.priority, r.id));
+        Ok(out)
     }
 
     async fn transition_claimed(

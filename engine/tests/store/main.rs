@@ -73,6 +73,7 @@ on_both_backends!(
     runs::runs_are_listed_with_filters_and_pages,
     runs::every_transition_keeps_a_runs_times_in_step_with_its_state,
     claims::concurrent_claimers_claim_every_run_exactly_once,
+    claims::a_claim_records_the_dispatch_intent_it_is_given_in_the_same_write,
     claims::another_tenants_backlog_does_not_hold_back_a_due_run,
     claims::runs_of_an_app_at_capacity_wait_and_freed_capacity_is_claimed_in_due_order,
     claims::tenant_weights_give_proportional_shares_of_a_claim,

@@ -941,13 +941,13 @@ async fn run_sent_to_an_instance_that_went_silent_is_held_for_it_and_lost_with_i
         .await?;
     tx.commit().await?;
     // Taken over (here: the same claim, read again) with its intent on it.
-    let fire = mthpt_engine::claimer::Fire {
-        run: {
+    let fire = mthpt_engine::claimer::Fire::new(
+        {
             let mut tx = store.begin_read().await?;
             tx.get_run(t.tenant.id, run.id).await?
         },
-        task: fire.task,
-    };
+        fire.task,
+    );
     assert_eq!(fire.run.executor_id, Some(silent.id));
     let directory = Arc::new(Directory::new(
         store.clone(),

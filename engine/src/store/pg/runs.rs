@@ -366,9 +366,9 @@ pub(crate) async fn insert_runs(
     .map_err(|e| reference_or(e, || "a task or tenant of these runs".to_owned()))
 }
 
-/// [`Runs::claim_due_runs`](crate::store::Runs::claim_due_runs) on PostgreSQL: the apps'
-/// windows ([`claim_windows`]) are ranked and claimed in one statement.
-pub(crate) async fn claim_due_runs(c: &mut PgConnection, req: &ClaimRequest) -> Result<Vec<Run>> {
+/// [`Runs::lock_due_runs`](crate::store::Runs::lock_due_runs) on PostgreSQL: the apps'
+/// windows ([`claim_windows`]) are ranked and locked in one statement.
+pub(crate) async fn lock_due_runs(c: &mut PgConnection, req: &ClaimRequest) -> Result<Vec<Run>> {
     let apps = claim_apps(c, &req.groups).await?;
     // The buckets of the rate-limited tenants, their rows locked until the claim commits; a
     // row another claim holds is skipped (that tenant waits for the next claim). NO KEY
@@ -407,8 +407,6 @@ pub(crate) async fn claim_due_runs(c: &mut PgConnection, req: &ClaimRequest) -> 
         .bind(req.now.saturating_add(req.horizon_ms))
         .bind(req.now)
         .bind(req.limit)
-        .bind(&req.node)
-        .bind(req.now.saturating_add(req.lease_ms))
         .bind(
             windows
                 .iter()
@@ -447,7 +445,7 @@ pub(crate) async fn claim_due_runs(c: &mut PgConnection, req: &ClaimRequest) -> 
 /// Per app: the claimed runs with a live lease among its first `win` runs in due order (in
 /// flight: `busy`) and the room its window leaves; then up to that room of claimable runs in
 /// due order, locked, skipping those another claimer holds; the apps' runs take turns; the
-/// first `limit` turns are claimed. With quotas, each tenant's turns beyond the room its quotas
+/// first `limit` turns are returned (claimed by [`claim_locked_runs`]). With quotas, each tenant's turns beyond the room its quotas
 /// leave (the whole tokens in its bucket; its concurrency room less its busy runs) are dropped
 /// first.
 fn claim_statement(quotas: bool) -> &'static str {
@@ -470,15 +468,15 @@ fn claim_statement(quotas: bool) -> &'static str {
              ORDER BY turn, due_at, priority DESC, id
              LIMIT $7
          )";
-        [pick_all, pick_within_quotas].map(|pick| format!("{CLAIM_TURNS}, {pick} {CLAIM_UPDATE}"))
+        [pick_all, pick_within_quotas].map(|pick| format!("{CLAIM_TURNS}, {pick} {CLAIM_PICKED}"))
     });
     &STATEMENTS[usize::from(quotas)]
 }
 
 /// The claim statement up to the apps' turns (see [`claim_statement`]).
 const CLAIM_TURNS: &str = "WITH w AS (
-         SELECT * FROM UNNEST($1::text[], $2::bigint[], $3::bigint[], $4::float8[], $10::bool[],
-                              $11::bigint[], $12::bigint[], $13::bigint[])
+         SELECT * FROM UNNEST($1::text[], $2::bigint[], $3::bigint[], $4::float8[], $8::bool[],
+                              $9::bigint[], $10::bigint[], $11::bigint[])
            AS w(node_group, app_id, win, step, counted, tenant_id, concurrency_room, rate_room)
      ), busy AS (
          SELECT w.*, (
@@ -505,11 +503,38 @@ const CLAIM_TURNS: &str = "WITH w AS (
          FROM front
      )";
 
-/// The claim statement's last part: the picked runs claimed.
-const CLAIM_UPDATE: &str = "UPDATE runs SET state = 'claimed', claim_owner = $8, lease_until = $9,
-         fence = fence + 1, claimed_at = $6
-     WHERE id IN (SELECT id FROM pick)
-     RETURNING *";
+/// The claim statement's last part: the picked runs, as they are (`front` locked them).
+const CLAIM_PICKED: &str = "SELECT r.* FROM runs r WHERE r.id IN (SELECT id FROM pick)";
+
+/// [`Runs::claim_locked_runs`](crate::store::Runs::claim_locked_runs) on PostgreSQL: one
+/// heap-only update per run (no column an index uses changes) that claims it and, with an
+/// intent, records where it goes. Returns each run's new fencing token.
+pub(crate) async fn claim_locked_runs(
+    c: &mut PgConnection,
+    req: &ClaimRequest,
+    runs: &[Run],
+    intents: &std::collections::HashMap<RunId, ExecutorId>,
+) -> Result<Vec<(RunId, i64)>> {
+    Ok(sqlx::query_as(
+        "UPDATE runs r SET state = 'claimed', claim_owner = $3, lease_until = $4,
+             fence = r.fence + 1, claimed_at = $5,
+             executor_id = COALESCE(u.executor_id, r.executor_id)
+         FROM UNNEST($1::bigint[], $2::bigint[]) AS u(id, executor_id)
+         WHERE r.id = u.id
+         RETURNING r.id, r.fence",
+    )
+    .bind(runs.iter().map(|r| r.id.0).collect::<Vec<_>>())
+    .bind(
+        runs.iter()
+            .map(|r| intents.get(&r.id).map(|x| x.0))
+            .collect::<Vec<_>>(),
+    )
+    .bind(&req.node)
+    .bind(req.now.saturating_add(req.lease_ms))
+    .bind(req.now)
+    .fetch_all(&mut *c)
+    .await?)
+}
 
 /// The apps with runs waiting in `groups` (a skip scan of `runs_claimable`: one index probe
 /// per app, however many runs wait), with their executors' capacity and the runs they hold.

@@ -161,10 +161,11 @@ pub(crate) async fn insert_runs(tx: &mut StoreTx, runs: &[NewRun], now: i64) -> 
     Ok(inserted)
 }
 
-/// [`Runs::claim_due_runs`](crate::store::Runs::claim_due_runs) on SQLite. One writer at a
-/// time: each app's window is read, the turns are taken here ([`pick_claims`]), and the picked
-/// runs are claimed in one statement (checked again all the same).
-pub(crate) async fn claim_due_runs(
+/// [`Runs::lock_due_runs`](crate::store::Runs::lock_due_runs) on SQLite. One writer at a
+/// time (nothing is locked row by row): each app's window is read, the turns are taken here
+/// ([`pick_claims`]), and the picked runs are read in one statement (checked again all the
+/// same).
+pub(crate) async fn lock_due_runs(
     c: &mut SqliteConnection,
     req: &ClaimRequest,
 ) -> Result<Vec<Run>> {
@@ -209,15 +210,11 @@ pub(crate) async fn claim_due_runs(
         return Ok(Vec::new());
     }
     let mut runs: Vec<Run> = sqlx::query_as(
-        "UPDATE runs SET state = 'claimed', claim_owner = $1, lease_until = $2, fence = fence + 1,
-             claimed_at = $3
-         WHERE id IN (SELECT value FROM json_each($4))
-           AND state IN ('pending', 'claimed') AND (state = 'pending' OR lease_until <= $3)
-           AND started_at IS NULL AND finished_at IS NULL
-         RETURNING *",
+        "SELECT * FROM runs
+         WHERE id IN (SELECT value FROM json_each($2))
+           AND state IN ('pending', 'claimed') AND (state = 'pending' OR lease_until <= $1)
+           AND started_at IS NULL AND finished_at IS NULL",
     )
-    .bind(&req.node)
-    .bind(req.now.saturating_add(req.lease_ms))
     .bind(req.now)
     .bind(serde_json::Value::from(picked).to_string())
     .fetch_all(&mut *c)
@@ -232,6 +229,47 @@ pub(crate) async fn claim_due_runs(
     }
     runs.sort_by_key(|r| (r.due_at, -r.priority, r.id));
     Ok(runs)
+}
+
+/// [`Runs::claim_locked_runs`](crate::store::Runs::claim_locked_runs) on SQLite: one
+/// statement claims the runs, one more per instance records the intents. Returns each run's
+/// new fencing token.
+pub(crate) async fn claim_locked_runs(
+    c: &mut SqliteConnection,
+    req: &ClaimRequest,
+    runs: &[Run],
+    intents: &std::collections::HashMap<RunId, ExecutorId>,
+) -> Result<Vec<(RunId, i64)>> {
+    let claimed: Vec<(RunId, i64)> = sqlx::query_as(
+        "UPDATE runs SET state = 'claimed', claim_owner = $1, lease_until = $2, fence = fence + 1,
+             claimed_at = $3
+         WHERE id IN (SELECT value FROM json_each($4))
+         RETURNING id, fence",
+    )
+    .bind(&req.node)
+    .bind(req.now.saturating_add(req.lease_ms))
+    .bind(req.now)
+    .bind(json_ids(
+        &runs.iter().map(|r| r.id).collect::<Vec<_>>(),
+        |i| i.0,
+    ))
+    .fetch_all(&mut *c)
+    .await?;
+    let mut by_instance: std::collections::BTreeMap<ExecutorId, Vec<RunId>> =
+        std::collections::BTreeMap::new();
+    for (id, x) in intents {
+        by_instance.entry(*x).or_default().push(*id);
+    }
+    for (x, ids) in by_instance {
+        sqlx::query(
+            "UPDATE runs SET executor_id = $1 WHERE id IN (SELECT value FROM json_each($2))",
+        )
+        .bind(x)
+        .bind(json_ids(&ids, |i| i.0))
+        .execute(&mut *c)
+        .await?;
+    }
+    Ok(claimed)
 }
 
 /// The apps with runs waiting in `groups`, with their executors' capacity and the runs they

@@ -1,10 +1,11 @@
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use mthpt_engine::alarm::{AlarmFilter, AlarmKind};
-use mthpt_engine::claimer::{ClaimConfig, Claimer};
+use mthpt_engine::claimer::{ClaimConfig, Claimer, Router};
 use mthpt_engine::run::{ClaimedTransition, Run, RunCompletion, RunFilter, RunState};
 use mthpt_engine::store::{Scope, Store, StoreError};
-use mthpt_engine::task::{MisfirePolicy, OverlapPolicy, TaskDefinition};
+use mthpt_engine::task::{MisfirePolicy, OverlapPolicy, Task, TaskDefinition};
 
 use crate::in_tx;
 use crate::support::fixtures::*;
@@ -400,4 +401,77 @@ pub async fn node_that_lost_its_lease_is_fenced_and_another_node_fires(store: Ar
     let runs = runs_of(&*store, &w).await;
     assert_eq!(times(&runs, RunState::Running), vec![0]);
     assert_eq!(times(&runs, RunState::Pending), vec![60]);
+}
+
+/// Routes every run it is offered to one instance, and remembers what it was offered.
+#[derive(Debug)]
+struct OneInstance {
+    to: mthpt_engine::app::ExecutorId,
+    offered: std::sync::Mutex<Vec<mthpt_engine::run::RunId>>,
+}
+
+impl Router for OneInstance {
+    fn route(
+        &self,
+        runs: &[(&Run, &Arc<Task>)],
+        _now: i64,
+    ) -> HashMap<mthpt_engine::run::RunId, Vec<mthpt_engine::app::ExecutorId>> {
+        let mut offered = self.offered.lock().unwrap();
+        runs.iter()
+            .map(|(run, _)| {
+                offered.push(run.id);
+                (run.id, vec![self.to])
+            })
+            .collect()
+    }
+}
+
+pub async fn a_claim_records_where_runs_that_certainly_fire_go(store: Arc<dyn Store>) {
+    let w = world(&*store, "acme").await;
+    let mut parallel = every_10s(&w, MisfirePolicy::FireOnceNow, OverlapPolicy::Parallel);
+    parallel.name = "parallel".into();
+    let (_, on_time) = create_task(&*store, &w, &parallel).await;
+    let mut serial = every_10s(&w, MisfirePolicy::FireOnceNow, OverlapPolicy::Serial);
+    serial.name = "serial".into();
+    let (_, waits_its_turn) = create_task(&*store, &w, &serial).await;
+    let host = executor(&*store, w.app.id, "host-1", T0).await;
+    let router = Arc::new(OneInstance {
+        to: host.id,
+        offered: std::sync::Mutex::default(),
+    });
+    let c = claimer(&store, "node-a").with_router(router.clone());
+
+    let report = c.run_once(T0).await.unwrap();
+    let (on_time, waits_its_turn) = (on_time.unwrap().id, waits_its_turn.unwrap().id);
+    assert_eq!(
+        *router.offered.lock().unwrap(),
+        vec![on_time],
+        "a run an overlap policy may hold back is not routed by the claim"
+    );
+    assert_eq!(report.fires.len(), 2);
+    for fire in &report.fires {
+        let routed = fire.run.id == on_time;
+        assert_eq!(fire.routed, if routed { vec![host.id] } else { vec![] });
+        assert_eq!(fire.run.executor_id, routed.then_some(host.id));
+    }
+    let runs = runs_of(&*store, &w).await;
+    let stored = |id| runs.iter().find(|r| r.id == id).unwrap();
+    assert_eq!(
+        stored(on_time).executor_id,
+        Some(host.id),
+        "recorded by the claim"
+    );
+    assert_eq!(stored(on_time).state, RunState::Claimed);
+    assert_eq!(stored(waits_its_turn).executor_id, None);
+
+    // Found late past the misfire threshold: the policy decides, so the claim routes nothing.
+    for fire in &report.fires {
+        start(&*store, &w, &fire.run, T0 + 1).await;
+        finish(&*store, &fire.run, T0 + 2).await;
+    }
+    router.offered.lock().unwrap().clear();
+    let report = c.run_once(T0 + 16 * SECOND).await.unwrap();
+    assert_eq!(report.misfires, 2, "{report:?}");
+    assert!(router.offered.lock().unwrap().is_empty());
+    assert!(report.fires.iter().all(|f| f.routed.is_empty()));
 }

@@ -393,3 +393,67 @@ async fn succeed(store: &dyn Store, run: RunId, started: i64, at: i64) {
         .await
         .unwrap());
 }
+
+/// A claim in two halves: the runs are locked and returned as they are, then claimed with the
+/// instance each is to be sent to recorded in the same write (its dispatch intent); a run
+/// given none keeps the instance it had. The database holds what the claim returns.
+pub async fn a_claim_records_the_dispatch_intent_it_is_given_in_the_same_write(
+    store: Arc<dyn Store>,
+) {
+    let store = &*store;
+    let w = world(store, "acme").await;
+    let runs = due_runs(store, &w, "intents", 3, T0 - 10).await;
+    let first = executor(store, w.app.id, "first", T0).await;
+    let earlier = executor(store, w.app.id, "earlier", T0).await;
+    // The third run was sent before (claimed, its intent recorded, released): it carries
+    // that instance.
+    let claimed_before = claim_now(store, &fair_req("node-a", T0, 3)).await;
+    assert_eq!(claimed_before.len(), 3);
+    let third = claimed_before[2].fence().expect("claimed");
+    in_tx!(store, |tx| {
+        let recorded = tx
+            .record_dispatch_intent(&[(third.clone(), earlier.id)], T0)
+            .await
+            .unwrap();
+        assert_eq!(recorded, vec![third.run_id]);
+        tx.release_claimed_runs(
+            &claimed_before
+                .iter()
+                .filter_map(Run::fence)
+                .collect::<Vec<_>>(),
+            T0,
+        )
+        .await
+        .unwrap()
+    });
+
+    let req = fair_req("node-b", T0 + 1, 10);
+    let mut tx = store.begin().await.unwrap();
+    let locked = tx.lock_due_runs(&req).await.unwrap();
+    assert_eq!(
+        locked.iter().map(|r| r.id).collect::<Vec<_>>(),
+        runs.iter().map(|r| r.id).collect::<Vec<_>>(),
+        "in due order"
+    );
+    for r in &locked {
+        assert_eq!(r.state, RunState::Pending, "locked, not claimed yet");
+        assert_eq!(r.claim_owner, None);
+        assert_eq!(r.fence, 1, "not claimed again yet");
+    }
+    let intents: HashMap<RunId, ExecutorId> = [(runs[0].id, first.id)].into_iter().collect();
+    let claimed = tx.claim_locked_runs(&req, locked, &intents).await.unwrap();
+    tx.commit().await.unwrap();
+
+    assert_eq!(claimed.len(), 3);
+    let mut tx = read(store).await;
+    for (r, expected_executor) in claimed.iter().zip([Some(first.id), None, Some(earlier.id)]) {
+        assert_eq!(r.state, RunState::Claimed);
+        assert_eq!(r.claim_owner.as_deref(), Some("node-b"));
+        assert_eq!(r.fence, 2, "a new fencing token");
+        assert_eq!(r.lease_until, Some(T0 + 1 + 10 * MINUTE));
+        assert_eq!(r.claimed_at, Some(T0 + 1));
+        assert_eq!(r.executor_id, expected_executor, "run {}", r.id);
+        let stored = tx.get_run(w.tenant.id, r.id).await.unwrap();
+        assert_eq!(&stored, r, "the database holds what the claim returned");
+    }
+}
