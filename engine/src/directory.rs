@@ -88,9 +88,14 @@ impl Directory {
         apps.iter()
             .filter_map(|id| {
                 let e = cached.get(id)?;
-                (now - e.fetched_at < self.ttl_ms).then(|| (*id, e.clone()))
+                self.fresh_at(e, now).then(|| (*id, e.clone()))
             })
             .collect()
+    }
+
+    /// Whether a cached entry is still to be used at `at` (younger than the TTL).
+    fn fresh_at(&self, e: &AppEntry, at: i64) -> bool {
+        at - e.fetched_at < self.ttl_ms
     }
 
     /// Refreshes the entries of `apps` that will be older than the TTL at `until`, so that
@@ -114,7 +119,7 @@ impl Directory {
             let cached = lock(&self.apps);
             for id in apps {
                 match cached.get(id) {
-                    Some(e) if valid_at - e.fetched_at < self.ttl_ms => {
+                    Some(e) if self.fresh_at(e, valid_at) => {
                         out.insert(*id, e.clone());
                     }
                     _ if !stale.contains(id) => stale.push(*id),

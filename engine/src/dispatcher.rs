@@ -321,13 +321,11 @@ impl Dispatcher {
             .collect();
         {
             let mut state = lock(&self.routing);
-            for fire in fires {
-                if fire.run.executor_id.is_some()
-                    && fire.run.executor_id == fire.routed.first().copied()
-                {
+            for mut fire in fires {
+                if !fire.routed.is_empty() {
                     // Routed by the claim, which recorded the intent for its first instance.
                     pending.push(Pending {
-                        candidates: fire.routed.clone(),
+                        candidates: std::mem::take(&mut fire.routed),
                         fire,
                         intent: None,
                         next: 0,
@@ -336,14 +334,9 @@ impl Dispatcher {
                     });
                     continue;
                 }
-                let mut candidates: Vec<ExecutorId> = entries
+                let mut candidates = entries
                     .get(&fire.task.app_id)
-                    .map(|e| {
-                        routing::order(&fire.task, &fire.run, &e.live, &mut state, rand::random)
-                            .into_iter()
-                            .map(|x| x.id)
-                            .collect()
-                    })
+                    .map(|e| route(&fire.task, &fire.run, e, &mut state))
                     .unwrap_or_default();
                 let intent = fire.run.executor_id;
                 if let Some(at) = intent.and_then(|x| candidates.iter().position(|&c| c == x)) {
@@ -1060,16 +1053,19 @@ impl crate::claimer::Router for Dispatcher {
         let mut state = lock(&self.routing);
         runs.iter()
             .filter_map(|(run, task)| {
-                let e = entries.get(&task.app_id)?;
-                let to: Vec<ExecutorId> =
-                    routing::order(task, run, &e.live, &mut state, rand::random)
-                        .into_iter()
-                        .map(|x| x.id)
-                        .collect();
+                let to = route(task, run, entries.get(&task.app_id)?, &mut state);
                 (!to.is_empty()).then_some((run.id, to))
             })
             .collect()
     }
+}
+
+/// The instances of `entry` to try for `run`, in its task's routing order.
+fn route(task: &Task, run: &Run, entry: &AppEntry, state: &mut RoutingState) -> Vec<ExecutorId> {
+    routing::order(task, run, &entry.live, state, rand::random)
+        .into_iter()
+        .map(|x| x.id)
+        .collect()
 }
 
 /// How many live instances have the task's handler.

@@ -64,7 +64,7 @@ pub trait Runs: Send {
     /// a new fencing token), and records on each run `intents` names the executor instance it
     /// is to be sent to first, in the same write: the claim is its dispatch intent (see
     /// [`Runs::record_dispatch_intent`]). A run without one keeps the instance it has.
-    /// Returns the claimed runs, in due order.
+    /// Returns the claimed runs in the order given (the due order `lock_due_runs` returns).
     async fn claim_locked_runs(
         &mut self,
         req: &ClaimRequest,
@@ -306,7 +306,7 @@ impl Runs for StoreTx {
         let lease_until = req.now.saturating_add(req.lease_ms);
         // The write set exactly these columns: the rows read are brought up to it here rather
         // than read back.
-        let mut out: Vec<Run> = runs
+        Ok(runs
             .into_iter()
             .filter_map(|mut run| {
                 run.fence = *fences.get(&run.id)?;
@@ -319,9 +319,7 @@ impl Runs for StoreTx {
                 }
                 Some(run)
             })
-            .collect();
-        out.sort_by_key(|r| (r.due_at, -r.priority, r.id));
-        Ok(out)
+            .collect())
     }
 
     async fn transition_claimed(

@@ -1,7 +1,7 @@
 //! Shared set-up for the cases.
 
-use mthpt_engine::app::{App, AppId, Executor, ExecutorRegistration, NewApp};
-use mthpt_engine::run::{NewRun, Run, RunCompletion, RunState, TriggerKind};
+use mthpt_engine::app::{App, AppId, Executor, ExecutorId, ExecutorRegistration, NewApp};
+use mthpt_engine::run::{ClaimedTransition, NewRun, Run, RunCompletion, RunState, TriggerKind};
 use mthpt_engine::schedule::ScheduleSpec;
 use mthpt_engine::store::{Store, Tx};
 use mthpt_engine::task::{Task, TaskDefinition};
@@ -99,6 +99,26 @@ pub async fn executor(store: &dyn Store, app: AppId, instance: &str, now: i64) -
         .unwrap();
     tx.commit().await.unwrap();
     e
+}
+
+/// Records a claimed run as accepted by `executor`, sent and acknowledged at `at`, with no
+/// deadline.
+pub async fn started(store: &dyn Store, run: &Run, executor: ExecutorId, at: i64) -> Run {
+    let mut tx = store.begin().await.unwrap();
+    let run = tx
+        .transition_claimed(
+            &run.fence().expect("a claimed run"),
+            &ClaimedTransition::Started {
+                executor_id: executor,
+                dispatched_at: at,
+                deadline_at: None,
+            },
+            at,
+        )
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    run
 }
 
 /// Runs `f` in a transaction and commits it.

@@ -43,18 +43,7 @@ pub(crate) fn times(runs: &[Run], state: RunState) -> Vec<i64> {
 /// Marks a claimed run as accepted by an executor.
 pub(crate) async fn start(store: &dyn Store, w: &World, run: &Run, now: i64) {
     let e = executor(store, w.app.id, "host-1", now).await;
-    in_tx!(store, |tx| tx
-        .transition_claimed(
-            &run.fence().unwrap(),
-            &ClaimedTransition::Started {
-                executor_id: e.id,
-                dispatched_at: now,
-                deadline_at: None
-            },
-            now
-        )
-        .await
-        .unwrap());
+    started(store, run, e.id, now).await;
 }
 
 pub(crate) async fn finish(store: &dyn Store, run: &Run, now: i64) {

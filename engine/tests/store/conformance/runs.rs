@@ -655,22 +655,11 @@ pub async fn a_started_runs_result_belongs_to_the_app_that_runs_it(store: Arc<dy
     let (w, task, runs) = with_runs(store, 2).await;
     let e = executor(store, w.app.id, "host-1", T0).await;
     let claimed = claim(store, &claim_req("node-a", T0)).await;
-    let started = claimed
+    let oldest = claimed
         .iter()
         .find(|c| c.id == runs[0].id)
         .expect("the oldest run is claimed");
-    in_tx!(store, |tx| tx
-        .transition_claimed(
-            &started.fence().unwrap(),
-            &ClaimedTransition::Started {
-                executor_id: e.id,
-                dispatched_at: T0,
-                deadline_at: None
-            },
-            T0
-        )
-        .await
-        .unwrap());
+    started(store, oldest, e.id, T0).await;
     let other = in_tx!(store, |tx| tx
         .create_app(
             w.tenant.id,
@@ -718,18 +707,7 @@ pub async fn results_are_recorded_once_and_repeats_are_ignored(store: Arc<dyn St
     let (w, _, runs) = with_runs(store, 2).await;
     let e = executor(store, w.app.id, "host-1", T0).await;
     let claimed = claim(store, &claim_req("node-a", T0)).await;
-    in_tx!(store, |tx| tx
-        .transition_claimed(
-            &claimed[0].fence().unwrap(),
-            &ClaimedTransition::Started {
-                executor_id: e.id,
-                dispatched_at: T0,
-                deadline_at: None
-            },
-            T0
-        )
-        .await
-        .unwrap());
+    started(store, &claimed[0], e.id, T0).await;
 
     let first = in_tx!(store, |tx| tx
         .complete_run(runs[0].id, Some(w.app.id), &success(T0 + 5 * SECOND))
@@ -802,18 +780,7 @@ pub async fn progress_and_logs_are_recorded_for_runs_sent_to_an_executor_only(
     let (w, _, runs) = with_runs(store, 2).await;
     let e = executor(store, w.app.id, "host-1", T0).await;
     let claimed = claim(store, &claim_req("node-a", T0)).await;
-    in_tx!(store, |tx| tx
-        .transition_claimed(
-            &claimed[0].fence().unwrap(),
-            &ClaimedTransition::Started {
-                executor_id: e.id,
-                dispatched_at: T0,
-                deadline_at: None
-            },
-            T0
-        )
-        .await
-        .unwrap());
+    started(store, &claimed[0], e.id, T0).await;
     let p = |id, fraction, lines: &[&str]| RunProgress {
         run_id: id,
         fraction,

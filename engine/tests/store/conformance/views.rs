@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use mthpt_engine::alarm::{AlarmFilter, AlarmKind, NewAlarm, Severity};
-use mthpt_engine::run::{ClaimedTransition, Run, RunFilter, RunState, TriggerKind};
+use mthpt_engine::run::{Run, RunFilter, RunState, TriggerKind};
 use mthpt_engine::store::{ClaimRequest, RunSampleQuery, Scope, Store, StoreError, TriggerKey};
 
 use crate::in_tx;
@@ -39,19 +39,7 @@ pub async fn runs_are_filtered_by_trigger_executor_and_finish_time(store: Arc<dy
         .await
         .unwrap());
     assert_eq!(ids(&claimed), vec![first.id.0]);
-    let fence = claimed[0].fence().unwrap();
-    in_tx!(store, |tx| tx
-        .transition_claimed(
-            &fence,
-            &ClaimedTransition::Started {
-                executor_id: e.id,
-                dispatched_at: T0,
-                deadline_at: None,
-            },
-            T0,
-        )
-        .await
-        .unwrap());
+    started(store, &claimed[0], e.id, T0).await;
     in_tx!(store, |tx| tx
         .complete_run(
             first.id,
