@@ -79,4 +79,63 @@ macro_rules! text_enum {
     };
 }
 
-pub(crate) use {id_type, text_enum};
+/// `sqlx::FromRow` on both backends' rows for a struct stored as one table's row, with the
+/// fields listed in the table's column order (column name = field name). A row whose columns
+/// begin with those (`SELECT *`, `RETURNING *`, `t.*`) is read by position; any other row by
+/// name. Looking each column up by name costs a hash of the name and a comparison per column
+/// and row: for runs and tasks, read several times on every run's way, a large part of the
+/// engine's CPU. `value` fields decode as they are; `text` fields are read as `TEXT` and
+/// converted with `TryFrom<String>` ([`text_enum`]), a value of no variant being a decode
+/// error that names the column.
+macro_rules! from_row_in_table_order {
+    ($ty:ident, $columns:ident, { $($field:ident: $how:ident),* $(,)? }) => {
+        /// The columns the struct is read from, in the table's order.
+        pub const $columns: &[&str] = &[$(stringify!($field)),*];
+        $crate::macros::from_row_in_table_order!(@impl sqlx::postgres::PgRow, $ty, $columns, { $($field: $how),* });
+        $crate::macros::from_row_in_table_order!(@impl sqlx::sqlite::SqliteRow, $ty, $columns, { $($field: $how),* });
+    };
+    (@impl $row:ty, $ty:ident, $columns:ident, { $($field:ident: $how:ident),* }) => {
+        impl<'r> sqlx::FromRow<'r, $row> for $ty {
+            #[allow(unused_assignments)]
+            fn from_row(row: &'r $row) -> Result<Self, sqlx::Error> {
+                use sqlx::{Column as _, Row as _};
+                fn value<'r, T>(row: &'r $row, in_order: bool, at: usize) -> Result<T, sqlx::Error>
+                where
+                    T: sqlx::Decode<'r, <$row as sqlx::Row>::Database>
+                        + sqlx::Type<<$row as sqlx::Row>::Database>,
+                {
+                    if in_order {
+                        row.try_get(at)
+                    } else {
+                        row.try_get($columns[at])
+                    }
+                }
+                fn text<T>(row: &$row, in_order: bool, at: usize) -> Result<T, sqlx::Error>
+                where
+                    T: TryFrom<String, Error = $crate::UnknownVariant>,
+                {
+                    let text: String = value(row, in_order, at)?;
+                    text.try_into()
+                        .map_err(|e: $crate::UnknownVariant| sqlx::Error::ColumnDecode {
+                            index: $columns[at].to_owned(),
+                            source: Box::new(e),
+                        })
+                }
+                let columns = row.columns();
+                let in_order = columns.len() >= $columns.len()
+                    && columns
+                        .iter()
+                        .zip($columns)
+                        .all(|(column, name)| column.name() == *name);
+                let mut at = 0usize;
+                $(
+                    let $field = $how(row, in_order, at)?;
+                    at += 1;
+                )*
+                Ok($ty { $($field),* })
+            }
+        }
+    };
+}
+
+pub(crate) use {from_row_in_table_order, id_type, text_enum};

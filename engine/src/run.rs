@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use sqlx::types::Json;
 
 use crate::app::ExecutorId;
-use crate::macros::{id_type, text_enum};
+use crate::macros::{from_row_in_table_order, id_type, text_enum};
 use crate::task::TaskId;
 use crate::tenant::TenantId;
 
@@ -67,8 +67,8 @@ text_enum!(
     }
 );
 
-/// A run as stored.
-#[derive(Debug, Clone, PartialEq, Serialize, sqlx::FromRow)]
+/// A run as stored; read from a row of `runs` by [`RUN_COLUMNS`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Run {
     pub id: RunId,
     pub tenant_id: TenantId,
@@ -82,9 +82,7 @@ pub struct Run {
     pub attempt: i32,
     pub shard_index: i32,
     pub shard_total: i32,
-    #[sqlx(try_from = "String")]
     pub trigger_kind: TriggerKind,
-    #[sqlx(try_from = "String")]
     pub state: RunState,
     pub priority: i32,
     pub parent_run_id: Option<RunId>,
@@ -111,6 +109,41 @@ pub struct Run {
     pub error: Option<String>,
     pub log_tail: String,
 }
+
+from_row_in_table_order!(Run, RUN_COLUMNS, {
+    id: value,
+    tenant_id: value,
+    task_id: value,
+    node_group: value,
+    scheduled_at: value,
+    due_at: value,
+    attempt: value,
+    shard_index: value,
+    shard_total: value,
+    trigger_kind: text,
+    state: text,
+    priority: value,
+    parent_run_id: value,
+    chain_root_id: value,
+    params: value,
+    triggered_by: value,
+    claim_owner: value,
+    lease_until: value,
+    fence: value,
+    executor_id: value,
+    dispatch_attempts: value,
+    created_at: value,
+    claimed_at: value,
+    dispatched_at: value,
+    started_at: value,
+    finished_at: value,
+    deadline_at: value,
+    progress: value,
+    progress_message: value,
+    output: value,
+    error: value,
+    log_tail: value,
+});
 
 impl Run {
     /// A claimed run of task 1 of tenant 1, for unit tests.
@@ -477,5 +510,96 @@ mod tests {
     fn unknown_state_text_is_an_error_naming_the_value() {
         let err = "exploded".parse::<RunState>().unwrap_err();
         assert!(err.to_string().contains("exploded"));
+    }
+
+    /// A table with the run's columns in [`RUN_COLUMNS`] order and one row in which every
+    /// column holds a value of its own.
+    async fn one_run_table() -> sqlx::SqliteConnection {
+        use sqlx::Connection as _;
+        let mut c = sqlx::SqliteConnection::connect("sqlite::memory:")
+            .await
+            .expect("in-memory SQLite");
+        sqlx::query(
+            "CREATE TABLE runs (id INTEGER, tenant_id INTEGER, task_id INTEGER, node_group TEXT,
+                 scheduled_at INTEGER, due_at INTEGER, attempt INTEGER, shard_index INTEGER,
+                 shard_total INTEGER, trigger_kind TEXT, state TEXT, priority INTEGER,
+                 parent_run_id INTEGER, chain_root_id INTEGER, params TEXT, triggered_by TEXT,
+                 claim_owner TEXT, lease_until INTEGER, fence INTEGER, executor_id INTEGER,
+                 dispatch_attempts INTEGER, created_at INTEGER, claimed_at INTEGER,
+                 dispatched_at INTEGER, started_at INTEGER, finished_at INTEGER,
+                 deadline_at INTEGER, progress REAL, progress_message TEXT, output TEXT,
+                 error TEXT, log_tail TEXT, app_id INTEGER)",
+        )
+        .execute(&mut c)
+        .await
+        .expect("create");
+        sqlx::query(
+            "INSERT INTO runs VALUES (1, 2, 3, 'g', 4, 5, 6, 7, 8, 'retry', 'running', 9, 10, 11,
+                 '{\"p\":1}', 'someone', 'node-a', 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 0.5,
+                 'half', '{\"o\":2}', 'boom', 'tail', 22)",
+        )
+        .execute(&mut c)
+        .await
+        .expect("insert");
+        c
+    }
+
+    #[tokio::test]
+    async fn a_run_reads_the_same_by_position_and_by_name() {
+        let mut c = one_run_table().await;
+        let in_order: Run = sqlx::query_as("SELECT * FROM runs")
+            .fetch_one(&mut c)
+            .await
+            .expect("by position");
+        assert_eq!(in_order.id, RunId(1));
+        assert_eq!(in_order.trigger_kind, TriggerKind::Retry);
+        assert_eq!(in_order.state, RunState::Running);
+        assert_eq!(in_order.chain_root_id, Some(RunId(11)));
+        assert_eq!(in_order.executor_id, Some(ExecutorId(14)));
+        assert_eq!(in_order.progress, Some(0.5));
+        assert_eq!(
+            in_order.params.as_ref().map(|p| p.0.clone()),
+            Some(serde_json::json!({"p": 1}))
+        );
+        assert_eq!(in_order.log_tail, "tail");
+        let mut reversed = RUN_COLUMNS.to_vec();
+        reversed.reverse();
+        let by_name: Run = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT {} FROM runs",
+            reversed.join(", ")
+        )))
+        .fetch_one(&mut c)
+        .await
+        .expect("by name");
+        assert_eq!(by_name, in_order);
+        // Two columns swapped: read by name, not by position.
+        let mut swapped = RUN_COLUMNS.to_vec();
+        swapped.swap(4, 5);
+        let swapped: Run = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT {} FROM runs",
+            swapped.join(", ")
+        )))
+        .fetch_one(&mut c)
+        .await
+        .expect("swapped");
+        assert_eq!(swapped, in_order);
+    }
+
+    #[tokio::test]
+    async fn a_run_with_an_unknown_state_is_a_decode_error_naming_the_column() {
+        let mut c = one_run_table().await;
+        sqlx::query("UPDATE runs SET state = 'exploded'")
+            .execute(&mut c)
+            .await
+            .expect("update");
+        let err = sqlx::query_as::<_, Run>("SELECT * FROM runs")
+            .fetch_one(&mut c)
+            .await
+            .expect_err("an unknown state is not a run");
+        let text = err.to_string();
+        assert!(
+            text.contains("state") && text.contains("exploded"),
+            "{text}"
+        );
     }
 }

@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 use sqlx::types::Json;
 
 use crate::app::AppId;
-use crate::macros::{id_type, text_enum};
+use crate::macros::{from_row_in_table_order, id_type, text_enum};
 use crate::schedule::{Schedule, ScheduleKind, ScheduleSpec};
 use crate::tenant::TenantId;
 use crate::validate::{FieldError, check_len, check_range, check_task_name};
@@ -271,8 +271,8 @@ impl TaskDefinition {
     }
 }
 
-/// A stored task.
-#[derive(Debug, Clone, PartialEq, Serialize, sqlx::FromRow)]
+/// A stored task; read from a row of `tasks` by [`TASK_COLUMNS`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Task {
     pub id: TaskId,
     pub tenant_id: TenantId,
@@ -281,7 +281,6 @@ pub struct Task {
     pub description: String,
     pub handler: String,
     pub params: Json<serde_json::Value>,
-    #[sqlx(try_from = "String")]
     pub schedule_kind: ScheduleKind,
     pub cron_expr: Option<String>,
     pub interval_ms: Option<i64>,
@@ -292,13 +291,10 @@ pub struct Task {
     pub max_fires: Option<i64>,
     /// Scheduled occurrences materialised so far (counts toward `max_fires`).
     pub fires_scheduled: i64,
-    #[sqlx(try_from = "String")]
     pub misfire_policy: MisfirePolicy,
     pub misfire_threshold_ms: i64,
     pub misfire_max_catch_up: i32,
-    #[sqlx(try_from = "String")]
     pub overlap_policy: OverlapPolicy,
-    #[sqlx(try_from = "String")]
     pub routing: Routing,
     pub timeout_ms: Option<i64>,
     pub start_timeout_ms: Option<i64>,
@@ -314,6 +310,42 @@ pub struct Task {
     pub updated_at: i64,
     pub deleted_at: Option<i64>,
 }
+
+from_row_in_table_order!(Task, TASK_COLUMNS, {
+    id: value,
+    tenant_id: value,
+    app_id: value,
+    name: value,
+    description: value,
+    handler: value,
+    params: value,
+    schedule_kind: text,
+    cron_expr: value,
+    interval_ms: value,
+    anchor_at: value,
+    timezone: value,
+    window_start_at: value,
+    window_end_at: value,
+    max_fires: value,
+    fires_scheduled: value,
+    misfire_policy: text,
+    misfire_threshold_ms: value,
+    misfire_max_catch_up: value,
+    overlap_policy: text,
+    routing: text,
+    timeout_ms: value,
+    start_timeout_ms: value,
+    max_retries: value,
+    retry_backoff_ms: value,
+    retry_backoff_max_ms: value,
+    recover_lost: value,
+    priority: value,
+    paused: value,
+    version: value,
+    created_at: value,
+    updated_at: value,
+    deleted_at: value,
+});
 
 /// The columns a definition's schedule is stored in.
 #[derive(Debug, Clone, PartialEq, Eq)]
