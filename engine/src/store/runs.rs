@@ -34,7 +34,10 @@ pub trait Runs: Send {
     /// Inserts a run; `None` when that occurrence (task, scheduled time, attempt, shard)
     /// already exists.
     async fn insert_run(&mut self, run: &NewRun, now: i64) -> Result<Option<Run>>;
-    /// Inserts many runs, skipping occurrences that exist; returns the inserted ones.
+    /// Inserts many runs, skipping occurrences that exist (and repeats within `runs`); returns
+    /// the inserted ones. The caller holds what makes the occurrences its own (their tasks
+    /// locked, or the fenced run it shards): should another transaction insert one of them
+    /// meanwhile all the same, the call fails and the unique occurrence key keeps it once.
     async fn insert_runs(&mut self, runs: &[NewRun], now: i64) -> Result<Vec<Run>>;
     async fn get_run(&mut self, tenant: TenantId, id: RunId) -> Result<Run>;
     async fn list_runs(&mut self, tenant: TenantId, filter: &RunFilter) -> Result<Vec<Run>>;

@@ -314,17 +314,32 @@ async fn write_completions(
 }
 
 /// [`Runs::insert_runs`](crate::store::Runs::insert_runs) on PostgreSQL.
+///
+/// An occurrence given twice is inserted once (the first); one that exists is skipped by
+/// `NOT EXISTS`. Both callers hold what makes the occurrences theirs: the claim holds the
+/// successors' tasks locked, a broadcast's dispatch holds the first shard's row (by its
+/// fence). No other transaction inserts the same occurrence in between, so the statement needs
+/// no `ON CONFLICT` (a speculative insertion checked the unique index once more and logged a
+/// confirmation record for every row). Should another insert of the occurrence
+/// commit in between all the same, the unique index refuses this statement and its
+/// transaction is rolled back whole: nothing is written twice, and the caller tries again.
 pub(crate) async fn insert_runs(
     c: &mut PgConnection,
     runs: &[NewRun],
     now: i64,
 ) -> Result<Vec<Run>> {
+    let mut seen = std::collections::HashSet::with_capacity(runs.len());
+    let runs: Vec<&NewRun> = runs
+        .iter()
+        .filter(|r| seen.insert((r.task_id, r.scheduled_at, r.attempt, r.shard_index)))
+        .collect();
     if runs.is_empty() {
         return Ok(Vec::new());
     }
-    let col = |f: fn(&NewRun) -> i64| runs.iter().map(f).collect::<Vec<i64>>();
-    let col32 = |f: fn(&NewRun) -> i32| runs.iter().map(f).collect::<Vec<i32>>();
-    let opt = |f: fn(&NewRun) -> Option<i64>| runs.iter().map(f).collect::<Vec<Option<i64>>>();
+    let col = |f: fn(&NewRun) -> i64| runs.iter().map(|r| f(r)).collect::<Vec<i64>>();
+    let col32 = |f: fn(&NewRun) -> i32| runs.iter().map(|r| f(r)).collect::<Vec<i32>>();
+    let opt =
+        |f: fn(&NewRun) -> Option<i64>| runs.iter().map(|r| f(r)).collect::<Vec<Option<i64>>>();
     sqlx::query_as(
         "INSERT INTO runs (tenant_id, task_id, node_group, scheduled_at, due_at, attempt, shard_index,
              shard_total, trigger_kind, state, priority, parent_run_id, chain_root_id, params,
@@ -343,7 +358,6 @@ pub(crate) async fn insert_runs(
          WHERE NOT EXISTS (SELECT 1 FROM runs r WHERE r.task_id = t.task_id
              AND r.scheduled_at = t.scheduled_at AND r.attempt = t.attempt
              AND r.shard_index = t.shard_index)
-         ON CONFLICT (task_id, scheduled_at, attempt, shard_index) DO NOTHING
          RETURNING *",
     )
     .bind(col(|r| r.tenant_id.0))
