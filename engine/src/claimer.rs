@@ -368,10 +368,10 @@ impl Claimer {
         }
 
         if !successors.is_empty() {
-            let inserted = tx.insert_runs(&successors, now).await?;
+            let inserted = tx.insert_runs_of_tasks(&successors, now).await?;
             report.materialised = inserted.len();
             // Every successor is a scheduled occurrence.
-            let counts: Vec<(TaskId, i64)> = inserted.iter().map(|r| (r.task_id, 1)).collect();
+            let counts: Vec<(TaskId, i64)> = inserted.into_iter().map(|t| (t, 1)).collect();
             tx.add_fires_scheduled_many(&counts).await?;
         }
         Ok(report)

@@ -975,7 +975,7 @@ impl Dispatcher {
             out.push(fire);
         }
         if !shards.is_empty() {
-            report.shards_created += tx.insert_runs(&shards, now).await?.len();
+            report.shards_created += tx.insert_runs_of_tasks(&shards, now).await?.len();
             let mut groups: Vec<&str> = shards.iter().map(|r| r.node_group.as_str()).collect();
             groups.sort_unstable();
             groups.dedup();

@@ -39,6 +39,9 @@ pub trait Runs: Send {
     /// locked, or the fenced run it shards): should another transaction insert one of them
     /// meanwhile all the same, the call fails and the unique occurrence key keeps it once.
     async fn insert_runs(&mut self, runs: &[NewRun], now: i64) -> Result<Vec<Run>>;
+    /// [`Runs::insert_runs`], returning only the task of each run inserted: what the claim
+    /// and a broadcast's sharding count, without reading every inserted row back.
+    async fn insert_runs_of_tasks(&mut self, runs: &[NewRun], now: i64) -> Result<Vec<TaskId>>;
     async fn get_run(&mut self, tenant: TenantId, id: RunId) -> Result<Run>;
     async fn list_runs(&mut self, tenant: TenantId, filter: &RunFilter) -> Result<Vec<Run>>;
     /// Engine internal: for each `(task, instant)`, the task's latest first-attempt run of
@@ -232,6 +235,17 @@ impl Runs for StoreTx {
         match &mut self.conn {
             Conn::Postgres(c) => pg::runs::insert_runs(c, runs, now).await,
             Conn::Sqlite(_) => sqlite::runs::insert_runs(self, runs, now).await,
+        }
+    }
+
+    async fn insert_runs_of_tasks(&mut self, runs: &[NewRun], now: i64) -> Result<Vec<TaskId>> {
+        match &mut self.conn {
+            Conn::Postgres(c) => pg::runs::insert_runs_of_tasks(c, runs, now).await,
+            Conn::Sqlite(_) => Ok(sqlite::runs::insert_runs(self, runs, now)
+                .await?
+                .into_iter()
+                .map(|r| r.task_id)
+                .collect()),
         }
     }
 

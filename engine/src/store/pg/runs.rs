@@ -328,6 +328,62 @@ pub(crate) async fn insert_runs(
     runs: &[NewRun],
     now: i64,
 ) -> Result<Vec<Run>> {
+    insert_runs_returning(c, runs, now, INSERT_RUNS_RETURNING_ALL).await
+}
+
+/// [`Runs::insert_runs_of_tasks`](crate::store::Runs::insert_runs_of_tasks) on PostgreSQL:
+/// [`insert_runs`] returning only each inserted run's task.
+pub(crate) async fn insert_runs_of_tasks(
+    c: &mut PgConnection,
+    runs: &[NewRun],
+    now: i64,
+) -> Result<Vec<TaskId>> {
+    let tasks: Vec<(TaskId,)> =
+        insert_runs_returning(c, runs, now, INSERT_RUNS_RETURNING_TASK).await?;
+    Ok(tasks.into_iter().map(|(t,)| t).collect())
+}
+
+/// The statement of [`insert_runs`] up to its `RETURNING` clause, which is given.
+macro_rules! insert_runs_statement {
+    ($returning:literal) => {
+        concat!(
+            "INSERT INTO runs (tenant_id, task_id, node_group, scheduled_at, due_at, attempt,
+                 shard_index, shard_total, trigger_kind, state, priority, parent_run_id,
+                 chain_root_id, params, triggered_by, created_at, app_id)
+             SELECT tenant_id, task_id, node_group, scheduled_at, due_at, attempt, shard_index,
+                 shard_total, trigger_kind, 'pending', priority, parent_run_id, chain_root_id,
+                 params, triggered_by, $15,
+                 (SELECT k.app_id FROM tasks k WHERE k.id = t.task_id AND k.tenant_id = t.tenant_id)
+             FROM UNNEST($1::bigint[], $2::bigint[], $3::text[], $4::bigint[], $5::bigint[],
+                 $6::int[], $7::int[], $8::int[], $9::text[], $10::int[], $11::bigint[],
+                 $12::bigint[], $13::jsonb[], $14::text[])
+               AS t(tenant_id, task_id, node_group, scheduled_at, due_at, attempt, shard_index,
+                    shard_total, trigger_kind, priority, parent_run_id, chain_root_id, params,
+                    triggered_by)
+             -- An occurrence that exists is skipped without touching the unique index: a row
+             -- another transaction is changing (claiming) would make this insert wait for it,
+             -- and that transaction may be waiting for a task this one holds.
+             WHERE NOT EXISTS (SELECT 1 FROM runs r WHERE r.task_id = t.task_id
+                 AND r.scheduled_at = t.scheduled_at AND r.attempt = t.attempt
+                 AND r.shard_index = t.shard_index)
+             ",
+            $returning
+        )
+    };
+}
+const INSERT_RUNS_RETURNING_ALL: &str = insert_runs_statement!("RETURNING *");
+const INSERT_RUNS_RETURNING_TASK: &str = insert_runs_statement!("RETURNING task_id");
+
+/// [`insert_runs`] with the `statement` given, returning its rows as `T`.
+async fn insert_runs_returning<T>(
+    c: &mut PgConnection,
+    runs: &[NewRun],
+    now: i64,
+    statement: &'static str,
+) -> Result<Vec<T>>
+where
+    T: for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow> + Send + Unpin,
+{
     let mut seen = std::collections::HashSet::with_capacity(runs.len());
     let runs: Vec<&NewRun> = runs
         .iter()
@@ -340,44 +396,41 @@ pub(crate) async fn insert_runs(
     let col32 = |f: fn(&NewRun) -> i32| runs.iter().map(|r| f(r)).collect::<Vec<i32>>();
     let opt =
         |f: fn(&NewRun) -> Option<i64>| runs.iter().map(|r| f(r)).collect::<Vec<Option<i64>>>();
-    sqlx::query_as(
-        "INSERT INTO runs (tenant_id, task_id, node_group, scheduled_at, due_at, attempt, shard_index,
-             shard_total, trigger_kind, state, priority, parent_run_id, chain_root_id, params,
-             triggered_by, created_at, app_id)
-         SELECT tenant_id, task_id, node_group, scheduled_at, due_at, attempt, shard_index, shard_total,
-             trigger_kind, 'pending', priority, parent_run_id, chain_root_id, params, triggered_by, $15,
-             (SELECT k.app_id FROM tasks k WHERE k.id = t.task_id AND k.tenant_id = t.tenant_id)
-         FROM UNNEST($1::bigint[], $2::bigint[], $3::text[], $4::bigint[], $5::bigint[], $6::int[],
-             $7::int[], $8::int[], $9::text[], $10::int[], $11::bigint[], $12::bigint[], $13::jsonb[],
-             $14::text[])
-           AS t(tenant_id, task_id, node_group, scheduled_at, due_at, attempt, shard_index, shard_total,
-                trigger_kind, priority, parent_run_id, chain_root_id, params, triggered_by)
-         -- An occurrence that exists is skipped without touching the unique index: a row
-         -- another transaction is changing (claiming) would make this insert wait for it,
-         -- and that transaction may be waiting for a task this one holds.
-         WHERE NOT EXISTS (SELECT 1 FROM runs r WHERE r.task_id = t.task_id
-             AND r.scheduled_at = t.scheduled_at AND r.attempt = t.attempt
-             AND r.shard_index = t.shard_index)
-         RETURNING *",
-    )
-    .bind(col(|r| r.tenant_id.0))
-    .bind(col(|r| r.task_id.0))
-    .bind(runs.iter().map(|r| r.node_group.clone()).collect::<Vec<_>>())
-    .bind(col(|r| r.scheduled_at))
-    .bind(col(|r| r.due_at))
-    .bind(col32(|r| r.attempt))
-    .bind(col32(|r| r.shard_index))
-    .bind(col32(|r| r.shard_total))
-    .bind(runs.iter().map(|r| r.trigger_kind.as_str()).collect::<Vec<_>>())
-    .bind(col32(|r| r.priority))
-    .bind(opt(|r| r.parent_run_id.map(|i| i.0)))
-    .bind(opt(|r| r.chain_root_id.map(|i| i.0)))
-    .bind(runs.iter().map(|r| r.params.as_ref().map(Json)).collect::<Vec<_>>())
-    .bind(runs.iter().map(|r| r.triggered_by.clone()).collect::<Vec<_>>())
-    .bind(now)
-    .fetch_all(&mut *c)
-    .await
-    .map_err(|e| reference_or(e, || "a task or tenant of these runs".to_owned()))
+    sqlx::query_as(statement)
+        .bind(col(|r| r.tenant_id.0))
+        .bind(col(|r| r.task_id.0))
+        .bind(
+            runs.iter()
+                .map(|r| r.node_group.clone())
+                .collect::<Vec<_>>(),
+        )
+        .bind(col(|r| r.scheduled_at))
+        .bind(col(|r| r.due_at))
+        .bind(col32(|r| r.attempt))
+        .bind(col32(|r| r.shard_index))
+        .bind(col32(|r| r.shard_total))
+        .bind(
+            runs.iter()
+                .map(|r| r.trigger_kind.as_str())
+                .collect::<Vec<_>>(),
+        )
+        .bind(col32(|r| r.priority))
+        .bind(opt(|r| r.parent_run_id.map(|i| i.0)))
+        .bind(opt(|r| r.chain_root_id.map(|i| i.0)))
+        .bind(
+            runs.iter()
+                .map(|r| r.params.as_ref().map(Json))
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            runs.iter()
+                .map(|r| r.triggered_by.clone())
+                .collect::<Vec<_>>(),
+        )
+        .bind(now)
+        .fetch_all(&mut *c)
+        .await
+        .map_err(|e| reference_or(e, || "a task or tenant of these runs".to_owned()))
 }
 
 /// [`Runs::lock_due_runs`](crate::store::Runs::lock_due_runs) on PostgreSQL: the apps'

@@ -73,6 +73,13 @@ pub async fn same_occurrence_inserted_by_two_nodes_exists_once(store: Arc<dyn St
         batch.iter().map(|r| r.scheduled_at).collect::<Vec<_>>(),
         vec![T0 + 2 * MINUTE]
     );
+    // So does the insert that returns only the inserted runs' tasks.
+    let latest = occurrence(&w, &task, T0 + 3 * MINUTE);
+    let tasks = in_tx!(store, |tx| tx
+        .insert_runs_of_tasks(&[later.clone(), latest.clone(), latest.clone()], T0)
+        .await
+        .unwrap());
+    assert_eq!(tasks, vec![task.id]);
 
     let mut tx = read(store).await;
     let all = tx
@@ -85,7 +92,7 @@ pub async fn same_occurrence_inserted_by_two_nodes_exists_once(store: Arc<dyn St
         )
         .await
         .unwrap();
-    assert_eq!(all.len(), 2);
+    assert_eq!(all.len(), 3);
     // A retry of the same occurrence is a different attempt, hence a new row.
     let retry = NewRun::next_attempt(&all[1], T0 + 2 * MINUTE, TriggerKind::Retry);
     assert_eq!(tx.insert_run(&retry, T0).await.unwrap().unwrap().attempt, 2);
