@@ -564,25 +564,22 @@ mod tests {
         assert_eq!(in_order.log_tail, "tail");
         let mut reversed = RUN_COLUMNS.to_vec();
         reversed.reverse();
-        let by_name: Run = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-            "SELECT {} FROM runs",
-            reversed.join(", ")
-        )))
-        .fetch_one(&mut c)
-        .await
-        .expect("by name");
-        assert_eq!(by_name, in_order);
+        assert_eq!(read_in(&mut c, &reversed).await, in_order, "by name");
         // Two columns swapped: read by name, not by position.
         let mut swapped = RUN_COLUMNS.to_vec();
         swapped.swap(4, 5);
-        let swapped: Run = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        assert_eq!(read_in(&mut c, &swapped).await, in_order, "swapped");
+    }
+
+    /// The run of [`one_run_table`] selected with its columns in the order given.
+    async fn read_in(c: &mut sqlx::SqliteConnection, columns: &[&str]) -> Run {
+        sqlx::query_as(sqlx::AssertSqlSafe(format!(
             "SELECT {} FROM runs",
-            swapped.join(", ")
+            columns.join(", ")
         )))
-        .fetch_one(&mut c)
+        .fetch_one(c)
         .await
-        .expect("swapped");
-        assert_eq!(swapped, in_order);
+        .expect("a run")
     }
 
     #[tokio::test]
