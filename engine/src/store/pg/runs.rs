@@ -313,16 +313,8 @@ async fn write_completions(
     .await?)
 }
 
-/// [`Runs::insert_runs`](crate::store::Runs::insert_runs) on PostgreSQL.
-///
-/// An occurrence given twice is inserted once (the first); one that exists is skipped by
-/// `NOT EXISTS`. Both callers hold what makes the occurrences theirs: the claim holds the
-/// successors' tasks locked, a broadcast's dispatch holds the first shard's row (by its
-/// fence). No other transaction inserts the same occurrence in between, so the statement needs
-/// no `ON CONFLICT` (a speculative insertion checked the unique index once more and logged a
-/// confirmation record for every row). Should another insert of the occurrence
-/// commit in between all the same, the unique index refuses this statement and its
-/// transaction is rolled back whole: nothing is written twice, and the caller tries again.
+/// [`Runs::insert_runs`](crate::store::Runs::insert_runs) on PostgreSQL: [`insert_runs_returning`]
+/// returning whole rows.
 pub(crate) async fn insert_runs(
     c: &mut PgConnection,
     runs: &[NewRun],
@@ -332,7 +324,7 @@ pub(crate) async fn insert_runs(
 }
 
 /// [`Runs::insert_runs_of_tasks`](crate::store::Runs::insert_runs_of_tasks) on PostgreSQL:
-/// [`insert_runs`] returning only each inserted run's task.
+/// [`insert_runs_returning`] returning only each inserted run's task.
 pub(crate) async fn insert_runs_of_tasks(
     c: &mut PgConnection,
     runs: &[NewRun],
@@ -374,7 +366,18 @@ macro_rules! insert_runs_statement {
 const INSERT_RUNS_RETURNING_ALL: &str = insert_runs_statement!("RETURNING *");
 const INSERT_RUNS_RETURNING_TASK: &str = insert_runs_statement!("RETURNING task_id");
 
-/// [`insert_runs`] with the `statement` given, returning its rows as `T`.
+/// [`insert_runs`] and [`insert_runs_of_tasks`], with the `statement` given (its `RETURNING`
+/// clause), returning its rows as `T`.
+///
+/// An occurrence given twice is inserted once (the first); one that exists is skipped by
+/// `NOT EXISTS`. The engine's callers (the claim's successors, a broadcast's shards) hold what
+/// makes the occurrences theirs: the claim holds the successors' tasks locked, a broadcast's
+/// dispatch holds the first shard's row (by its fence). No other transaction inserts the same
+/// occurrence in between, so the statement needs no `ON CONFLICT` (a speculative insertion
+/// checked the unique index once more and logged a confirmation record for every row). Should
+/// another insert of the occurrence commit in between all the same, the unique index refuses
+/// this statement and its transaction is rolled back whole: nothing is written twice, and the
+/// caller tries again.
 async fn insert_runs_returning<T>(
     c: &mut PgConnection,
     runs: &[NewRun],
