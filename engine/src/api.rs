@@ -96,6 +96,17 @@ impl CallbackApi {
         self
     }
 
+    /// Request bodies must arrive within `timeout` of their headers (else 408; default
+    /// [`BODY_READ_TIMEOUT`](mthpt_wrapper::intake::BODY_READ_TIMEOUT)).
+    pub fn with_body_read_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.intake = Intake::new(
+            intake::MAX_BODY_BYTES,
+            intake::MAX_UNVERIFIED_BYTES,
+            timeout,
+        );
+        self
+    }
+
     /// Tells registering wrappers that an instance silent for `ms` may be declared lost.
     pub fn with_executor_timeout(mut self, ms: i64) -> Self {
         self.executor_timeout_ms = u64::try_from(ms).ok();

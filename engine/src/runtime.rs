@@ -82,6 +82,9 @@ pub struct EngineConfig {
     /// Threads of the callback API's HTTP server. They parse and verify requests only: the
     /// database work of a callback runs on the engine's own runtime.
     pub callback_workers: usize,
+    /// How long a request body to the callback API may take to arrive once its headers are
+    /// read (else 408); what a slow or hostile client can hold a connection for.
+    pub body_read_timeout_ms: i64,
     pub dispatch: DispatchConfig,
     /// On shutdown, how long in-flight dispatches may take.
     pub shutdown_grace_ms: i64,
@@ -112,6 +115,7 @@ impl Default for EngineConfig {
             node_timeout_ms: 5_000,
             directory_ttl_ms: 1_000,
             callback_workers: 1,
+            body_read_timeout_ms: 10_000,
             dispatch: DispatchConfig::default(),
             shutdown_grace_ms: 10_000,
             relay_interval_ms: 50,
@@ -162,6 +166,12 @@ impl EngineConfig {
         }
         if self.callback_workers == 0 {
             return Err("callback_workers must be at least 1".to_owned());
+        }
+        if !(1..=3_600_000).contains(&self.body_read_timeout_ms) {
+            return Err(format!(
+                "body_read_timeout_ms must be from 1 to 3600000 (is {})",
+                self.body_read_timeout_ms
+            ));
         }
         if self.horizon_ms < 0 {
             return Err(format!(
@@ -361,6 +371,9 @@ impl EngineNode {
         let api = web::Data::new(
             CallbackApi::new(store, clock, directory, shared.config.executor_heartbeat_ms)
                 .with_executor_timeout(shared.config.executor_timeout_ms)
+                .with_body_read_timeout(Duration::from_millis(
+                    shared.config.body_read_timeout_ms.unsigned_abs(),
+                ))
                 .with_run_events(run_events)
                 .with_finished_here(shared.dispatcher.finished_here().clone()),
         );

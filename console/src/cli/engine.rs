@@ -92,6 +92,11 @@ pub struct EngineArgs {
     #[arg(long, env = "MTHPT_CALLBACK_WORKERS")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub callback_workers: Option<usize>,
+    /// A request body to the callback API must arrive within this many ms of its headers, else
+    /// 408 and the connection is closed [default: 10000]
+    #[arg(long, env = "MTHPT_BODY_READ_TIMEOUT_MS")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub body_read_timeout_ms: Option<i64>,
     /// RabbitMQ to publish alarm events to: amqp://user:password@host:5672/vhost (without one,
     /// they stay in the database outbox until a node with one publishes them)
     #[arg(long, env = "MTHPT_AMQP_URL", hide_env_values = true)]
@@ -126,6 +131,7 @@ struct Settings {
     dispatch_coalesce_ms: i64,
     start_write_delay_ms: i64,
     callback_workers: usize,
+    body_read_timeout_ms: i64,
     amqp_url: Option<String>,
     amqp_exchange: String,
     log_format: LogFormat,
@@ -151,6 +157,7 @@ impl Default for Settings {
             dispatch_coalesce_ms: d.dispatch.coalesce_ms,
             start_write_delay_ms: d.dispatch.start_write_delay_ms,
             callback_workers: d.callback_workers,
+            body_read_timeout_ms: d.body_read_timeout_ms,
             amqp_url: None,
             amqp_exchange: mthpt_engine::alarm::EXCHANGE.to_owned(),
             log_format: LogFormat::Human,
@@ -184,6 +191,7 @@ impl Settings {
             executor_timeout_ms: self.executor_timeout_ms,
             node_timeout_ms: self.node_timeout_ms,
             callback_workers: self.callback_workers,
+            body_read_timeout_ms: self.body_read_timeout_ms,
             dispatch: DispatchConfig {
                 max_in_flight: self.max_in_flight,
                 coalesce_ms: self.dispatch_coalesce_ms,
@@ -359,5 +367,28 @@ mod tests {
             .validate()
             .unwrap_err();
         assert!(err.contains("callback_workers"), "{err}");
+    }
+
+    #[test]
+    fn the_body_read_timeout_is_set_and_checked() {
+        let set = EngineArgs {
+            body_read_timeout_ms: Some(2_000),
+            ..Default::default()
+        };
+        let c = settings(&set).unwrap().engine_config();
+        assert_eq!(c.body_read_timeout_ms, 2_000);
+        assert_eq!(EngineConfig::default().body_read_timeout_ms, 10_000);
+        for bad in [0, -5, 3_600_001] {
+            let args = EngineArgs {
+                body_read_timeout_ms: Some(bad),
+                ..Default::default()
+            };
+            let err = settings(&args)
+                .unwrap()
+                .engine_config()
+                .validate()
+                .unwrap_err();
+            assert!(err.contains("body_read_timeout_ms"), "{bad}: {err}");
+        }
     }
 }

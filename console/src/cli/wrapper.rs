@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use mthpt_wrapper::intake::{BODY_READ_TIMEOUT, MAX_BODY_BYTES, MAX_UNVERIFIED_BYTES};
 use mthpt_wrapper::{BuildError, ShellOptions, Wrapper};
 
 /// Options of `mthpt wrapper`.
@@ -107,6 +108,17 @@ pub struct WrapperArgs {
     /// raised (default: three heartbeat intervals, 15 s).
     #[arg(long, env = "MTHPT_ENGINE_UNREACHABLE_AFTER", value_name = "SECONDS")]
     pub engine_unreachable_after: Option<u64>,
+
+    /// Seconds a request body may take to arrive once its headers are read (else 408 and the
+    /// connection is closed): what a slow or hostile client can hold a connection for.
+    #[arg(
+        long,
+        env = "MTHPT_BODY_READ_TIMEOUT",
+        default_value_t = BODY_READ_TIMEOUT.as_secs(),
+        value_name = "SECONDS",
+        value_parser = clap::value_parser!(u64).range(1..=3600)
+    )]
+    pub body_read_timeout: u64,
 }
 
 /// Why `mthpt wrapper` could not start or serve.
@@ -224,7 +236,12 @@ async fn serve(args: WrapperArgs) -> Result<(), WrapperCliError> {
     let mut builder = Wrapper::builder(args.app.clone(), prepared.secret)
         .engine_urls(args.engines.iter().map(|e| e.trim().to_owned()))
         .advertise_url(advertise.clone())
-        .capacity(args.capacity);
+        .capacity(args.capacity)
+        .body_limits(
+            MAX_BODY_BYTES,
+            MAX_UNVERIFIED_BYTES,
+            Duration::from_secs(args.body_read_timeout),
+        );
     for (key, value) in prepared.labels {
         builder = builder.label(key, value);
     }
@@ -439,6 +456,29 @@ mod tests {
         assert_eq!(ok.labels.get("zone").map(String::as_str), Some("eu-1"));
         let _ = std::fs::remove_file(secret);
         let _ = std::fs::remove_file(empty);
+        Ok(())
+    }
+
+    #[test]
+    fn the_body_read_timeout_is_given_in_seconds_within_an_hour() -> Result<(), clap::Error> {
+        let base = [
+            "--app",
+            "ops",
+            "--secret-file",
+            "/s",
+            "--engine",
+            "http://e",
+            "--listen",
+            "127.0.0.1:1",
+        ];
+        assert_eq!(args(&base)?.body_read_timeout, BODY_READ_TIMEOUT.as_secs());
+        let set = [&base[..], &["--body-read-timeout", "2"]].concat();
+        assert_eq!(args(&set)?.body_read_timeout, 2);
+        for bad in ["0", "3601", "soon"] {
+            let argv = [&base[..], &["--body-read-timeout", bad]].concat();
+            let err = args(&argv).err().map(|e| e.to_string()).unwrap_or_default();
+            assert!(err.contains("--body-read-timeout"), "{bad}: {err}");
+        }
         Ok(())
     }
 

@@ -2,7 +2,8 @@
 //! their memory: 128 concurrent 30 MiB uploads (unsigned, or with plausible signature headers,
 //! with a declared length or chunked) and 48 bodies held one byte short of complete raise the
 //! process's resident memory (VmRSS from /proc) by at most 50 MB, and the held sockets are cut
-//! once the body read timeout passes. Prints the measured figures.
+//! once the body read timeout passes (set to 2 s here, `--body-read-timeout`, so the test
+//! need not wait out the default 10 s). Prints the measured figures.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -19,8 +20,14 @@ use mthpt_engine::node::NodeState;
 use mthpt_engine::store::Store;
 use mthpt_testkit::{ChildGuard, free_port};
 use mthpt_tests::{tenancy, wait_until};
-use mthpt_wrapper::intake::{BODY_READ_TIMEOUT, MAX_BODY_BYTES};
+use mthpt_wrapper::intake::MAX_BODY_BYTES;
 use mthpt_wrapper::protocol::{paths, unix_now};
+
+/// The body read timeout both processes are started with.
+const READ_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// How long an attacking client waits for an answer: well past [`READ_TIMEOUT`].
+const CLIENT_WAIT: Duration = Duration::from_secs(30);
 
 /// The most a process's resident memory may grow under any of the attacks.
 const MAX_GROWTH_KB: u64 = 50 * 1000;
@@ -99,9 +106,7 @@ fn hostile(
 ) -> Ending {
     let started = Instant::now();
     let mut stream = TcpStream::connect(addr).unwrap();
-    stream
-        .set_read_timeout(Some(BODY_READ_TIMEOUT * 3))
-        .unwrap();
+    stream.set_read_timeout(Some(CLIENT_WAIT)).unwrap();
     let mut head = format!("POST {path} HTTP/1.1\r\nHost: attack\r\n");
     for (name, value) in headers {
         head.push_str(&format!("{name}: {value}\r\n"));
@@ -223,7 +228,7 @@ fn attack_all(what: &str, proc: &ChildGuard, addr: &str, path: &str, key: &str) 
     assert!(endings.iter().all(|e| e.status.is_none_or(|s| s == 411)));
     let slowest = endings.iter().map(|e| e.after).max().unwrap_or_default();
     assert!(
-        slowest < BODY_READ_TIMEOUT + Duration::from_secs(5),
+        slowest < READ_TIMEOUT + Duration::from_secs(5),
         "refused chunked uploads are cut, not drained ({slowest:?})"
     );
 
@@ -241,7 +246,7 @@ fn attack_all(what: &str, proc: &ChildGuard, addr: &str, path: &str, key: &str) 
     let slowest = endings.iter().map(|e| e.after).max().unwrap_or_default();
     eprintln!("{what}: the last held connection was closed after {slowest:?}");
     assert!(
-        slowest < BODY_READ_TIMEOUT + Duration::from_secs(5),
+        slowest < READ_TIMEOUT + Duration::from_secs(5),
         "held sockets are cut after the read timeout"
     );
     assert!(
@@ -258,7 +263,7 @@ fn attack_all(what: &str, proc: &ChildGuard, addr: &str, path: &str, key: &str) 
     check("48 bodies of 1 MiB held one byte short", peak, &endings);
     let slowest = endings.iter().map(|e| e.after).max().unwrap_or_default();
     assert!(
-        slowest < BODY_READ_TIMEOUT + Duration::from_secs(5),
+        slowest < READ_TIMEOUT + Duration::from_secs(5),
         "{slowest:?}"
     );
     assert!(
@@ -305,6 +310,8 @@ async fn hostile_uploads_do_not_pin_a_wrappers_memory() -> Result<()> {
         "--enable-shell",
         "--spool",
         dir.path().join("spool").to_str().unwrap(),
+        "--body-read-timeout",
+        &READ_TIMEOUT.as_secs().to_string(),
     ]
     .iter()
     .map(|s| s.to_string())
@@ -345,6 +352,8 @@ async fn hostile_uploads_do_not_pin_an_engines_memory() -> Result<()> {
         "hostile-1",
         "--listen",
         "127.0.0.1:0",
+        "--body-read-timeout-ms",
+        &READ_TIMEOUT.as_millis().to_string(),
     ]
     .iter()
     .map(|s| s.to_string())

@@ -373,13 +373,18 @@ impl Cluster {
             .collect()
     }
 
-    /// Stops everything gracefully (wrappers first, so their results reach an engine).
+    /// Stops everything gracefully: the wrappers together first (so their results reach an
+    /// engine), then the engines together.
     pub async fn stop(&mut self) {
-        for w in &mut self.wrappers {
-            w.proc.stop(Duration::from_secs(8)).await;
-        }
-        for e in &mut self.engines {
-            e.proc.stop(Duration::from_secs(10)).await;
-        }
+        let wrappers = self
+            .wrappers
+            .iter_mut()
+            .map(|w| w.proc.stop(Duration::from_secs(8)));
+        futures::future::join_all(wrappers).await;
+        let engines = self
+            .engines
+            .iter_mut()
+            .map(|e| e.proc.stop(Duration::from_secs(10)));
+        futures::future::join_all(engines).await;
     }
 }
