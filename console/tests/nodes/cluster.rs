@@ -678,7 +678,8 @@ async fn a_killed_console_nodes_clients_reconnect_and_resync_the_open_alarms() {
     .await
     .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let port = support::free_port();
+    // The node is killed and started again on this port.
+    let port = mthpt_testkit::restartable_port();
     let base = format!("http://127.0.0.1:{port}");
     let events = format!("ws://127.0.0.1:{port}/api/v1/events");
     let args: Vec<String> = [

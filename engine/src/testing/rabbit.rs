@@ -1,7 +1,8 @@
 //! A private RabbitMQ node for tests that stop and start a broker (never the shared one).
 //!
 //! [`RabbitNode::start`] runs `rabbitmq-server -detached` with everything of its own: node
-//! name `mthpt-test-<pid>-<n>@localhost`, free AMQP and distribution ports on 127.0.0.1, data
+//! name `mthpt-test-<pid>-<n>@localhost`, AMQP and distribution ports on 127.0.0.1 below the
+//! ephemeral range (`mthpt_testkit::restartable_port`: free again when it starts again), data
 //! and logs in a temporary directory, its own (empty) environment and plugins files, and a
 //! config file that listens on its port only (so no management plugin and no clash with the
 //! system broker's listeners). It waits until `rabbitmqctl await_startup` answers. The node is
@@ -53,8 +54,9 @@ impl RabbitNode {
     pub fn start() -> Result<RabbitNode, String> {
         let n = NODES.fetch_add(1, Ordering::SeqCst);
         let name = format!("mthpt-test-{}-{n}@localhost", std::process::id());
-        let port = mthpt_testkit::free_port();
-        let dist_port = mthpt_testkit::free_port();
+        // Its AMQP listener closes and opens again on this port (`stop_app`, `start_app`).
+        let port = mthpt_testkit::restartable_port();
+        let dist_port = mthpt_testkit::restartable_port();
         let dir = tempfile::Builder::new()
             .prefix("mthpt-rabbit-")
             .tempdir()

@@ -14,6 +14,6 @@ mod net;
 mod process;
 mod wait;
 
-pub use net::{free_port, try_free_port};
+pub use net::{free_port, restartable_port, try_free_port, try_restartable_port};
 pub use process::ChildGuard;
 pub use wait::{TimedOut, wait_for, wait_until, wait_until_blocking};

@@ -80,6 +80,12 @@ pub fn free_port() -> anyhow::Result<u16> {
     Ok(mthpt_testkit::try_free_port()?)
 }
 
+/// A free local TCP port for a server stopped and started again on it
+/// ([`mthpt_testkit::restartable_port`]).
+pub fn restartable_port() -> anyhow::Result<u16> {
+    Ok(mthpt_testkit::try_restartable_port()?)
+}
+
 /// One engine node process.
 #[derive(Debug)]
 pub struct NodeProcess {

@@ -14,7 +14,7 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
 use super::proxy::Proxy;
-use crate::bench::nodes::free_port;
+use crate::bench::nodes::restartable_port;
 
 /// One child process that can be killed, paused and started again with the same arguments.
 #[derive(Debug)]
@@ -263,7 +263,7 @@ impl Cluster {
     pub async fn start(spec: &ClusterSpec, http: &reqwest::Client) -> anyhow::Result<Self> {
         let mut engines = Vec::with_capacity(spec.engines);
         for i in 0..spec.engines {
-            let port = free_port()?;
+            let port = restartable_port()?;
             let (db_proxy, url) = match &spec.database {
                 Database::Proxied(pg_port) => {
                     let proxy = Proxy::start(loopback(*pg_port)).await?;
@@ -300,7 +300,7 @@ impl Cluster {
         }
         let mut wrappers = Vec::with_capacity(spec.wrappers);
         for j in 0..spec.wrappers {
-            let port = free_port()?;
+            let port = restartable_port()?;
             let inbound = Proxy::start(loopback(port)).await?;
             let mut outbound = Vec::with_capacity(engines.len());
             for engine in &engines {

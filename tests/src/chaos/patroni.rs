@@ -26,7 +26,7 @@ use sqlx::{Connection, PgConnection};
 
 use super::proxy::{Cut, Proxy};
 use super::{now_ms, progress};
-use crate::bench::nodes::free_port;
+use crate::bench::nodes::restartable_port;
 
 /// The database, role and password the engines, the console and the suite use.
 pub const DATABASE: &str = "mthpt";
@@ -252,8 +252,8 @@ impl PatroniCluster {
         let http = reqwest::Client::builder()
             .timeout(Duration::from_secs(1))
             .build()?;
-        let etcd_port = free_port()?;
-        let etcd_peer_port = free_port()?;
+        let etcd_port = restartable_port()?;
+        let etcd_peer_port = restartable_port()?;
         let mut cluster = Self {
             nodes: Vec::new(),
             programs,
@@ -264,8 +264,8 @@ impl PatroniCluster {
         cluster.start_etcd(dir, etcd_port, etcd_peer_port)?;
         cluster.wait_for_etcd(etcd_port, timeout).await?;
         for i in 0..3 {
-            let pg_port = free_port()?;
-            let rest_port = free_port()?;
+            let pg_port = restartable_port()?;
+            let rest_port = restartable_port()?;
             let node_dir = dir.join(format!("node{i}"));
             std::fs::create_dir_all(&node_dir)?;
             let node = Node {

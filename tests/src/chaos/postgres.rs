@@ -63,7 +63,7 @@ impl OwnPostgres {
             data: dir.join("data"),
             sockets: dir.to_path_buf(),
             log: dir.join("postgres.log"),
-            port: crate::bench::nodes::free_port()?,
+            port: crate::bench::nodes::restartable_port()?,
             as_postgres,
             running: false,
         };
