@@ -85,7 +85,7 @@ macro_rules! text_enum {
 /// name. Looking each column up by name costs a hash of the name and a comparison per column
 /// and row: for runs and tasks, read several times on every run's way, a large part of the
 /// engine's CPU. `value` fields decode as they are; `text` fields are read as `TEXT` and
-/// converted with `TryFrom<String>` ([`text_enum`]), a value of no variant being a decode
+/// parsed with `FromStr` ([`text_enum`]) from the row's bytes, a value of no variant being a decode
 /// error that names the column.
 macro_rules! from_row_in_table_order {
     ($ty:ident, $columns:ident, { $($field:ident: $how:ident),* $(,)? }) => {
@@ -112,10 +112,11 @@ macro_rules! from_row_in_table_order {
                 }
                 fn text<T>(row: &$row, in_order: bool, at: usize) -> Result<T, sqlx::Error>
                 where
-                    T: TryFrom<String, Error = $crate::UnknownVariant>,
+                    T: std::str::FromStr<Err = $crate::UnknownVariant>,
                 {
-                    let text: String = value(row, in_order, at)?;
-                    text.try_into()
+                    // Borrowed from the row: nothing is allocated for a known variant.
+                    let text: &str = value(row, in_order, at)?;
+                    text.parse()
                         .map_err(|e: $crate::UnknownVariant| sqlx::Error::ColumnDecode {
                             index: $columns[at].to_owned(),
                             source: Box::new(e),
