@@ -344,6 +344,15 @@ mod tests {
         assert!(err.contains("lease_ms"), "{err}");
     }
 
+    /// Why the engine configuration `args` give is refused.
+    fn refusal(args: &EngineArgs) -> String {
+        settings(args)
+            .unwrap()
+            .engine_config()
+            .validate()
+            .unwrap_err()
+    }
+
     #[test]
     fn tuning_flags_reach_the_engine_and_zero_workers_is_refused() {
         let args = EngineArgs {
@@ -361,11 +370,7 @@ mod tests {
             callback_workers: Some(0),
             ..Default::default()
         };
-        let err = settings(&zero)
-            .unwrap()
-            .engine_config()
-            .validate()
-            .unwrap_err();
+        let err = refusal(&zero);
         assert!(err.contains("callback_workers"), "{err}");
     }
 
@@ -383,11 +388,7 @@ mod tests {
                 body_read_timeout_ms: Some(bad),
                 ..Default::default()
             };
-            let err = settings(&args)
-                .unwrap()
-                .engine_config()
-                .validate()
-                .unwrap_err();
+            let err = refusal(&args);
             assert!(err.contains("body_read_timeout_ms"), "{bad}: {err}");
         }
     }
