@@ -382,7 +382,11 @@ mod tests {
         };
         let c = settings(&set).unwrap().engine_config();
         assert_eq!(c.body_read_timeout_ms, 2_000);
-        assert_eq!(EngineConfig::default().body_read_timeout_ms, 10_000);
+        // The engine's default is the protocol's, the wrapper's too.
+        assert_eq!(
+            u128::try_from(EngineConfig::default().body_read_timeout_ms).ok(),
+            Some(mthpt_wrapper::intake::BODY_READ_TIMEOUT.as_millis())
+        );
         for bad in [0, -5, 3_600_001] {
             let args = EngineArgs {
                 body_read_timeout_ms: Some(bad),
