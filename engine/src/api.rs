@@ -99,11 +99,7 @@ impl CallbackApi {
     /// Request bodies must arrive within `timeout` of their headers (else 408; default
     /// [`BODY_READ_TIMEOUT`](mthpt_wrapper::intake::BODY_READ_TIMEOUT)).
     pub fn with_body_read_timeout(mut self, timeout: std::time::Duration) -> Self {
-        self.intake = Intake::new(
-            intake::MAX_BODY_BYTES,
-            intake::MAX_UNVERIFIED_BYTES,
-            timeout,
-        );
+        self.intake = Intake::with_read_timeout(timeout);
         self
     }
 

@@ -115,7 +115,10 @@ impl Default for EngineConfig {
             node_timeout_ms: 5_000,
             directory_ttl_ms: 1_000,
             callback_workers: 1,
-            body_read_timeout_ms: 10_000,
+            body_read_timeout_ms: i64::try_from(
+                mthpt_wrapper::intake::BODY_READ_TIMEOUT.as_millis(),
+            )
+            .unwrap_or(i64::MAX),
             dispatch: DispatchConfig::default(),
             shutdown_grace_ms: 10_000,
             relay_interval_ms: 50,

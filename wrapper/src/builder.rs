@@ -239,6 +239,13 @@ impl WrapperBuilder {
         self
     }
 
+    /// [`Self::body_limits`] with the default size limits: each body must arrive within
+    /// `read_timeout` of its headers (else 408).
+    pub fn body_read_timeout(mut self, read_timeout: Duration) -> Self {
+        self.intake = Intake::with_read_timeout(read_timeout);
+        self
+    }
+
     /// Adds an engine base URL (e.g. `http://engine-1:8080`). Calls go to one engine at a time
     /// and move to the next URL when it fails.
     pub fn engine_url(mut self, url: impl Into<String>) -> Self {

@@ -141,7 +141,7 @@ pub struct Intake {
 
 impl Default for Intake {
     fn default() -> Self {
-        Self::new(MAX_BODY_BYTES, MAX_UNVERIFIED_BYTES, BODY_READ_TIMEOUT)
+        Self::with_read_timeout(BODY_READ_TIMEOUT)
     }
 }
 
@@ -185,6 +185,12 @@ impl Intake {
             budget: budget.max(limit),
             unverified: AtomicUsize::new(0),
         }
+    }
+
+    /// The default limits ([`MAX_BODY_BYTES`], [`MAX_UNVERIFIED_BYTES`]), each body read within
+    /// `timeout` instead of [`BODY_READ_TIMEOUT`].
+    pub fn with_read_timeout(timeout: Duration) -> Self {
+        Self::new(MAX_BODY_BYTES, MAX_UNVERIFIED_BYTES, timeout)
     }
 
     /// The per-request limit, in bytes.

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use mthpt_wrapper::intake::{BODY_READ_TIMEOUT, MAX_BODY_BYTES, MAX_UNVERIFIED_BYTES};
+use mthpt_wrapper::intake::BODY_READ_TIMEOUT;
 use mthpt_wrapper::{BuildError, ShellOptions, Wrapper};
 
 /// Options of `mthpt wrapper`.
@@ -237,11 +237,7 @@ async fn serve(args: WrapperArgs) -> Result<(), WrapperCliError> {
         .engine_urls(args.engines.iter().map(|e| e.trim().to_owned()))
         .advertise_url(advertise.clone())
         .capacity(args.capacity)
-        .body_limits(
-            MAX_BODY_BYTES,
-            MAX_UNVERIFIED_BYTES,
-            Duration::from_secs(args.body_read_timeout),
-        );
+        .body_read_timeout(Duration::from_secs(args.body_read_timeout));
     for (key, value) in prepared.labels {
         builder = builder.label(key, value);
     }
