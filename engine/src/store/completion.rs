@@ -124,9 +124,48 @@ pub(in crate::store) fn plan_completions(
     plan
 }
 
+/// `run` as the completion write leaves it: the write sets exactly these columns, from the
+/// row as it was read (locked, or checked to be unchanged by its version) and the completion.
+pub(in crate::store) fn completed_run(
+    run: &crate::run::Run,
+    completion: &crate::run::RunCompletion,
+    tail: &str,
+) -> crate::run::Run {
+    let dispatched_now = run.dispatched_at.is_none() && completion.dispatched_at().is_some();
+    crate::run::Run {
+        state: completion.state,
+        output: completion.output.clone().map(sqlx::types::Json),
+        error: completion.error.clone(),
+        log_tail: tail.to_owned(),
+        started_at: run.started_at.or(completion.started_at),
+        finished_at: Some(completion.finished_at),
+        lease_until: None,
+        dispatch_attempts: run.dispatch_attempts + i32::from(dispatched_now),
+        dispatched_at: run.dispatched_at.or(completion.dispatched_at()),
+        ..run.clone()
+    }
+}
+
 impl CompletionPlan {
+    /// Each item's outcome, given the ids of the planned writes that were written (the rest
+    /// found their row changed since it was read): the written runs are built from the rows
+    /// read and the completions ([`completed_run`]), not read back.
+    pub(in crate::store) fn outcomes_of_written(
+        self,
+        written: &[crate::run::RunId],
+    ) -> Vec<Result<crate::store::Completion, StoreError>> {
+        let written: std::collections::HashSet<_> = written.iter().copied().collect();
+        let changed: Vec<crate::run::Run> = self
+            .writes
+            .iter()
+            .filter(|(id, _, _)| written.contains(id))
+            .filter_map(|(id, c, tail)| self.before.get(id).map(|run| completed_run(run, c, tail)))
+            .collect();
+        self.outcomes(changed)
+    }
+
     /// Each item's outcome, given the rows the write `changed`.
-    pub(in crate::store) fn outcomes(
+    fn outcomes(
         self,
         changed: Vec<crate::run::Run>,
     ) -> Vec<Result<crate::store::Completion, StoreError>> {

@@ -190,15 +190,15 @@ pub(crate) async fn complete_runs(
         read.iter().map(|v| (v.run.id, v.version.clone())).collect();
     let mut plan = plan_completions(read.into_iter().map(|v| v.run).collect(), items);
     plan.writes.sort_by_key(|(id, _, _)| *id);
-    let changed = write_completions(c, &plan.writes, Some(&versions)).await?;
-    let changed_ids: std::collections::HashSet<RunId> = changed.iter().map(|r| r.id).collect();
+    let written = write_completions(c, &plan.writes, Some(&versions)).await?;
+    let written_ids: std::collections::HashSet<RunId> = written.iter().copied().collect();
     let missed: std::collections::HashSet<RunId> = plan
         .writes
         .iter()
         .map(|(id, _, _)| *id)
-        .filter(|id| !changed_ids.contains(id))
+        .filter(|id| !written_ids.contains(id))
         .collect();
-    let mut out = plan.outcomes(changed);
+    let mut out = plan.outcomes_of_written(&written);
     if missed.is_empty() {
         return Ok(out);
     }
@@ -248,21 +248,23 @@ async fn complete_runs_locked(
         .await?
     };
     let plan = plan_completions(locked, items);
-    let changed = write_completions(c, &plan.writes, None).await?;
-    Ok(plan.outcomes(changed))
+    let written = write_completions(c, &plan.writes, None).await?;
+    Ok(plan.outcomes_of_written(&written))
 }
 
-/// Writes planned completions (sorted by id) in one statement and returns the rows written;
-/// with `versions`, only rows still at the version read.
+/// Writes planned completions (sorted by id) in one statement and returns the ids of the rows
+/// written; with `versions`, only rows still at the version read. The rows are not sent back:
+/// what the write leaves is known from the row read and the completion
+/// ([`completed_run`](crate::store::completion::completed_run)).
 async fn write_completions(
     c: &mut PgConnection,
     w: &[(RunId, RunCompletion, String)],
     versions: Option<&std::collections::HashMap<RunId, String>>,
-) -> Result<Vec<Run>> {
+) -> Result<Vec<RunId>> {
     if w.is_empty() {
         return Ok(Vec::new());
     }
-    Ok(sqlx::query_as(
+    let written: Vec<(RunId,)> = sqlx::query_as(
         "UPDATE runs r SET state = u.state, output = u.output, error = u.error,
              log_tail = u.log_tail, started_at = COALESCE(r.started_at, u.started_at),
              finished_at = u.finished_at, lease_until = NULL,
@@ -274,7 +276,7 @@ async fn write_completions(
            AS u(id, state, output, error, log_tail, started_at, finished_at, dispatched_at, version)
          WHERE r.id = u.id AND r.state IN ('pending', 'claimed', 'running')
            AND (u.version IS NULL OR r.xmin = u.version::xid)
-         RETURNING r.*",
+         RETURNING r.id",
     )
     .bind(w.iter().map(|(id, _, _)| id.0).collect::<Vec<_>>())
     .bind(
@@ -310,7 +312,8 @@ async fn write_completions(
             .collect::<Vec<_>>(),
     )
     .fetch_all(&mut *c)
-    .await?)
+    .await?;
+    Ok(written.into_iter().map(|(id,)| id).collect())
 }
 
 /// [`Runs::insert_runs`](crate::store::Runs::insert_runs) on PostgreSQL: [`insert_runs_returning`]

@@ -1197,6 +1197,15 @@ pub async fn results_completed_in_one_batch_follow_the_single_result_rules(store
         tx.find_run(runs[1].id).await.unwrap().unwrap().state,
         RunState::Pending
     );
+    // What a batch gives back as applied is the row as stored, column for column.
+    for applied in [second, first] {
+        assert_eq!(
+            &tx.find_run(applied.id).await.unwrap().unwrap(),
+            applied,
+            "run {} as given back and as stored",
+            applied.id
+        );
+    }
     drop(tx);
 
     // Another app's runs are not found; an empty batch does nothing.
