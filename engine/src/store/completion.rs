@@ -126,8 +126,8 @@ pub(in crate::store) fn plan_completions(
 
 /// `run` as the completion write leaves it: the write sets exactly these columns, from the
 /// row as it was read (locked, or checked to be unchanged by its version) and the completion.
-pub(in crate::store) fn completed_run(
-    run: &crate::run::Run,
+fn completed_run(
+    run: crate::run::Run,
     completion: &crate::run::RunCompletion,
     tail: &str,
 ) -> crate::run::Run {
@@ -142,37 +142,30 @@ pub(in crate::store) fn completed_run(
         lease_until: None,
         dispatch_attempts: run.dispatch_attempts + i32::from(dispatched_now),
         dispatched_at: run.dispatched_at.or(completion.dispatched_at()),
-        ..run.clone()
+        ..run
     }
 }
 
 impl CompletionPlan {
-    /// Each item's outcome, given the ids of the planned writes that were written (the rest
-    /// found their row changed since it was read): the written runs are built from the rows
-    /// read and the completions ([`completed_run`]), not read back.
-    pub(in crate::store) fn outcomes_of_written(
+    /// Each item's outcome, given the planned writes that were `written` (the rest found their
+    /// row changed since it was read): the written runs are built from the rows read and the
+    /// completions ([`completed_run`]), not read back.
+    pub(in crate::store) fn outcomes(
         self,
-        written: &[crate::run::RunId],
+        written: &std::collections::HashSet<crate::run::RunId>,
     ) -> Vec<Result<crate::store::Completion, StoreError>> {
-        let written: std::collections::HashSet<_> = written.iter().copied().collect();
-        let changed: Vec<crate::run::Run> = self
+        use crate::store::Completion;
+        let mut before = self.before;
+        let changed: std::collections::HashMap<_, _> = self
             .writes
             .iter()
             .filter(|(id, _, _)| written.contains(id))
-            .filter_map(|(id, c, tail)| self.before.get(id).map(|run| completed_run(run, c, tail)))
+            .filter_map(|(id, c, tail)| {
+                before
+                    .remove(id)
+                    .map(|run| (*id, completed_run(run, c, tail)))
+            })
             .collect();
-        self.outcomes(changed)
-    }
-
-    /// Each item's outcome, given the rows the write `changed`.
-    fn outcomes(
-        self,
-        changed: Vec<crate::run::Run>,
-    ) -> Vec<Result<crate::store::Completion, StoreError>> {
-        use crate::store::Completion;
-        let changed: std::collections::HashMap<_, _> =
-            changed.into_iter().map(|r| (r.id, r)).collect();
-        let before = self.before;
         let now_final = |id| changed.get(&id).or_else(|| before.get(&id)).cloned();
         self.items
             .into_iter()

@@ -190,15 +190,18 @@ pub(crate) async fn complete_runs(
         read.iter().map(|v| (v.run.id, v.version.clone())).collect();
     let mut plan = plan_completions(read.into_iter().map(|v| v.run).collect(), items);
     plan.writes.sort_by_key(|(id, _, _)| *id);
-    let written = write_completions(c, &plan.writes, Some(&versions)).await?;
-    let written_ids: std::collections::HashSet<RunId> = written.iter().copied().collect();
+    let written_ids: std::collections::HashSet<RunId> =
+        write_completions(c, &plan.writes, Some(&versions))
+            .await?
+            .into_iter()
+            .collect();
     let missed: std::collections::HashSet<RunId> = plan
         .writes
         .iter()
         .map(|(id, _, _)| *id)
         .filter(|id| !written_ids.contains(id))
         .collect();
-    let mut out = plan.outcomes_of_written(&written);
+    let mut out = plan.outcomes(&written_ids);
     if missed.is_empty() {
         return Ok(out);
     }
@@ -249,13 +252,13 @@ async fn complete_runs_locked(
     };
     let plan = plan_completions(locked, items);
     let written = write_completions(c, &plan.writes, None).await?;
-    Ok(plan.outcomes_of_written(&written))
+    Ok(plan.outcomes(&written.into_iter().collect()))
 }
 
 /// Writes planned completions (sorted by id) in one statement and returns the ids of the rows
 /// written; with `versions`, only rows still at the version read. The rows are not sent back:
 /// what the write leaves is known from the row read and the completion
-/// ([`completed_run`](crate::store::completion::completed_run)).
+/// (`completion::completed_run`).
 async fn write_completions(
     c: &mut PgConnection,
     w: &[(RunId, RunCompletion, String)],
