@@ -192,15 +192,22 @@ impl Claimer {
         if runs.is_empty() {
             return Ok(report);
         }
-        let mut ids: Vec<TaskId> = runs.iter().map(|r| r.task_id).collect();
-        ids.sort_unstable();
-        ids.dedup();
-        // Locked for update: the claim counts the occurrences it materialises on them.
+        // Locked by counting the successor each scheduled occurrence normally materialises
+        // (one write per task, not a lock and then the count); corrected below when another
+        // number is materialised.
+        let expected: Vec<(TaskId, i64)> = runs
+            .iter()
+            .map(|r| (r.task_id, i64::from(is_scheduled_occurrence(r))))
+            .collect();
+        let mut counted: HashMap<TaskId, i64> = HashMap::new();
         let tasks: HashMap<TaskId, Arc<Task>> = tx
-            .lock_tasks_for_update(&ids)
+            .lock_tasks_counting(&expected)
             .await?
             .into_iter()
-            .map(|t| (t.id, Arc::new(t)))
+            .map(|(t, n)| {
+                counted.insert(t.id, n);
+                (t.id, Arc::new(t))
+            })
             .collect();
         let mut schedules: HashMap<TaskId, Option<Schedule>> = HashMap::new();
         for task in tasks.values() {
@@ -240,9 +247,7 @@ impl Claimer {
                 }
             };
             let schedule = schedules.get(&task.id).and_then(Option::as_ref);
-            let scheduled = run.trigger_kind == TriggerKind::Schedule
-                && run.attempt == 1
-                && run.shard_index == 0;
+            let scheduled = is_scheduled_occurrence(&run);
             let late_ms = now - run.due_at;
             let misfire =
                 scheduled && (late_ms > task.misfire_threshold_ms || outage.contains(&run.id));
@@ -370,10 +375,19 @@ impl Claimer {
         if !successors.is_empty() {
             let inserted = tx.insert_runs_of_tasks(&successors, now).await?;
             report.materialised = inserted.len();
-            // Every successor is a scheduled occurrence.
-            let counts: Vec<(TaskId, i64)> = inserted.into_iter().map(|t| (t, 1)).collect();
-            tx.add_fires_scheduled_many(&counts).await?;
+            // Every successor is a scheduled occurrence: one more fire each.
+            for task in inserted {
+                *counted.entry(task).or_default() -= 1;
+            }
         }
+        // What was counted beyond (or short of) what was materialised: a misfire, the end of a
+        // schedule, a deleted task, an occurrence that already existed.
+        let corrections: Vec<(TaskId, i64)> = counted
+            .into_iter()
+            .filter(|&(_, surplus)| surplus != 0)
+            .map(|(task, surplus)| (task, -surplus))
+            .collect();
+        tx.add_fires_scheduled_many(&corrections).await?;
         Ok(report)
     }
 
@@ -462,8 +476,7 @@ impl Claimer {
 /// (late past the threshold, in an outage, or of a task that does not run in parallel), nor
 /// a broadcast (split into shards first). Mirrors the decisions of [`Claimer::run_once`].
 fn certainly_fires(run: &Run, task: &Task, outage: &HashSet<RunId>, now: i64) -> bool {
-    let scheduled =
-        run.trigger_kind == TriggerKind::Schedule && run.attempt == 1 && run.shard_index == 0;
+    let scheduled = is_scheduled_occurrence(run);
     let misfire =
         scheduled && (now - run.due_at > task.misfire_threshold_ms || outage.contains(&run.id));
     task.deleted_at.is_none()
@@ -492,9 +505,7 @@ async fn continuing_outages(
             let Some(task) = tasks.get(&run.task_id) else {
                 return false;
             };
-            run.trigger_kind == TriggerKind::Schedule
-                && run.attempt == 1
-                && run.shard_index == 0
+            is_scheduled_occurrence(run)
                 && run.due_at < now
                 && now - run.due_at <= task.misfire_threshold_ms
                 && schedules
@@ -542,6 +553,12 @@ async fn continuing_outages(
         })
         .map(|run| run.id)
         .collect())
+}
+
+/// Whether `run` is its task's scheduled occurrence (not a retry, a shard after the first, or
+/// a run started another way): the runs whose claim continues the schedule.
+fn is_scheduled_occurrence(run: &Run) -> bool {
+    run.trigger_kind == TriggerKind::Schedule && run.attempt == 1 && run.shard_index == 0
 }
 
 /// The schedule points of `task` after `after_ms` up to `now`, oldest first, at most `limit`

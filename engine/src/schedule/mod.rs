@@ -28,6 +28,14 @@ text_enum!(
     }
 );
 
+impl ScheduleKind {
+    /// Whether the engine materialises the following occurrence when it claims one (see
+    /// [`Schedule::follows_on_claim`]).
+    pub fn follows_on_claim(self) -> bool {
+        matches!(self, ScheduleKind::Cron | ScheduleKind::FixedRate)
+    }
+}
+
 /// The longest period or delay accepted: one year.
 pub const MAX_INTERVAL_MS: i64 = 366 * 24 * 3600 * 1000;
 
@@ -207,7 +215,18 @@ impl Schedule {
     /// delay's next occurrence depends on when the previous run finishes, so it is materialised
     /// when the result arrives instead; one-shot and manual schedules have no following one.
     pub fn follows_on_claim(&self) -> bool {
-        matches!(self, Schedule::Cron { .. } | Schedule::FixedRate { .. })
+        self.kind().follows_on_claim()
+    }
+
+    /// The kind stored for this schedule.
+    pub fn kind(&self) -> ScheduleKind {
+        match self {
+            Schedule::Cron { .. } => ScheduleKind::Cron,
+            Schedule::FixedRate { .. } => ScheduleKind::FixedRate,
+            Schedule::FixedDelay { .. } => ScheduleKind::FixedDelay,
+            Schedule::Once { .. } => ScheduleKind::Once,
+            Schedule::Manual => ScheduleKind::Manual,
+        }
     }
 }
 

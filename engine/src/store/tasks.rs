@@ -3,7 +3,7 @@
 //! several of these (create a task with its first occurrence, add an edge without a cycle) are
 //! in `store/ops.rs` and work on both backends.
 //!
-//! Written per dialect, in `pg/tasks.rs` and `sqlite/tasks.rs`: `lock_tasks`, `lock_tasks_for_update`,
+//! Written per dialect, in `pg/tasks.rs` and `sqlite/tasks.rs`: `lock_tasks`, `lock_tasks_counting`,
 //! `tasks_with_children`, `add_fires_scheduled_many` and `child_task_ids` (row locks and
 //! lists of ids).
 
@@ -68,11 +68,17 @@ pub trait Tasks: Send {
     /// Engine internal: tasks by id (deleted ones included), locked against concurrent edits
     /// until the transaction ends.
     async fn lock_tasks(&mut self, ids: &[TaskId]) -> Result<Vec<Task>>;
-    /// Engine internal: [`Tasks::lock_tasks`] for a caller that is going to change the tasks (the
-    /// claim counts their materialised occurrences): locked exclusively from the start, in id
-    /// order, so two such callers queue one behind the other instead of deadlocking on
-    /// upgrading shared locks.
-    async fn lock_tasks_for_update(&mut self, ids: &[TaskId]) -> Result<Vec<Task>>;
+    /// Engine internal: the claim's lock on its runs' tasks, taken by writing the count of the
+    /// scheduled occurrences it expects to materialise on them, so the lock and the count are
+    /// one row version instead of a lock and then an update. `counts` names every task to
+    /// lock (a task may appear several times; its counts add up; 0 locks it all the same);
+    /// a count is written only on a task whose schedule follows on claim
+    /// ([`ScheduleKind::follows_on_claim`](crate::schedule::ScheduleKind::follows_on_claim)).
+    /// Locked exclusively from the start, in id order, so two claims queue one behind the other
+    /// instead of deadlocking on upgrading shared locks. Each task comes back as it was before
+    /// the count, with the count written on it; a claim that materialises another number
+    /// corrects it with [`Tasks::add_fires_scheduled_many`].
+    async fn lock_tasks_counting(&mut self, counts: &[(TaskId, i64)]) -> Result<Vec<(Task, i64)>>;
     /// Engine internal: tasks by id (deleted ones included), and which of them are the parent
     /// of a dependency (have children), in one statement; locked as by [`Tasks::lock_tasks`]
     /// when `lock` says so, else read as they are.
@@ -298,10 +304,10 @@ impl Tasks for StoreTx {
         }
     }
 
-    async fn lock_tasks_for_update(&mut self, ids: &[TaskId]) -> Result<Vec<Task>> {
+    async fn lock_tasks_counting(&mut self, counts: &[(TaskId, i64)]) -> Result<Vec<(Task, i64)>> {
         match &mut self.conn {
-            Conn::Postgres(c) => pg::tasks::lock_tasks_for_update(c, ids).await,
-            Conn::Sqlite(c) => sqlite::tasks::lock_tasks_for_update(c, ids).await,
+            Conn::Postgres(c) => pg::tasks::lock_tasks_counting(c, counts).await,
+            Conn::Sqlite(_) => sqlite::tasks::lock_tasks_counting(self, counts).await,
         }
     }
 

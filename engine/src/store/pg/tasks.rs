@@ -5,6 +5,7 @@ use sqlx::postgres::PgConnection;
 use sqlx::{FromRow, Row};
 
 use super::raw_ids;
+use crate::schedule::ScheduleKind;
 use crate::store::{Result, sum_per_task};
 use crate::task::{Task, TaskId};
 
@@ -39,17 +40,47 @@ pub(crate) async fn add_fires_scheduled_many(
     Ok(())
 }
 
-/// [`Tasks::lock_tasks_for_update`](crate::store::Tasks::lock_tasks_for_update) on PostgreSQL.
-pub(crate) async fn lock_tasks_for_update(
+/// [`Tasks::lock_tasks_counting`](crate::store::Tasks::lock_tasks_counting) on PostgreSQL: one
+/// update, whose row lock is the claim's lock on the task (no `FOR NO KEY UPDATE` before it).
+/// The ids go in sorted and the join walks them in that order (one index probe each), so the
+/// rows are locked in id order.
+pub(crate) async fn lock_tasks_counting(
     c: &mut PgConnection,
-    ids: &[TaskId],
-) -> Result<Vec<Task>> {
-    Ok(
-        sqlx::query_as("SELECT * FROM tasks WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE")
-            .bind(raw_ids(ids, |i| i.0))
-            .fetch_all(&mut *c)
-            .await?,
+    counts: &[(TaskId, i64)],
+) -> Result<Vec<(Task, i64)>> {
+    let sums = sum_per_task(counts);
+    if sums.is_empty() {
+        return Ok(Vec::new());
+    }
+    let rows = sqlx::query(
+        "UPDATE tasks t SET fires_scheduled = t.fires_scheduled
+             + CASE WHEN t.schedule_kind = ANY($3) THEN u.n ELSE 0 END
+         FROM UNNEST($1::bigint[], $2::bigint[]) AS u(id, n)
+         WHERE t.id = u.id
+         RETURNING t.*, CASE WHEN t.schedule_kind = ANY($3) THEN u.n ELSE 0 END AS counted",
     )
+    .bind(sums.iter().map(|(t, _)| t.0).collect::<Vec<_>>())
+    .bind(sums.iter().map(|(_, n)| *n).collect::<Vec<_>>())
+    .bind(counted_kinds())
+    .fetch_all(&mut *c)
+    .await?;
+    rows.iter()
+        .map(|row| {
+            let mut task = Task::from_row(row)?;
+            let counted: i64 = row.try_get("counted")?;
+            task.fires_scheduled -= counted;
+            Ok((task, counted))
+        })
+        .collect()
+}
+
+/// The stored schedule kinds whose occurrences the claim counts.
+fn counted_kinds() -> Vec<&'static str> {
+    ScheduleKind::ALL
+        .iter()
+        .filter(|k| k.follows_on_claim())
+        .map(|k| k.as_str())
+        .collect()
 }
 
 /// [`Tasks::tasks_with_children`](crate::store::Tasks::tasks_with_children) on PostgreSQL.

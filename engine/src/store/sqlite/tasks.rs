@@ -30,13 +30,27 @@ pub(crate) async fn add_fires_scheduled_many(
     Ok(())
 }
 
-/// [`Tasks::lock_tasks_for_update`](crate::store::Tasks::lock_tasks_for_update) on SQLite.
-pub(crate) async fn lock_tasks_for_update(
-    c: &mut SqliteConnection,
-    ids: &[TaskId],
-) -> Result<Vec<Task>> {
-    // One writer at a time: the shared read is already exclusive.
-    lock_tasks(c, ids).await
+/// [`Tasks::lock_tasks_counting`](crate::store::Tasks::lock_tasks_counting) on SQLite: one
+/// writer at a time, so the tasks are read, then counted.
+pub(crate) async fn lock_tasks_counting(
+    tx: &mut StoreTx,
+    counts: &[(TaskId, i64)],
+) -> Result<Vec<(Task, i64)>> {
+    let sums: std::collections::HashMap<TaskId, i64> = sum_per_task(counts).into_iter().collect();
+    let ids: Vec<TaskId> = sums.keys().copied().collect();
+    let tasks = tx.lock_tasks(&ids).await?;
+    let mut counted = Vec::with_capacity(tasks.len());
+    for task in tasks {
+        let n = match sums.get(&task.id) {
+            Some(&n) if task.schedule_kind.follows_on_claim() => n,
+            _ => 0,
+        };
+        if n != 0 {
+            tx.add_fires_scheduled(task.id, n).await?;
+        }
+        counted.push((task, n));
+    }
+    Ok(counted)
 }
 
 /// [`Tasks::tasks_with_children`](crate::store::Tasks::tasks_with_children) on SQLite.

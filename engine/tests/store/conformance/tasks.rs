@@ -690,13 +690,61 @@ pub async fn tasks_and_their_children_are_read_for_many_at_once(store: Arc<dyn S
     assert_eq!(parents, vec![a, c]);
     let (_, none) = tx.tasks_with_children(&[b, d], false).await.unwrap();
     assert!(none.is_empty());
-    let locked: Vec<_> = tx
-        .lock_tasks_for_update(&[d, b, a])
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|t| t.id)
-        .collect();
-    assert_eq!(locked, vec![a, b, d], "in id order");
     tx.commit().await.unwrap();
+}
+
+pub async fn the_claims_task_lock_counts_only_schedules_that_follow_on_claim(
+    store: Arc<dyn Store>,
+) {
+    let store = &*store;
+    let w = world(store, "acme").await;
+    let rate = ScheduleSpec::FixedRate {
+        every_ms: MINUTE,
+        anchor_at: Some(T0),
+    };
+    let cron = ScheduleSpec::Cron {
+        expr: "0 0 12 * * ?".into(),
+        timezone: "UTC".into(),
+    };
+    let delay = ScheduleSpec::FixedDelay {
+        delay_ms: 5 * SECOND,
+    };
+    let mut ids = Vec::new();
+    for (name, schedule) in [("rate", rate), ("cron", cron), ("delay", delay)] {
+        let def = TaskDefinition::new(w.app.id, name, "noop", schedule);
+        ids.push(create_task(store, &w, &def).await.0.id);
+    }
+    ids.push(
+        create_task(store, &w, &manual(w.app.id, "manual"))
+            .await
+            .0
+            .id,
+    );
+    let (rate, cron, delay, by_hand) = (ids[0], ids[1], ids[2], ids[3]);
+
+    let mut tx = store.begin().await.unwrap();
+    let mut locked = tx
+        .lock_tasks_counting(&[(cron, 1), (rate, 1), (delay, 1), (by_hand, 0), (rate, 2)])
+        .await
+        .unwrap();
+    locked.sort_by_key(|(t, _)| t.id);
+    let seen: Vec<_> = locked
+        .iter()
+        .map(|(t, n)| (t.id, t.fires_scheduled, *n))
+        .collect();
+    // Each comes back as it was (one occurrence materialised at creation, none by hand), with
+    // what was counted on it: the counts of a task add up; a fixed delay is not counted (its
+    // next occurrence follows the result), nor is a task locked with 0.
+    assert_eq!(
+        seen,
+        vec![(rate, 1, 3), (cron, 1, 1), (delay, 1, 0), (by_hand, 0, 0)]
+    );
+    assert!(tx.lock_tasks_counting(&[]).await.unwrap().is_empty());
+    tx.commit().await.unwrap();
+    let mut tx = read(store).await;
+    let mut stored = Vec::new();
+    for id in [rate, cron, delay, by_hand] {
+        stored.push(tx.get_task(w.tenant.id, id).await.unwrap().fires_scheduled);
+    }
+    assert_eq!(stored, vec![4, 2, 1, 0], "the counts are written");
 }
