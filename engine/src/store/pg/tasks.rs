@@ -42,8 +42,10 @@ pub(crate) async fn add_fires_scheduled_many(
 
 /// [`Tasks::lock_tasks_counting`](crate::store::Tasks::lock_tasks_counting) on PostgreSQL: one
 /// update, whose row lock is the claim's lock on the task (no `FOR NO KEY UPDATE` before it).
-/// The ids go in sorted and the join walks them in that order (one index probe each), so the
-/// rows are locked in id order.
+/// The ids go in sorted, and the planner walks an array in its order (a nested loop, one index
+/// probe per id), so the rows are locked in id order. Were a plan ever to take them otherwise,
+/// two claims meeting on the same tasks could deadlock; PostgreSQL then fails one of them, whose
+/// runs stay pending for the next claim.
 pub(crate) async fn lock_tasks_counting(
     c: &mut PgConnection,
     counts: &[(TaskId, i64)],
