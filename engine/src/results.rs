@@ -139,11 +139,13 @@ async fn write_results(to: Written<'_>, tickets: Vec<ResultTicket>) {
         write(to, app, &all).await.map_err(Some)
     };
     match grouped {
-        Ok(mut outcomes) => {
+        Ok(outcomes) => {
+            // Each ticket takes its own outcomes off the front, each moved once (splitting the
+            // rest off instead moved every later outcome again for each ticket).
+            let mut outcomes = outcomes.into_iter();
             for t in tickets {
-                let rest = outcomes.split_off(t.item.finishes.len().min(outcomes.len()));
-                t.answer(Ok(outcomes));
-                outcomes = rest;
+                let mine: Outcomes = outcomes.by_ref().take(t.item.finishes.len()).collect();
+                t.answer(Ok(mine));
             }
         }
         Err(e) => {
