@@ -29,6 +29,12 @@ const READ_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long an attacking client waits for an answer: well past [`READ_TIMEOUT`].
 const CLIENT_WAIT: Duration = Duration::from_secs(30);
 
+/// How soon after connecting every held socket must have been cut: the read timeout, plus room
+/// for the attack's own writes and a 2-core machine running the whole suite beside it (7.5 s
+/// seen there). A server that did not cut them would hold them for the client's whole
+/// [`CLIENT_WAIT`].
+const CUT_WITHIN: Duration = Duration::from_secs(12);
+
 /// The most a process's resident memory may grow under any of the attacks.
 const MAX_GROWTH_KB: u64 = 50 * 1000;
 
@@ -228,7 +234,7 @@ fn attack_all(what: &str, proc: &ChildGuard, addr: &str, path: &str, key: &str) 
     assert!(endings.iter().all(|e| e.status.is_none_or(|s| s == 411)));
     let slowest = endings.iter().map(|e| e.after).max().unwrap_or_default();
     assert!(
-        slowest < READ_TIMEOUT + Duration::from_secs(5),
+        slowest < CUT_WITHIN,
         "refused chunked uploads are cut, not drained ({slowest:?})"
     );
 
@@ -246,7 +252,7 @@ fn attack_all(what: &str, proc: &ChildGuard, addr: &str, path: &str, key: &str) 
     let slowest = endings.iter().map(|e| e.after).max().unwrap_or_default();
     eprintln!("{what}: the last held connection was closed after {slowest:?}");
     assert!(
-        slowest < READ_TIMEOUT + Duration::from_secs(5),
+        slowest < CUT_WITHIN,
         "held sockets are cut after the read timeout"
     );
     assert!(
@@ -262,10 +268,7 @@ fn attack_all(what: &str, proc: &ChildGuard, addr: &str, path: &str, key: &str) 
     });
     check("48 bodies of 1 MiB held one byte short", peak, &endings);
     let slowest = endings.iter().map(|e| e.after).max().unwrap_or_default();
-    assert!(
-        slowest < READ_TIMEOUT + Duration::from_secs(5),
-        "{slowest:?}"
-    );
+    assert!(slowest < CUT_WITHIN, "{slowest:?}");
     assert!(
         endings.iter().filter(|e| e.status == Some(408)).count() >= 8,
         "several bodies are held at once, then cut"
