@@ -9,8 +9,9 @@
 use std::process::Command;
 use std::sync::{Mutex, PoisonError};
 
-/// One scenario at a time: each starts a cluster, and two at once would starve a small machine
-/// of CPU for longer than a lease.
+/// One scenario at a time (nextest runs them in a group of their own; this guards `cargo test`):
+/// each starts a cluster, and two at once would starve a small machine of CPU for longer than a
+/// lease.
 static SERIAL: Mutex<()> = Mutex::new(());
 
 const VIOLATIONS: &[&str] = &[
