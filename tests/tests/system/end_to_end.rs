@@ -41,8 +41,9 @@ mthpt_engine::on_both_backends!(
 
 const WAIT: Duration = Duration::from_secs(15);
 /// How long 1,500 runs due at once may take to be claimed, sent and finished: a bound on a
-/// failure, not a speed target (a debug build beside the other tests, SQLite one writer).
-const BULK_WAIT: Duration = Duration::from_secs(60);
+/// failure, not a speed target (a debug build beside the other tests, SQLite one writer). On a
+/// slow 2-core machine under the whole suite SQLite took 56 s and more than 60: three minutes.
+const BULK_WAIT: Duration = Duration::from_secs(180);
 
 fn now() -> i64 {
     SystemClock.now_ms()
