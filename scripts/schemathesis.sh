@@ -18,9 +18,9 @@ cd "$(dirname "$0")/.."
 : "${MTHPT_TEST_DATABASE_URL:?set MTHPT_TEST_DATABASE_URL}"
 SCHEMATHESIS_VERSION=4.32.5
 MAX_EXAMPLES="${MTHPT_SCHEMATHESIS_EXAMPLES:-10}"
-# A guard against a hang, not a budget: alone the run takes about a minute, but beside the whole
-# suite on a slow 2-core machine it took 350 s. Below nextest's ten-minute stop, so this script
-# still says what failed.
+# A guard against a hang, not a budget: alone the test takes about a minute, but beside the
+# whole suite on a slow 2-core machine it took 378-406 s. Below nextest's ten-minute stop, so
+# this script still says what failed.
 TIME_CAP="${MTHPT_SCHEMATHESIS_SECONDS:-540}"
 if [ -n "${MTHPT_BIN:-}" ]; then
   mthpt="$MTHPT_BIN"
