@@ -1,0 +1,30 @@
+-- The narrow layout: `live_runs` (waiting and running runs: primary key, occurrence key, the
+-- claim's index and the running ones) and `run_history` (finished runs, partitioned by id in
+-- 50,000-id partitions, with the console's indexes), which retention drops a partition at a time.
+-- Same columns as `runs`. Used by run.sh.
+DROP TABLE IF EXISTS runs, live_runs, run_history CASCADE;
+DROP SEQUENCE IF EXISTS run_ids; CREATE SEQUENCE run_ids;
+CREATE TABLE live_runs (
+ id bigint PRIMARY KEY, tenant_id bigint NOT NULL, task_id bigint NOT NULL, node_group text NOT NULL,
+ scheduled_at bigint NOT NULL, due_at bigint NOT NULL, attempt int NOT NULL DEFAULT 1 CHECK (attempt >= 1),
+ shard_index int NOT NULL DEFAULT 0, shard_total int NOT NULL DEFAULT 1, trigger_kind text NOT NULL,
+ state text NOT NULL, priority int NOT NULL DEFAULT 0, parent_run_id bigint, chain_root_id bigint, params jsonb,
+ triggered_by text, claim_owner text, lease_until bigint, fence bigint NOT NULL DEFAULT 0, executor_id bigint,
+ dispatch_attempts int NOT NULL DEFAULT 0, created_at bigint NOT NULL, claimed_at bigint, dispatched_at bigint,
+ started_at bigint, finished_at bigint, deadline_at bigint, progress double precision, progress_message text,
+ output jsonb, error text, log_tail text NOT NULL DEFAULT '', cancel_pending_at bigint, app_id bigint NOT NULL,
+ UNIQUE (task_id, scheduled_at, attempt, shard_index));
+ALTER TABLE live_runs SET (fillfactor = 50);
+CREATE INDEX live_claimable ON live_runs (node_group, app_id, due_at, priority DESC, id) WHERE started_at IS NULL;
+CREATE INDEX live_running_app ON live_runs (app_id) WHERE started_at IS NOT NULL;
+CREATE INDEX live_running_deadline ON live_runs (deadline_at) WHERE started_at IS NOT NULL;
+CREATE TABLE run_history (LIKE live_runs INCLUDING DEFAULTS) PARTITION BY RANGE (id);
+ALTER TABLE run_history ADD PRIMARY KEY (id);
+CREATE INDEX hist_tenant_id ON run_history (tenant_id, id);
+CREATE INDEX hist_tenant_scheduled ON run_history (tenant_id, scheduled_at);
+CREATE INDEX hist_task_scheduled ON run_history (task_id, scheduled_at);
+CREATE INDEX hist_chain_root ON run_history (chain_root_id) WHERE chain_root_id IS NOT NULL;
+CREATE INDEX hist_parent ON run_history (parent_run_id) WHERE parent_run_id IS NOT NULL;
+DO $$ BEGIN FOR i IN 0..79 LOOP
+  EXECUTE format('CREATE TABLE run_history_%s PARTITION OF run_history FOR VALUES FROM (%s) TO (%s)', i, i*50000::bigint, (i+1)*50000::bigint);
+END LOOP; END $$;
