@@ -2,18 +2,13 @@
 -- claim's index and the running ones) and `run_history` (finished runs, partitioned by id in
 -- 50,000-id partitions, with the console's indexes), which retention drops a partition at a time.
 -- Same columns as `runs`. Used by run.sh.
-DROP TABLE IF EXISTS runs, live_runs, run_history CASCADE;
+-- The columns and check constraints of current.sql's `runs`; ids come from `run_ids`.
+\ir current.sql
 DROP SEQUENCE IF EXISTS run_ids; CREATE SEQUENCE run_ids;
-CREATE TABLE live_runs (
- id bigint PRIMARY KEY, tenant_id bigint NOT NULL, task_id bigint NOT NULL, node_group text NOT NULL,
- scheduled_at bigint NOT NULL, due_at bigint NOT NULL, attempt int NOT NULL DEFAULT 1 CHECK (attempt >= 1),
- shard_index int NOT NULL DEFAULT 0, shard_total int NOT NULL DEFAULT 1, trigger_kind text NOT NULL,
- state text NOT NULL, priority int NOT NULL DEFAULT 0, parent_run_id bigint, chain_root_id bigint, params jsonb,
- triggered_by text, claim_owner text, lease_until bigint, fence bigint NOT NULL DEFAULT 0, executor_id bigint,
- dispatch_attempts int NOT NULL DEFAULT 0, created_at bigint NOT NULL, claimed_at bigint, dispatched_at bigint,
- started_at bigint, finished_at bigint, deadline_at bigint, progress double precision, progress_message text,
- output jsonb, error text, log_tail text NOT NULL DEFAULT '', cancel_pending_at bigint, app_id bigint NOT NULL,
- UNIQUE (task_id, scheduled_at, attempt, shard_index));
+CREATE TABLE live_runs (LIKE runs INCLUDING DEFAULTS INCLUDING CONSTRAINTS);
+ALTER TABLE live_runs ALTER COLUMN id DROP DEFAULT,
+  ADD PRIMARY KEY (id), ADD UNIQUE (task_id, scheduled_at, attempt, shard_index);
+DROP TABLE runs;
 ALTER TABLE live_runs SET (fillfactor = 50);
 CREATE INDEX live_claimable ON live_runs (node_group, app_id, due_at, priority DESC, id) WHERE started_at IS NULL;
 CREATE INDEX live_running_app ON live_runs (app_id) WHERE started_at IS NOT NULL;
