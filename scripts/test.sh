@@ -70,6 +70,7 @@ fi
 # Schemas a crashed earlier run left behind (those of this role: a run under another role
 # left its own, which names never collide with and this role may not drop).
 psql "$MTHPT_TEST_DATABASE_URL" -qAt -v ON_ERROR_STOP=1 <<'SQL' >/dev/null
+SET client_min_messages = warning;
 DO $$
 DECLARE s text;
 BEGIN
