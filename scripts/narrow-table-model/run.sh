@@ -46,10 +46,24 @@ printf "port = %s\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = '%s
   "$port" "$work" >> "$work/data/postgresql.conf"
 "${as_pg[@]}" "$bin/pg_ctl" -D "$work/data" -l "$work/server.log" -w start >/dev/null
 psql_() { psql -h 127.0.0.1 -p "$port" -U postgres -d postgres -qAtX -v ON_ERROR_STOP=1 "$@"; }
-psql_ -f "$layout.sql" >/dev/null 2>&1
+PGOPTIONS="-c client_min_messages=warning" psql_ -f "$layout.sql" >/dev/null
 psql_ -c "CREATE EXTENSION IF NOT EXISTS pg_walinspect" >/dev/null
 seq=runs_id_seq; [ "$layout" = narrow ] && seq=run_ids
 
+partition_ids=50000 next_drop=0 next_create=0
+# The narrow layout's history partitions: those the next 5 s of ids may reach are created, those
+# wholly past retention dropped.
+history_partitions() { # current last id
+  while [ $(((next_drop + 1) * partition_ids)) -le $(($1 - retain)) ]; do
+    psql_ -c "DROP TABLE run_history_$next_drop" >/dev/null
+    next_drop=$((next_drop + 1))
+  done
+  while [ "$next_create" -le $((($1 + rate * 5) / partition_ids)) ]; do
+    psql_ -c "CREATE TABLE run_history_$next_create PARTITION OF run_history
+              FOR VALUES FROM ($((next_create * partition_ids))) TO ($(((next_create + 1) * partition_ids)))" >/dev/null
+    next_create=$((next_create + 1))
+  done
+}
 retention() {
   local cur; cur="$(psql_ -c "SELECT last_value FROM $seq")"
   if [ "$layout" = current ]; then
@@ -57,11 +71,7 @@ retention() {
               AND finished_at IS NOT NULL" >/dev/null
     return
   fi
-  for t in $(psql_ -c "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
-      WHERE i.inhparent = 'run_history'::regclass
-        AND substring(pg_get_expr(c.relpartbound, c.oid) FROM 'TO \(''?([0-9]+)')::bigint < $cur - $retain"); do
-    psql_ -c "DROP TABLE $t" >/dev/null
-  done
+  history_partitions "$cur"
   [ "$live_vacuum" = 1 ] && psql_ -c "VACUUM live_runs" >/dev/null
   return 0
 }
@@ -81,6 +91,7 @@ cpu_ticks() { # every process of the cluster, and the children it waited for
   echo "$t"
 }
 
+[ "$layout" = narrow ] && history_partitions 0
 cycles "$warm"
 w0="$(psql_ -c "SELECT pg_current_wal_lsn()")"; c0="$(cpu_ticks)"; s0="$(psql_ -c "SELECT last_value FROM $seq")"
 t0="$(date +%s.%N)"
