@@ -785,7 +785,7 @@ impl Dispatcher {
             .flat_map(|t| t.item.released.iter().cloned())
             .collect();
         released.sort_by_key(|f| f.run_id);
-        let outcome = async {
+        let write_once = || async {
             if intents.is_empty() && started.is_empty() && released.is_empty() {
                 return Ok((HashSet::new(), Vec::new(), Vec::new()));
             }
@@ -804,8 +804,17 @@ impl Dispatcher {
             }
             tx.commit().await?;
             Ok::<_, StoreError>((intended, moved, back))
+        };
+        // A run whose result (or timeout, or cancel) moved it to the history while this
+        // transaction read it fails the transaction (see `StoreError::is_moved_run`); tried
+        // again, the run is read where it went.
+        let mut outcome = write_once().await;
+        for _ in 1..WRITE_TRIES {
+            match &outcome {
+                Err(e) if e.is_moved_run() => outcome = write_once().await,
+                _ => break,
+            }
         }
-        .await;
         match outcome {
             Ok((intended, moved, back)) => {
                 let moved: HashMap<RunId, StartedRun> = moved
@@ -1110,6 +1119,10 @@ pub fn run_request(fire: &Fire, sent_at: i64) -> RunRequest {
 /// many rounds on a saturated database stays far below the statement timeout, so it is slowed,
 /// never thrown away.
 const WRITE_SLICE: usize = 500;
+
+/// How many times [`Dispatcher::write`] runs its transaction while runs it reads move to the
+/// history under it (each try reads them anew, so a second rarely meets a move again).
+const WRITE_TRIES: usize = 5;
 
 /// A readied run is still sent when at least this much of its lease is left.
 const SEND_LEASE_MARGIN_MS: i64 = 100;

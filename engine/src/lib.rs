@@ -38,6 +38,7 @@ pub mod task;
 pub mod tenant;
 #[cfg(feature = "test-support")]
 pub mod testing;
+pub mod vacuum;
 pub mod validate;
 pub mod watchdog;
 

@@ -439,6 +439,10 @@ impl EngineNode {
             shared.clock.clone(),
             stop_rx.clone(),
         ));
+        background.spawn(crate::vacuum::run_loop(
+            shared.store.clone(),
+            stop_rx.clone(),
+        ));
         if let Some(bus) = bus {
             let relay = AlarmRelay::new(
                 shared.store.clone(),

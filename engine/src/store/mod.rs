@@ -171,6 +171,15 @@ impl From<sqlx::Error> for StoreError {
 }
 
 impl StoreError {
+    /// Whether the transaction failed because a run it read or locked moved from the live runs
+    /// to the history meanwhile (PostgreSQL: a serialisation failure, 40001; the runs table is
+    /// partitioned into the two, and a row that moves is not re-read by a statement that met
+    /// it). The same transaction tried again reads the run where it is now.
+    pub fn is_moved_run(&self) -> bool {
+        matches!(self, StoreError::Database(sqlx::Error::Database(db))
+            if db.code().as_deref() == Some("40001"))
+    }
+
     /// Whether retrying the same transaction may succeed (serialisation failure, deadlock,
     /// a lock or statement timeout, a session ended for idling in its transaction, SQLite
     /// busy, lost connection), also against another server: what a PostgreSQL failover
@@ -352,6 +361,18 @@ pub trait Store: Send + Sync + fmt::Debug {
     /// start-up); empty when nothing does.
     async fn server_warnings(&self) -> Result<Vec<String>> {
         Ok(Vec::new())
+    }
+
+    /// Reclaims the dead row versions of the live runs and renews their statistics
+    /// (PostgreSQL: `VACUUM (ANALYZE) live_runs`, skipped while another session vacuums it;
+    /// nothing on SQLite, whose runs table is one). Each claim and start leaves a dead version
+    /// and each result moves its run out; the table stays a few pages, and the claim's index
+    /// free of dead entries, only if they go every few seconds — sooner than autovacuum's
+    /// thresholds would take them ([`crate::vacuum`]). The statistics matter as much: a table
+    /// whose contents turn over every few seconds is planned from what the last ANALYZE saw,
+    /// and one planned as empty is scanned whole for every run a statement joins to it.
+    async fn vacuum_live_runs(&self) -> Result<()> {
+        Ok(())
     }
 
     /// Closes the connection pool.

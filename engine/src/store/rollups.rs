@@ -129,6 +129,7 @@ impl Rollups for StoreTx {
              WHERE tenant_id = $1 AND scheduled_at >= $2 AND scheduled_at < $3
                AND (scheduled_at > $4 OR (scheduled_at = $4 AND id > $5))
                AND state IN ('succeeded', 'failed', 'timed_out', 'lost', 'skipped', 'cancelled')
+               AND finished_at IS NOT NULL
              ORDER BY scheduled_at, id LIMIT $6"
         )
         .bind(tenant)
@@ -148,14 +149,17 @@ impl Rollups for StoreTx {
         scheduled_before: i64,
     ) -> Result<Option<i64>> {
         let row: (Option<i64>,) = on_conn!(self, |c| {
-            sqlx::query_as("SELECT MIN(scheduled_at) FROM runs
+            sqlx::query_as(
+                "SELECT MIN(scheduled_at) FROM runs
              WHERE tenant_id = $1 AND scheduled_at >= $2 AND scheduled_at < $3
-               AND state NOT IN ('succeeded', 'failed', 'timed_out', 'lost', 'skipped', 'cancelled')")
-        .bind(tenant)
-        .bind(scheduled_from)
-        .bind(scheduled_before)
-        .fetch_one(&mut **c)
-        .await
+               AND state NOT IN ('succeeded', 'failed', 'timed_out', 'lost', 'skipped', 'cancelled')
+               AND finished_at IS NULL",
+            )
+            .bind(tenant)
+            .bind(scheduled_from)
+            .bind(scheduled_before)
+            .fetch_one(&mut **c)
+            .await
         })?;
         Ok(row.0)
     }
@@ -423,33 +427,39 @@ const ROLLUP_ROWS_PER_STATEMENT: usize = 1_000;
 const DELETE_EXPIRED_RUNS: Locking = Locking {
     postgres: "DELETE FROM runs WHERE id IN (
                  SELECT r.id FROM runs r
-                 WHERE r.tenant_id = $1 AND r.scheduled_at < $2 AND r.finished_at < $3
+                 WHERE r.tenant_id = $1 AND r.scheduled_at < $2 AND r.finished_at < $3 AND r.finished_at IS NOT NULL
                    AND r.state IN ('succeeded', 'failed', 'timed_out', 'lost', 'skipped', 'cancelled')
                    AND NOT EXISTS (
                        SELECT 1 FROM runs o WHERE o.task_id = r.task_id
                          AND o.scheduled_at = r.scheduled_at
-                         AND o.state NOT IN ('succeeded', 'failed', 'timed_out', 'lost', 'skipped', 'cancelled') LIMIT 1 OFFSET 0)
+                         AND o.state NOT IN ('succeeded', 'failed', 'timed_out', 'lost', 'skipped', 'cancelled')
+                         AND o.finished_at IS NULL LIMIT 1 OFFSET 0)
                    AND NOT EXISTS (
                        SELECT 1 FROM runs c WHERE c.chain_root_id = COALESCE(r.chain_root_id, r.id)
-                         AND c.state NOT IN ('succeeded', 'failed', 'timed_out', 'lost', 'skipped', 'cancelled') LIMIT 1 OFFSET 0)
+                         AND c.state NOT IN ('succeeded', 'failed', 'timed_out', 'lost', 'skipped', 'cancelled')
+                         AND c.finished_at IS NULL LIMIT 1 OFFSET 0)
                    AND NOT EXISTS (
                        SELECT 1 FROM runs c WHERE c.id = r.chain_root_id
-                         AND c.state NOT IN ('succeeded', 'failed', 'timed_out', 'lost', 'skipped', 'cancelled') LIMIT 1 OFFSET 0)
+                         AND c.state NOT IN ('succeeded', 'failed', 'timed_out', 'lost', 'skipped', 'cancelled')
+                         AND c.finished_at IS NULL LIMIT 1 OFFSET 0)
                  ORDER BY r.scheduled_at LIMIT $4 FOR UPDATE SKIP LOCKED)",
     sqlite: "DELETE FROM runs WHERE id IN (
                  SELECT r.id FROM runs r
-                 WHERE r.tenant_id = $1 AND r.scheduled_at < $2 AND r.finished_at < $3
+                 WHERE r.tenant_id = $1 AND r.scheduled_at < $2 AND r.finished_at < $3 AND r.finished_at IS NOT NULL
                    AND r.state IN ('succeeded', 'failed', 'timed_out', 'lost', 'skipped', 'cancelled')
                    AND NOT EXISTS (
                        SELECT 1 FROM runs o WHERE o.task_id = r.task_id
                          AND o.scheduled_at = r.scheduled_at
-                         AND o.state NOT IN ('succeeded', 'failed', 'timed_out', 'lost', 'skipped', 'cancelled') LIMIT 1 OFFSET 0)
+                         AND o.state NOT IN ('succeeded', 'failed', 'timed_out', 'lost', 'skipped', 'cancelled')
+                         AND o.finished_at IS NULL LIMIT 1 OFFSET 0)
                    AND NOT EXISTS (
                        SELECT 1 FROM runs c WHERE c.chain_root_id = COALESCE(r.chain_root_id, r.id)
-                         AND c.state NOT IN ('succeeded', 'failed', 'timed_out', 'lost', 'skipped', 'cancelled') LIMIT 1 OFFSET 0)
+                         AND c.state NOT IN ('succeeded', 'failed', 'timed_out', 'lost', 'skipped', 'cancelled')
+                         AND c.finished_at IS NULL LIMIT 1 OFFSET 0)
                    AND NOT EXISTS (
                        SELECT 1 FROM runs c WHERE c.id = r.chain_root_id
-                         AND c.state NOT IN ('succeeded', 'failed', 'timed_out', 'lost', 'skipped', 'cancelled') LIMIT 1 OFFSET 0)
+                         AND c.state NOT IN ('succeeded', 'failed', 'timed_out', 'lost', 'skipped', 'cancelled')
+                         AND c.finished_at IS NULL LIMIT 1 OFFSET 0)
                  ORDER BY r.scheduled_at LIMIT $4)",
 };
 

@@ -32,7 +32,8 @@ use crate::tenant::TenantId;
 #[async_trait]
 pub trait Runs: Send {
     /// Inserts a run; `None` when that occurrence (task, scheduled time, attempt, shard)
-    /// already exists.
+    /// already exists, waiting, running or finished (on PostgreSQL the occurrence key is unique
+    /// per partition of `runs`, so a finished one is looked up in the history first).
     async fn insert_run(&mut self, run: &NewRun, now: i64) -> Result<Option<Run>>;
     /// Inserts many runs, skipping occurrences that exist (and repeats within `runs`); returns
     /// the inserted ones. The caller holds what makes the occurrences its own (their tasks
@@ -206,9 +207,12 @@ impl Runs for StoreTx {
             "INSERT INTO runs (tenant_id, task_id, node_group, scheduled_at, due_at, attempt, shard_index,
                  shard_total, trigger_kind, state, priority, parent_run_id, chain_root_id, params,
                  triggered_by, created_at, app_id)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'pending', $10, $11, $12, $13, $14, $15,
-                 (SELECT k.app_id FROM tasks k WHERE k.id = $2 AND k.tenant_id = $1))
-             ON CONFLICT (task_id, scheduled_at, attempt, shard_index) DO NOTHING
+             SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, 'pending', $10, $11, $12, $13, $14, $15,
+                 (SELECT k.app_id FROM tasks k WHERE k.id = $2 AND k.tenant_id = $1)
+             WHERE NOT EXISTS (
+                 SELECT 1 FROM runs o WHERE o.task_id = $2 AND o.scheduled_at = $4
+                   AND o.attempt = $6 AND o.shard_index = $7 AND o.finished_at IS NOT NULL)
+             ON CONFLICT DO NOTHING
              RETURNING *",
         )
         .bind(run.tenant_id)

@@ -53,6 +53,7 @@ on_both_backends!(
     tasks::tasks_and_their_children_are_read_for_many_at_once,
     tasks::the_claims_task_lock_counts_only_schedules_that_follow_on_claim,
     runs::same_occurrence_inserted_by_two_nodes_exists_once,
+    runs::a_finished_occurrence_is_not_inserted_again,
     runs::a_run_of_a_task_that_does_not_exist_is_refused,
     runs::a_run_naming_another_tenants_task_is_refused,
     runs::claims_take_due_runs_of_served_groups_in_order,

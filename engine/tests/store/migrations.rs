@@ -163,7 +163,38 @@ async fn runs_of_the_previous_schema_on_postgres_keep_their_data_and_meaning() {
     let db = testing::postgres_unmigrated().await;
     previous_schema_with_runs::<sqlx::PgConnection>(&db, "postgres").await;
     migrated_runs_keep_their_data_and_meaning(&db).await;
+    migrated_runs_are_live_until_they_finish(&db).await;
     db.cleanup().await;
+}
+
+/// On PostgreSQL `runs` is split into the live runs and the history (0024): each migrated run
+/// is in the partition its state says, and the run the test above completed moved to the
+/// history with its result.
+async fn migrated_runs_are_live_until_they_finish(db: &TestDb) {
+    let mut conn = sqlx::PgConnection::connect(&db.url()).await.unwrap();
+    let partitioned: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT tableoid::regclass::text, id FROM runs ORDER BY tableoid::regclass::text, id",
+    )
+    .fetch_all(&mut conn)
+    .await
+    .unwrap();
+    let of = |table: &str| -> BTreeSet<i64> {
+        partitioned
+            .iter()
+            .filter(|(t, _)| t == table)
+            .map(|(_, id)| *id)
+            .collect()
+    };
+    // Waiting and running (1-4, 6, 13, 14, claimed ones included); finished, with run 5 timed
+    // out by the test above.
+    assert_eq!(of("live_runs"), BTreeSet::from([1, 2, 3, 4, 6, 13, 14]));
+    assert_eq!(of("run_history"), BTreeSet::from([5, 7, 8, 9, 10, 11, 12]));
+    let next: (i64,) = sqlx::query_as("SELECT nextval('runs_id_seq')")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    assert!(next.0 > 14, "ids go on after the migrated runs: {}", next.0);
+    conn.close().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

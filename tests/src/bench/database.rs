@@ -373,7 +373,7 @@ pub async fn unfinished(store: &PgStore, from: i64, until: i64) -> anyhow::Resul
     Pool::from(store)
         .count(
             "SELECT count(*) FROM runs WHERE scheduled_at >= $1 AND scheduled_at < $2
-               AND state IN ('pending', 'claimed', 'running')",
+               AND state IN ('pending', 'claimed', 'running') AND finished_at IS NULL",
             &[from, until],
         )
         .await

@@ -52,10 +52,12 @@ pub struct TableStats {
     pub autovacuums: i64,
 }
 
-const TABLE_STATS: &str = "SELECT pg_total_relation_size('runs')::int8 AS total_bytes,
-        coalesce(n_live_tup, 0)::int8 AS live_rows, coalesce(n_dead_tup, 0)::int8 AS dead_rows,
-        coalesce(n_tup_del, 0)::int8 AS deleted, coalesce(autovacuum_count, 0)::int8 AS autovacuums
-     FROM pg_stat_user_tables WHERE relname = 'runs'";
+/// Summed over `runs`' partitions, the live runs and the history.
+const TABLE_STATS: &str = "SELECT coalesce(sum(pg_total_relation_size(relid)), 0)::int8 AS total_bytes,
+        coalesce(sum(n_live_tup), 0)::int8 AS live_rows, coalesce(sum(n_dead_tup), 0)::int8 AS dead_rows,
+        coalesce(sum(n_tup_del), 0)::int8 AS deleted,
+        coalesce(sum(autovacuum_count), 0)::int8 AS autovacuums
+     FROM pg_stat_user_tables WHERE relname IN ('live_runs', 'run_history')";
 
 /// One interval of the soak.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -277,7 +277,7 @@ async fn write_completions(
          FROM UNNEST($1::bigint[], $2::text[], $3::jsonb[], $4::text[], $5::text[],
                      $6::bigint[], $7::bigint[], $8::bigint[], $9::text[])
            AS u(id, state, output, error, log_tail, started_at, finished_at, dispatched_at, version)
-         WHERE r.id = u.id AND r.state IN ('pending', 'claimed', 'running')
+         WHERE r.id = u.id AND r.state IN ('pending', 'claimed', 'running') AND r.finished_at IS NULL
            AND (u.version IS NULL OR r.xmin = u.version::xid)
          RETURNING r.id",
     )
@@ -580,7 +580,8 @@ const CLAIM_TURNS: &str = "WITH w AS (
      )";
 
 /// The claim statement's last part: the picked runs, as they are (`front` locked them).
-const CLAIM_PICKED: &str = "SELECT r.* FROM runs r WHERE r.id IN (SELECT id FROM pick)";
+const CLAIM_PICKED: &str =
+    "SELECT r.* FROM runs r WHERE r.id IN (SELECT id FROM pick) AND r.finished_at IS NULL";
 
 /// [`Runs::claim_locked_runs`](crate::store::Runs::claim_locked_runs) on PostgreSQL: one
 /// heap-only update per run (no column an index uses changes) that claims it and, with an
@@ -596,7 +597,7 @@ pub(crate) async fn claim_locked_runs(
              fence = r.fence + 1, claimed_at = $5,
              executor_id = COALESCE(u.executor_id, r.executor_id)
          FROM UNNEST($1::bigint[], $2::bigint[]) AS u(id, executor_id)
-         WHERE r.id = u.id
+         WHERE r.id = u.id AND r.finished_at IS NULL
          RETURNING r.id, r.fence",
     )
     .bind(runs.iter().map(|r| r.id.0).collect::<Vec<_>>())

@@ -98,6 +98,43 @@ pub async fn same_occurrence_inserted_by_two_nodes_exists_once(store: Arc<dyn St
     assert_eq!(tx.insert_run(&retry, T0).await.unwrap().unwrap().attempt, 2);
 }
 
+/// A finished occurrence is not inserted again: on PostgreSQL it is in the history, a partition
+/// of its own with its own occurrence key, and the inserts look there too.
+pub async fn a_finished_occurrence_is_not_inserted_again(store: Arc<dyn Store>) {
+    let store = &*store;
+    let w = world(store, "acme").await;
+    let (task, _) = create_task(store, &w, &manual(w.app.id, "job")).await;
+    let occ = occurrence(&w, &task, T0 - SECOND);
+    let run = insert(store, &occ).await;
+    let done = in_tx!(store, |tx| tx
+        .complete_run(run.id, None, &success(T0))
+        .await
+        .unwrap());
+    assert!(matches!(done, Completion::Applied(ref r) if r.state == RunState::Succeeded));
+
+    let again = in_tx!(store, |tx| tx.insert_run(&occ, T0).await.unwrap());
+    assert!(again.is_none(), "inserted again: {again:?}");
+    let batch = in_tx!(store, |tx| tx
+        .insert_runs(std::slice::from_ref(&occ), T0)
+        .await
+        .unwrap());
+    assert!(batch.is_empty(), "inserted again in a batch: {batch:?}");
+    let tasks = in_tx!(store, |tx| tx
+        .insert_runs_of_tasks(std::slice::from_ref(&occ), T0)
+        .await
+        .unwrap());
+    assert!(tasks.is_empty(), "inserted again for its task: {tasks:?}");
+    let listed = read(store)
+        .await
+        .list_runs(w.tenant.id, &RunFilter::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        listed.iter().map(|r| (r.id, r.state)).collect::<Vec<_>>(),
+        vec![(run.id, RunState::Succeeded)]
+    );
+}
+
 /// Inserting `run`, alone and as a batch, is refused as naming something not found.
 async fn assert_insert_refused(store: &dyn Store, run: &mthpt_engine::run::NewRun) {
     let mut tx = store.begin().await.unwrap();
