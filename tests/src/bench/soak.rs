@@ -52,10 +52,11 @@ pub struct TableStats {
     pub autovacuums: i64,
 }
 
-/// Summed over `runs`' partitions, the live runs and the history.
+/// Summed over `runs`' partitions, the live runs and the history; rows deleted from the history
+/// only (a run moving out of `live_runs` counts as a row deleted there).
 const TABLE_STATS: &str = "SELECT coalesce(sum(pg_total_relation_size(relid)), 0)::int8 AS total_bytes,
         coalesce(sum(n_live_tup), 0)::int8 AS live_rows, coalesce(sum(n_dead_tup), 0)::int8 AS dead_rows,
-        coalesce(sum(n_tup_del), 0)::int8 AS deleted,
+        coalesce(sum(n_tup_del) FILTER (WHERE relname = 'run_history'), 0)::int8 AS deleted,
         coalesce(sum(autovacuum_count), 0)::int8 AS autovacuums
      FROM pg_stat_user_tables WHERE relname IN ('live_runs', 'run_history')";
 
