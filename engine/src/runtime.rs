@@ -689,6 +689,8 @@ impl Shared {
             Duration::from_millis(u64::try_from(self.config.poll_interval_ms).unwrap_or(250));
         let mut next_claim = Instant::now();
         let mut claim_cap = ClaimCap::new(self.config.claim_batch);
+        // Whether the last pass failed on a moved run and was tried again at once.
+        let mut retried_move = false;
         loop {
             if listener.is_none() && Instant::now() >= listener_retry {
                 match self.store.listen_due().await {
@@ -717,6 +719,7 @@ impl Shared {
                     match Self::bounded(self.pass_limit(), "claim", pass).await {
                         Ok(mut report) => {
                             claim_cap.finished();
+                            retried_move = false;
                             self.admission.claimed(
                                 report.fires.iter().map(|f| (f.run.id, f.run.due_at)),
                                 self.clock.now_ms(),
@@ -736,12 +739,21 @@ impl Shared {
                             }
                             next_claim = if full { Instant::now() } else { Instant::now() + poll };
                         }
+                        Err(e) if e.is_moved_run() && !retried_move => {
+                            // A waiting run was cancelled (moved to the history) between the
+                            // claim's read and its lock: the pass is tried again at once (once),
+                            // not a poll later, so the other runs it held are not late for it.
+                            tracing::debug!(error = %e, "claim met a run that moved; claiming again");
+                            retried_move = true;
+                            next_claim = Instant::now();
+                        }
                         Err(e) => {
                             if started.elapsed() >= self.pass_limit() {
                                 // Cut off: the next claim takes fewer runs, so that it fits.
                                 claim_cap.cut_off();
                             }
                             tracing::warn!(error = %e, next_limit = claim_cap.limit(), "claim failed");
+                            retried_move = false;
                             next_claim = Instant::now() + poll;
                         }
                     }

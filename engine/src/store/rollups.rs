@@ -425,7 +425,7 @@ const ROLLUP_ROWS_PER_STATEMENT: usize = 1_000;
 
 /// The statement of `delete_expired_runs` that locks rows (on PostgreSQL; SQLite has one writer).
 const DELETE_EXPIRED_RUNS: Locking = Locking {
-    postgres: "DELETE FROM runs WHERE id IN (
+    postgres: "DELETE FROM runs WHERE finished_at IS NOT NULL AND id IN (
                  SELECT r.id FROM runs r
                  WHERE r.tenant_id = $1 AND r.scheduled_at < $2 AND r.finished_at < $3 AND r.finished_at IS NOT NULL
                    AND r.state IN ('succeeded', 'failed', 'timed_out', 'lost', 'skipped', 'cancelled')
