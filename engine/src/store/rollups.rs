@@ -424,6 +424,9 @@ impl Rollups for StoreTx {
 const ROLLUP_ROWS_PER_STATEMENT: usize = 1_000;
 
 /// The statement of `delete_expired_runs` that locks rows (on PostgreSQL; SQLite has one writer).
+/// Its `finished_at IS [NOT] NULL` conditions, implied by the states and the `<` beside them,
+/// name the partition of `runs` each part reads on PostgreSQL (the history, the live runs): a
+/// comparison or a state alone does not let the planner leave the other one out.
 const DELETE_EXPIRED_RUNS: Locking = Locking {
     postgres: "DELETE FROM runs WHERE finished_at IS NOT NULL AND id IN (
                  SELECT r.id FROM runs r

@@ -29,7 +29,8 @@ static MIGRATOR: Migrator = sqlx::migrate!("../migrations/postgres");
 #[derive(Debug, Clone)]
 pub struct PgStore {
     pool: PgPool,
-    /// Without the session timeouts: migrations may legitimately run long.
+    /// Without the session timeouts: migrations (and the live runs' vacuum) may legitimately
+    /// run long.
     migrate_options: PgConnectOptions,
     /// The server among several hosts that the pool follows (see `hosts.rs`); `None` for one
     /// host used as written.
@@ -111,6 +112,15 @@ impl PgStore {
         })
     }
 
+    /// Options for a connection of its own, outside the pool and without its session limits,
+    /// to the server the pool works against now (migrations, the live runs' vacuum).
+    fn unpooled_options(&self) -> PgConnectOptions {
+        match &self.primary {
+            Some(primary) => primary.options(),
+            None => self.migrate_options.clone(),
+        }
+    }
+
     /// The connection pool (for LISTEN/NOTIFY and tests).
     pub fn pool(&self) -> &PgPool {
         &self.pool
@@ -135,10 +145,7 @@ impl Store for PgStore {
     }
 
     async fn migrate(&self) -> Result<MigrationReport> {
-        let options = match &self.primary {
-            Some(primary) => primary.options(),
-            None => self.migrate_options.clone(),
-        };
+        let options = self.unpooled_options();
         let pool = PgPoolOptions::new()
             .max_connections(1)
             .connect_with(options)
@@ -178,9 +185,10 @@ impl Store for PgStore {
         if autovacuum != "on" || track_counts != "on" {
             warnings.push(format!(
                 "PostgreSQL's autovacuum does not run (autovacuum = {autovacuum}, track_counts = \
-                 {track_counts}): every finished run leaves a dead row and a dead entry in the \
-                 claim index that only VACUUM removes, so claims slow down and `runs` grows \
-                 until it runs (see docs/engine.md, \"Retention and rollups\")"
+                 {track_counts}): every finished run retention deletes leaves a dead row in \
+                 `run_history` that only VACUUM removes, so the history grows although \
+                 retention deletes (the engine vacuums the live runs itself; see \
+                 docs/engine.md, \"Live runs and history\")"
             ));
         }
         Ok(warnings)
@@ -189,10 +197,7 @@ impl Store for PgStore {
     async fn vacuum_live_runs(&self) -> Result<()> {
         // A connection of its own, without the pool's statement timeout: a backlog of a million
         // waiting runs takes longer to vacuum than the 1.9 s a hot-path statement may run.
-        let options = match &self.primary {
-            Some(primary) => primary.options(),
-            None => self.migrate_options.clone(),
-        };
+        let options = self.unpooled_options();
         let mut c =
             PgConnection::connect_with(&options.options([("lock_timeout", "1000")])).await?;
         let vacuumed = sqlx::raw_sql("VACUUM (ANALYZE, SKIP_LOCKED) live_runs")
