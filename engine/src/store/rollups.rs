@@ -120,6 +120,9 @@ impl Rollups for StoreTx {
         after: Option<crate::store::SampleCursor>,
         limit: i64,
     ) -> Result<Vec<crate::store::RunSample>> {
+        // `scheduled_at >= $4` beside the keyset's `OR`: the index scan starts at the cursor.
+        // With the `OR` alone it started at `scheduled_at >= $2` and filtered out every page
+        // read before: a minute of 700,000 runs, read in 70 pages, was 24 million rows read.
         let (after_at, after_id) = match after {
             Some(c) => (c.scheduled_at, c.id.0),
             None => (i64::MIN, i64::MIN),
@@ -127,7 +130,7 @@ impl Rollups for StoreTx {
         Ok(on_conn!(self, |c| sqlx::query_as(
             "SELECT id, task_id, state, scheduled_at, due_at, started_at, finished_at FROM runs
              WHERE tenant_id = $1 AND scheduled_at >= $2 AND scheduled_at < $3
-               AND (scheduled_at > $4 OR (scheduled_at = $4 AND id > $5))
+               AND scheduled_at >= $4 AND (scheduled_at > $4 OR id > $5)
                AND state IN ('succeeded', 'failed', 'timed_out', 'lost', 'skipped', 'cancelled')
                AND finished_at IS NOT NULL
              ORDER BY scheduled_at, id LIMIT $6"

@@ -13,6 +13,7 @@ mthpt_engine::on_both_backends!(
     cases::runs_that_are_not_final_are_never_removed,
     cases::a_tenant_with_a_longer_retention_keeps_its_runs,
     cases::rolling_up_twice_writes_the_same_rows,
+    cases::pages_over_runs_of_one_instant_read_each_run_once,
     cases::a_tenant_another_node_is_rolling_up_is_skipped_until_its_lease_runs_out,
     cases::a_rollup_overtaken_by_another_node_writes_nothing,
     cases::a_late_finishing_run_is_counted_once,
@@ -274,6 +275,33 @@ mod cases {
         let report = rollup(&store).run_once(T0 + 31 * DAY).await.unwrap();
         assert_eq!(report.deleted, 4);
         assert_eq!(final_runs(s, long.tenant.id, T0, T0 + DAY).await, 0);
+    }
+
+    /// Pages of two runs over runs that share their scheduled instant: the keyset (scheduled
+    /// time, id) reads each run once, and the rollups count them all.
+    pub async fn pages_over_runs_of_one_instant_read_each_run_once(store: Arc<dyn Store>) {
+        let s = &*store;
+        let w = world(s, "acme").await;
+        let mut tasks = Vec::new();
+        for name in ["a", "b", "c", "d", "e"] {
+            tasks.push(create_task(s, &w, &manual(w.app.id, name)).await.0);
+        }
+        for task in &tasks {
+            finished(s, &w, task, T0, RunState::Succeeded, 10).await;
+            finished(s, &w, task, T0 + 30 * SECOND, RunState::Failed, 10).await;
+            finished(s, &w, task, T0 + MINUTE, RunState::Succeeded, 10).await;
+        }
+        let paged = Rollup::new(
+            store.clone(),
+            RollupConfig {
+                page: 2,
+                ..RollupConfig::default()
+            },
+        );
+        paged.run_once(T0 + DAY).await.unwrap();
+        let rows = rollups(s, w.tenant.id).await;
+        assert_eq!(rows.iter().map(RunRollup::runs).sum::<i64>(), 15);
+        assert_eq!(counts(&rows), raw_counts(s, w.tenant.id).await);
     }
 
     pub async fn rolling_up_twice_writes_the_same_rows(store: Arc<dyn Store>) {
