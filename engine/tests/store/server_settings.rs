@@ -64,3 +64,58 @@ async fn every_pooled_postgres_session_has_the_lock_limits_and_no_jit() {
     store.close().await;
     db.cleanup().await;
 }
+
+/// The engine's vacuum of the live runs leaves their empty pages in place: truncating them
+/// takes the table's exclusive lock, which every claim, start and result would wait on, and the
+/// next seconds' runs need the pages again (migration 0025; the vacuum runs without parallel
+/// workers).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vacuuming_the_live_runs_keeps_their_empty_pages() {
+    use crate::support::fixtures::{T0, create_task, insert, manual, occurrence, world};
+
+    let db = testing::postgres().await;
+    let store = db.store();
+    let w = world(store, "acme").await;
+    let (task, _) = create_task(store, &w, &manual(w.app.id, "report")).await;
+    let first = insert(store, &occurrence(&w, &task, T0)).await;
+    let mut conn = sqlx::PgConnection::connect(&db.url()).await.unwrap();
+    // Pages of waiting runs after the first, then those runs gone: the table ends in empty pages.
+    sqlx::query(
+        "INSERT INTO runs (tenant_id, task_id, node_group, scheduled_at, due_at, attempt,
+             shard_index, shard_total, trigger_kind, state, priority, params, triggered_by,
+             created_at, app_id)
+         SELECT tenant_id, task_id, node_group, scheduled_at + g, due_at + g, attempt,
+             shard_index, shard_total, trigger_kind, state, priority, params, triggered_by,
+             created_at, app_id
+         FROM runs, generate_series(1, 5000) AS g WHERE id = $1",
+    )
+    .bind(first.id.0)
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    sqlx::query("DELETE FROM runs WHERE id <> $1")
+        .bind(first.id.0)
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    let size = "SELECT pg_relation_size('live_runs')";
+    let (before,): (i64,) = sqlx::query_as(size).fetch_one(&mut conn).await.unwrap();
+    assert!(before > 100 * 8192, "the runs filled pages: {before} bytes");
+
+    store.vacuum_live_runs().await.unwrap();
+
+    let (after,): (i64,) = sqlx::query_as(size).fetch_one(&mut conn).await.unwrap();
+    assert_eq!(after, before, "the vacuum kept the table's pages");
+    let (options,): (Vec<String>,) = sqlx::query_as(
+        "SELECT coalesce(reloptions, '{}') FROM pg_class WHERE oid = 'live_runs'::regclass",
+    )
+    .fetch_one(&mut conn)
+    .await
+    .unwrap();
+    assert!(
+        options.contains(&"vacuum_truncate=false".to_owned()),
+        "autovacuum keeps them too: {options:?}"
+    );
+    conn.close().await.unwrap();
+    db.cleanup().await;
+}

@@ -200,7 +200,9 @@ impl Store for PgStore {
         let options = self.unpooled_options();
         let mut c =
             PgConnection::connect_with(&options.options([("lock_timeout", "1000")])).await?;
-        let vacuumed = sqlx::raw_sql("VACUUM (ANALYZE, SKIP_LOCKED) live_runs")
+        // No parallel workers: the indexes are small, and two more processes each time
+        // would contend with the hot path for the same cores.
+        let vacuumed = sqlx::raw_sql("VACUUM (ANALYZE, SKIP_LOCKED, PARALLEL 0) live_runs")
             .execute(&mut c)
             .await;
         c.close().await?;
