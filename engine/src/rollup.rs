@@ -383,19 +383,25 @@ impl Rollup {
         let scheduled_before = watermark.min(finished_before);
         let mut deleted = 0;
         let mut more = false;
+        // Each batch starts where the one before stopped (at its latest scheduled time: runs of
+        // that instant it left are read again). A run kept or skipped before that is looked at
+        // again by the next pass.
+        let mut from = i64::MIN;
         for _ in 0..self.config.max_delete_batches.max(1) {
             let mut tx = self.store.begin().await?;
-            let n = tx
+            let batch = tx
                 .delete_expired_runs(
                     tenant.id,
                     finished_before,
                     scheduled_before,
+                    from,
                     self.config.delete_batch,
                 )
                 .await?;
             tx.commit().await?;
-            deleted += n;
-            more = i64::try_from(n).unwrap_or(i64::MAX) >= self.config.delete_batch;
+            deleted += batch.deleted;
+            from = batch.latest_scheduled_at.unwrap_or(from);
+            more = i64::try_from(batch.deleted).unwrap_or(i64::MAX) >= self.config.delete_batch;
             if !more {
                 break;
             }

@@ -94,7 +94,7 @@ pub use self::reports::{
     AlarmMute, MAX_RUN_SAMPLES, RunRollup, RunSample, RunSampleQuery, SampleCursor,
     TRIGGER_KEY_WINDOW_MS, TriggerKey,
 };
-pub use self::rollups::Rollups;
+pub use self::rollups::{ExpiredRuns, Rollups};
 pub use self::runs::Runs;
 pub use self::sessions::Sessions;
 pub use self::sqlite::SqliteStore;

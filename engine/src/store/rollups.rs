@@ -12,6 +12,14 @@ use super::{Result, RunRollup, RunSample, SampleCursor, StoreError};
 use crate::task::TaskId;
 use crate::tenant::TenantId;
 
+/// What one [`Rollups::delete_expired_runs`] deleted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ExpiredRuns {
+    pub deleted: u64,
+    /// The latest scheduled time among the deleted runs (none deleted: `None`).
+    pub latest_scheduled_at: Option<i64>,
+}
+
 /// Per-minute rollups of finished runs, their watermarks, and retention deletes.
 #[async_trait]
 pub trait Rollups: Send {
@@ -96,14 +104,19 @@ pub trait Rollups: Send {
     /// rollup watermark), oldest first, skipping rows other transactions hold. A run whose
     /// occurrence or chain still has a run that is not final stays. Rows referring to a
     /// deleted run keep their row with the reference set to null (alarms, chain children);
-    /// idempotency keys of manual triggers go with their run. Returns how many were deleted.
+    /// idempotency keys of manual triggers go with their run. Only runs scheduled at or after
+    /// `scheduled_from` are looked at: a pass deleting batch after batch starts each where the
+    /// one before stopped, instead of walking again over the entries of the runs it deleted
+    /// (which stay in the index until a vacuum). Returns how many were deleted and the latest
+    /// scheduled time among them.
     async fn delete_expired_runs(
         &mut self,
         tenant: TenantId,
         finished_before: i64,
         scheduled_before: i64,
+        scheduled_from: i64,
         limit: i64,
-    ) -> Result<u64>;
+    ) -> Result<ExpiredRuns>;
     /// Engine internal: deletes up to `limit` (at most 10,000) alarm events published before
     /// `published_before`, oldest first (the outbox keeps only what is still to publish and
     /// recent history); returns how many. Alarms themselves stay.
@@ -395,21 +408,26 @@ impl Rollups for StoreTx {
         tenant: TenantId,
         finished_before: i64,
         scheduled_before: i64,
+        scheduled_from: i64,
         limit: i64,
-    ) -> Result<u64> {
+    ) -> Result<ExpiredRuns> {
         // A run stays while its occurrence or its chain has a run that is not final:
         // retries, recoveries and chain joins read the runs before them. `LIMIT 1
         // OFFSET 0` keeps each check an index look-up per candidate on PostgreSQL
         // (an anti-join would scan the table for the few runs that are not final).
-        let done = on_conn!(self, |c| sqlx::query(c.sql(&DELETE_EXPIRED_RUNS))
-            .bind(tenant)
-            .bind(scheduled_before)
-            .bind(finished_before)
-            .bind(limit.clamp(1, 10_000))
-            .execute(&mut **c)
-            .await
-            .map(|done| done.rows_affected()))?;
-        Ok(done)
+        let scheduled: Vec<(i64,)> =
+            on_conn!(self, |c| sqlx::query_as(c.sql(&DELETE_EXPIRED_RUNS))
+                .bind(tenant)
+                .bind(scheduled_before)
+                .bind(finished_before)
+                .bind(limit.clamp(1, 10_000))
+                .bind(scheduled_from)
+                .fetch_all(&mut **c)
+                .await)?;
+        Ok(ExpiredRuns {
+            deleted: scheduled.len() as u64,
+            latest_scheduled_at: scheduled.iter().map(|(at,)| *at).max(),
+        })
     }
 
     async fn purge_alarm_events(&mut self, published_before: i64, limit: i64) -> Result<u64> {
@@ -433,7 +451,8 @@ const ROLLUP_ROWS_PER_STATEMENT: usize = 1_000;
 const DELETE_EXPIRED_RUNS: Locking = Locking {
     postgres: "DELETE FROM runs WHERE finished_at IS NOT NULL AND id IN (
                  SELECT r.id FROM runs r
-                 WHERE r.tenant_id = $1 AND r.scheduled_at < $2 AND r.finished_at < $3 AND r.finished_at IS NOT NULL
+                 WHERE r.tenant_id = $1 AND r.scheduled_at < $2 AND r.scheduled_at >= $5
+                   AND r.finished_at < $3 AND r.finished_at IS NOT NULL
                    AND r.state IN ('succeeded', 'failed', 'timed_out', 'lost', 'skipped', 'cancelled')
                    AND NOT EXISTS (
                        SELECT 1 FROM runs o WHERE o.task_id = r.task_id
@@ -448,10 +467,12 @@ const DELETE_EXPIRED_RUNS: Locking = Locking {
                        SELECT 1 FROM runs c WHERE c.id = r.chain_root_id
                          AND c.state NOT IN ('succeeded', 'failed', 'timed_out', 'lost', 'skipped', 'cancelled')
                          AND c.finished_at IS NULL LIMIT 1 OFFSET 0)
-                 ORDER BY r.scheduled_at LIMIT $4 FOR UPDATE SKIP LOCKED)",
+                 ORDER BY r.scheduled_at LIMIT $4 FOR UPDATE SKIP LOCKED)
+             RETURNING scheduled_at",
     sqlite: "DELETE FROM runs WHERE id IN (
                  SELECT r.id FROM runs r
-                 WHERE r.tenant_id = $1 AND r.scheduled_at < $2 AND r.finished_at < $3 AND r.finished_at IS NOT NULL
+                 WHERE r.tenant_id = $1 AND r.scheduled_at < $2 AND r.scheduled_at >= $5
+                   AND r.finished_at < $3 AND r.finished_at IS NOT NULL
                    AND r.state IN ('succeeded', 'failed', 'timed_out', 'lost', 'skipped', 'cancelled')
                    AND NOT EXISTS (
                        SELECT 1 FROM runs o WHERE o.task_id = r.task_id
@@ -466,7 +487,8 @@ const DELETE_EXPIRED_RUNS: Locking = Locking {
                        SELECT 1 FROM runs c WHERE c.id = r.chain_root_id
                          AND c.state NOT IN ('succeeded', 'failed', 'timed_out', 'lost', 'skipped', 'cancelled')
                          AND c.finished_at IS NULL LIMIT 1 OFFSET 0)
-                 ORDER BY r.scheduled_at LIMIT $4)",
+                 ORDER BY r.scheduled_at LIMIT $4)
+             RETURNING scheduled_at",
 };
 
 /// The statement of `purge_alarm_events` that locks rows (on PostgreSQL; SQLite has one writer).

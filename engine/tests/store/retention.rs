@@ -14,6 +14,7 @@ mthpt_engine::on_both_backends!(
     cases::a_tenant_with_a_longer_retention_keeps_its_runs,
     cases::rolling_up_twice_writes_the_same_rows,
     cases::pages_over_runs_of_one_instant_read_each_run_once,
+    cases::batches_that_start_where_the_last_stopped_delete_every_expired_run,
     cases::a_tenant_another_node_is_rolling_up_is_skipped_until_its_lease_runs_out,
     cases::a_rollup_overtaken_by_another_node_writes_nothing,
     cases::a_late_finishing_run_is_counted_once,
@@ -302,6 +303,43 @@ mod cases {
         let rows = rollups(s, w.tenant.id).await;
         assert_eq!(rows.iter().map(RunRollup::runs).sum::<i64>(), 15);
         assert_eq!(counts(&rows), raw_counts(s, w.tenant.id).await);
+    }
+
+    pub async fn batches_that_start_where_the_last_stopped_delete_every_expired_run(
+        store: Arc<dyn Store>,
+    ) {
+        let s = &*store;
+        // A chain's finished root at T0 stays while its next run waits (20 minutes on).
+        let (w, _, root, next) = chain_of_two(s, T0 + 20 * MINUTE).await;
+        let mut tasks = Vec::new();
+        for name in ["a", "b", "c", "d", "e"] {
+            tasks.push(create_task(s, &w, &manual(w.app.id, name)).await.0);
+        }
+        // Five runs at each of three instants: batches of two end in the middle of an instant.
+        for task in &tasks {
+            for k in 0..3 {
+                finished(s, &w, task, T0 + k * SECOND, RunState::Succeeded, 10).await;
+            }
+        }
+
+        let batched = Rollup::new(
+            store.clone(),
+            RollupConfig {
+                delete_batch: 2,
+                max_delete_batches: 100,
+                ..RollupConfig::default()
+            },
+        );
+        let report = batched.run_once(T0 + 365 * DAY).await.unwrap();
+        assert_eq!(report.deleted, 15, "every expired run, in batches of two");
+        let mut tx = read(s).await;
+        assert_eq!(tx.get_run(w.tenant.id, root.id).await.unwrap().id, root.id);
+        assert_eq!(
+            tx.get_run(w.tenant.id, next.id).await.unwrap().state,
+            RunState::Pending
+        );
+        drop(tx);
+        assert_eq!(final_runs(s, w.tenant.id, T0, T0 + MINUTE).await, 1);
     }
 
     pub async fn rolling_up_twice_writes_the_same_rows(store: Arc<dyn Store>) {
