@@ -278,15 +278,21 @@ mod cases {
         assert_eq!(final_runs(s, long.tenant.id, T0, T0 + DAY).await, 0);
     }
 
+    /// Five tasks run by hand, `a` to `e`.
+    async fn five_tasks(store: &dyn Store, w: &World) -> Vec<mthpt_engine::task::Task> {
+        let mut tasks = Vec::new();
+        for name in ["a", "b", "c", "d", "e"] {
+            tasks.push(create_task(store, w, &manual(w.app.id, name)).await.0);
+        }
+        tasks
+    }
+
     /// Pages of two runs over runs that share their scheduled instant: the keyset (scheduled
     /// time, id) reads each run once, and the rollups count them all.
     pub async fn pages_over_runs_of_one_instant_read_each_run_once(store: Arc<dyn Store>) {
         let s = &*store;
         let w = world(s, "acme").await;
-        let mut tasks = Vec::new();
-        for name in ["a", "b", "c", "d", "e"] {
-            tasks.push(create_task(s, &w, &manual(w.app.id, name)).await.0);
-        }
+        let tasks = five_tasks(s, &w).await;
         for task in &tasks {
             finished(s, &w, task, T0, RunState::Succeeded, 10).await;
             finished(s, &w, task, T0 + 30 * SECOND, RunState::Failed, 10).await;
@@ -311,10 +317,7 @@ mod cases {
         let s = &*store;
         // A chain's finished root at T0 stays while its next run waits (20 minutes on).
         let (w, _, root, next) = chain_of_two(s, T0 + 20 * MINUTE).await;
-        let mut tasks = Vec::new();
-        for name in ["a", "b", "c", "d", "e"] {
-            tasks.push(create_task(s, &w, &manual(w.app.id, name)).await.0);
-        }
+        let tasks = five_tasks(s, &w).await;
         // Five runs at each of three instants: batches of two end in the middle of an instant.
         for task in &tasks {
             for k in 0..3 {
