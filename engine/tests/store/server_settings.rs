@@ -119,3 +119,63 @@ async fn vacuuming_the_live_runs_keeps_their_empty_pages() {
     conn.close().await.unwrap();
     db.cleanup().await;
 }
+
+/// A claim rewrites each waiting run on the page that holds it — a heap-only update, which
+/// writes no index entry — even when it takes every run of every page at once: the live runs'
+/// pages keep room for their runs' claimed versions (migration 0026). A run moved to another
+/// page cost a lock, an entry in each of the live runs' indexes and more for the vacuum.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claiming_every_waiting_run_rewrites_each_on_its_own_page() {
+    use crate::support::fixtures::{MINUTE, T0, create_task, manual, occurrence, world};
+    use mthpt_engine::store::ClaimRequest;
+
+    const RUNS: i64 = 2_000;
+    let db = testing::postgres().await;
+    let store = db.store();
+    let w = world(store, "acme").await;
+    let (task, _) = create_task(store, &w, &manual(w.app.id, "bulk")).await;
+    let runs: Vec<_> = (0..RUNS)
+        .map(|i| occurrence(&w, &task, T0 - RUNS + i))
+        .collect();
+    let mut tx = store.begin().await.unwrap();
+    assert_eq!(tx.insert_runs(&runs, T0).await.unwrap().len(), runs.len());
+    tx.commit().await.unwrap();
+    let mut conn = sqlx::PgConnection::connect(&db.url()).await.unwrap();
+    let pages = "SELECT id, (ctid::text::point)[0]::bigint FROM live_runs ORDER BY id";
+    let before: Vec<(i64, i64)> = sqlx::query_as(pages).fetch_all(&mut conn).await.unwrap();
+    let (filled,): (i64,) =
+        sqlx::query_as("SELECT count(DISTINCT (ctid::text::point)[0]) FROM live_runs")
+            .fetch_one(&mut conn)
+            .await
+            .unwrap();
+    assert!(filled > 10, "the runs fill pages: {filled}");
+
+    let req = ClaimRequest {
+        node: "node-a".into(),
+        groups: vec!["default".into()],
+        now: T0,
+        horizon_ms: 0,
+        lease_ms: 10 * MINUTE,
+        limit: RUNS,
+    };
+    let mut tx = store.begin().await.unwrap();
+    let claimed = tx.claim_due_runs(&req).await.unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(claimed.len(), runs.len(), "one claim takes them all");
+
+    let after: Vec<(i64, i64)> = sqlx::query_as(pages).fetch_all(&mut conn).await.unwrap();
+    let moved: Vec<_> = before
+        .iter()
+        .zip(&after)
+        .filter(|(b, a)| b != a)
+        .map(|(b, a)| format!("run {} page {} -> {}", b.0, b.1, a.1))
+        .collect();
+    assert_eq!(after.len(), before.len());
+    assert!(
+        moved.is_empty(),
+        "{} of {RUNS} moved: {moved:?}",
+        moved.len()
+    );
+    conn.close().await.unwrap();
+    db.cleanup().await;
+}

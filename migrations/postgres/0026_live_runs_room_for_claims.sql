@@ -1,0 +1,15 @@
+-- Each page of the live runs keeps room for a claim to rewrite every run on it in place.
+--
+-- A claim rewrites each run it takes (state, owner, lease, fence): a heap-only update when the
+-- new version fits on the run's page, which writes no index entry. Filled to half (fillfactor
+-- 50), a page of waiting runs had room for fewer new versions than it held runs — a claimed
+-- version is larger than a waiting one (owner, lease and claim time filled in) — so when a
+-- claim took a whole page's runs, the last of them moved to another page: a lock on the old
+-- version, a new entry in each of the live runs' indexes, and more for the vacuum to clear.
+-- Measured at 10,000 runs a second: 16 % of claims moved their run, and WAL per run went from
+-- 1,630 to 1,526 bytes with every claim in place (docs/benchmarks.md).
+--
+-- A third of each page for new runs leaves two thirds for their claimed versions. The table
+-- holds only waiting and running runs, so the larger pages cost a few megabytes. Pages filled
+-- before this keep what they hold until their runs finish, within seconds.
+ALTER TABLE live_runs SET (fillfactor = 35);
