@@ -179,3 +179,26 @@ async fn claiming_every_waiting_run_rewrites_each_on_its_own_page() {
     conn.close().await.unwrap();
     db.cleanup().await;
 }
+
+/// No row trigger runs before an update of the tables the hot path updates (tasks, runs):
+/// PostgreSQL locks each row before such a trigger, whatever its column list and `WHEN` clause
+/// decide, so every claim wrote a lock on each of its tasks ahead of their fire counts
+/// (migration 0027 checks a task's new name after the update that renames it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_row_trigger_runs_before_updates_of_tasks_or_runs() {
+    let db = testing::postgres().await;
+    let mut conn = sqlx::PgConnection::connect(&db.url()).await.unwrap();
+    // tgtype bits: 1 row, 2 before, 16 update.
+    let before_updates: Vec<(String, String)> = sqlx::query_as(
+        "SELECT tgrelid::regclass::text, tgname::text FROM pg_trigger
+         WHERE tgrelid IN ('tasks'::regclass, 'runs'::regclass, 'live_runs'::regclass,
+                           'run_history'::regclass)
+           AND tgtype & 1 <> 0 AND tgtype & 2 <> 0 AND tgtype & 16 <> 0",
+    )
+    .fetch_all(&mut conn)
+    .await
+    .unwrap();
+    assert!(before_updates.is_empty(), "{before_updates:?}");
+    conn.close().await.unwrap();
+    db.cleanup().await;
+}
