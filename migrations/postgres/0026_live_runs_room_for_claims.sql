@@ -11,5 +11,5 @@
 --
 -- A third of each page for new runs leaves two thirds for their claimed versions. The table
 -- holds only waiting and running runs, so the larger pages cost a few megabytes. Pages filled
--- before this keep what they hold until their runs finish, within seconds.
+-- before this keep what they hold until their runs finish (most within seconds).
 ALTER TABLE live_runs SET (fillfactor = 35);
