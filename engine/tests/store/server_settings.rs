@@ -71,30 +71,13 @@ async fn every_pooled_postgres_session_has_the_lock_limits_and_no_jit() {
 /// workers).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn vacuuming_the_live_runs_keeps_their_empty_pages() {
-    use crate::support::fixtures::{T0, create_task, insert, manual, occurrence, world};
-
     let db = testing::postgres().await;
     let store = db.store();
-    let w = world(store, "acme").await;
-    let (task, _) = create_task(store, &w, &manual(w.app.id, "report")).await;
-    let first = insert(store, &occurrence(&w, &task, T0)).await;
-    let mut conn = sqlx::PgConnection::connect(&db.url()).await.unwrap();
     // Pages of waiting runs after the first, then those runs gone: the table ends in empty pages.
-    sqlx::query(
-        "INSERT INTO runs (tenant_id, task_id, node_group, scheduled_at, due_at, attempt,
-             shard_index, shard_total, trigger_kind, state, priority, params, triggered_by,
-             created_at, app_id)
-         SELECT tenant_id, task_id, node_group, scheduled_at + g, due_at + g, attempt,
-             shard_index, shard_total, trigger_kind, state, priority, params, triggered_by,
-             created_at, app_id
-         FROM runs, generate_series(1, 5000) AS g WHERE id = $1",
-    )
-    .bind(first.id.0)
-    .execute(&mut conn)
-    .await
-    .unwrap();
+    let runs = waiting_runs(store, 5_001).await;
+    let mut conn = sqlx::PgConnection::connect(&db.url()).await.unwrap();
     sqlx::query("DELETE FROM runs WHERE id <> $1")
-        .bind(first.id.0)
+        .bind(runs[0])
         .execute(&mut conn)
         .await
         .unwrap();
@@ -126,20 +109,13 @@ async fn vacuuming_the_live_runs_keeps_their_empty_pages() {
 /// page cost a lock, an entry in each of the live runs' indexes and more for the vacuum.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claiming_every_waiting_run_rewrites_each_on_its_own_page() {
-    use crate::support::fixtures::{MINUTE, T0, create_task, manual, occurrence, world};
+    use crate::support::fixtures::{MINUTE, T0};
     use mthpt_engine::store::ClaimRequest;
 
     const RUNS: i64 = 2_000;
     let db = testing::postgres().await;
     let store = db.store();
-    let w = world(store, "acme").await;
-    let (task, _) = create_task(store, &w, &manual(w.app.id, "bulk")).await;
-    let runs: Vec<_> = (0..RUNS)
-        .map(|i| occurrence(&w, &task, T0 - RUNS + i))
-        .collect();
-    let mut tx = store.begin().await.unwrap();
-    assert_eq!(tx.insert_runs(&runs, T0).await.unwrap().len(), runs.len());
-    tx.commit().await.unwrap();
+    let runs = waiting_runs(store, RUNS).await;
     let mut conn = sqlx::PgConnection::connect(&db.url()).await.unwrap();
     let pages = "SELECT id, (ctid::text::point)[0]::bigint FROM live_runs ORDER BY id";
     let before: Vec<(i64, i64)> = sqlx::query_as(pages).fetch_all(&mut conn).await.unwrap();
@@ -201,4 +177,19 @@ async fn no_row_trigger_runs_before_updates_of_tasks_or_runs() {
     assert!(before_updates.is_empty(), "{before_updates:?}");
     conn.close().await.unwrap();
     db.cleanup().await;
+}
+
+/// `n` waiting runs of one manual task of a new tenant, due a millisecond apart up to `T0`,
+/// inserted in one statement; their ids, in order.
+async fn waiting_runs(store: &dyn mthpt_engine::store::Store, n: i64) -> Vec<i64> {
+    use crate::support::fixtures::{T0, create_task, manual, occurrence, world};
+
+    let w = world(store, "acme").await;
+    let (task, _) = create_task(store, &w, &manual(w.app.id, "bulk")).await;
+    let runs: Vec<_> = (0..n).map(|i| occurrence(&w, &task, T0 - n + i)).collect();
+    let mut tx = store.begin().await.unwrap();
+    let inserted = tx.insert_runs(&runs, T0).await.unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(inserted.len(), runs.len());
+    inserted.iter().map(|r| r.id.0).collect()
 }
