@@ -87,6 +87,11 @@ macro_rules! text_enum {
 /// engine's CPU. `value` fields decode as they are; `text` fields are read as `TEXT` and
 /// parsed with `FromStr` ([`text_enum`]) from the row's bytes, a value of no variant being a decode
 /// error that names the column.
+///
+/// Where PostgreSQL's table orders its columns otherwise, a second list names its leading
+/// columns in its order (`POSTGRES_COLUMNS = [..]`), which may include columns the struct does not
+/// read; the fields' list is then SQLite's order. The second list must hold each field's column
+/// once, which the build checks.
 macro_rules! from_row_in_table_order {
     ($ty:ident, $columns:ident, { $($field:ident: $how:ident),* $(,)? }) => {
         /// The columns the struct is read from, in the table's order.
@@ -94,12 +99,29 @@ macro_rules! from_row_in_table_order {
         $crate::macros::from_row_in_table_order!(@impl sqlx::postgres::PgRow, $ty, $columns, { $($field: $how),* });
         $crate::macros::from_row_in_table_order!(@impl sqlx::sqlite::SqliteRow, $ty, $columns, { $($field: $how),* });
     };
+    ($ty:ident, $columns:ident, $pg_columns:ident = [$($pg:ident),* $(,)?],
+     { $($field:ident: $how:ident),* $(,)? }) => {
+        /// The columns the struct is read from, in the order of SQLite's table.
+        pub const $columns: &[&str] = &[$(stringify!($field)),*];
+        /// The same columns in the order of PostgreSQL's table.
+        pub const $pg_columns: &[&str] = &[$(stringify!($pg)),*];
+        const _: () = assert!(
+            $crate::macros::holds_each_once($pg_columns, $columns),
+            "the PostgreSQL column list must hold each field's column once"
+        );
+        $crate::macros::from_row_in_table_order!(@impl sqlx::postgres::PgRow, $ty, $pg_columns, { $($field: $how),* });
+        $crate::macros::from_row_in_table_order!(@impl sqlx::sqlite::SqliteRow, $ty, $columns, { $($field: $how),* });
+    };
     (@impl $row:ty, $ty:ident, $columns:ident, { $($field:ident: $how:ident),* }) => {
         impl<'r> sqlx::FromRow<'r, $row> for $ty {
-            #[allow(unused_assignments)]
             fn from_row(row: &'r $row) -> Result<Self, sqlx::Error> {
                 use sqlx::{Column as _, Row as _};
-                fn value<'r, T>(row: &'r $row, in_order: bool, at: usize) -> Result<T, sqlx::Error>
+                fn value<'r, T>(
+                    row: &'r $row,
+                    in_order: bool,
+                    at: usize,
+                    name: &str,
+                ) -> Result<T, sqlx::Error>
                 where
                     T: sqlx::Decode<'r, <$row as sqlx::Row>::Database>
                         + sqlx::Type<<$row as sqlx::Row>::Database>,
@@ -107,18 +129,18 @@ macro_rules! from_row_in_table_order {
                     if in_order {
                         row.try_get(at)
                     } else {
-                        row.try_get($columns[at])
+                        row.try_get(name)
                     }
                 }
-                fn text<T>(row: &$row, in_order: bool, at: usize) -> Result<T, sqlx::Error>
+                fn text<T>(row: &$row, in_order: bool, at: usize, name: &str) -> Result<T, sqlx::Error>
                 where
                     T: std::str::FromStr<Err = $crate::UnknownVariant>,
                 {
                     // Borrowed from the row: nothing is allocated for a known variant.
-                    let text: &str = value(row, in_order, at)?;
+                    let text: &str = value(row, in_order, at, name)?;
                     text.parse()
                         .map_err(|e: $crate::UnknownVariant| sqlx::Error::ColumnDecode {
-                            index: $columns[at].to_owned(),
+                            index: name.to_owned(),
                             source: Box::new(e),
                         })
                 }
@@ -128,15 +150,66 @@ macro_rules! from_row_in_table_order {
                         .iter()
                         .zip($columns)
                         .all(|(column, name)| column.name() == *name);
-                let mut at = 0usize;
                 $(
-                    let $field = $how(row, in_order, at)?;
-                    at += 1;
+                    let $field = $how(
+                        row,
+                        in_order,
+                        const { $crate::macros::column_at($columns, stringify!($field)) },
+                        stringify!($field),
+                    )?;
                 )*
                 Ok($ty { $($field),* })
             }
         }
     };
+}
+
+/// Where `name` is in `columns`; for [`from_row_in_table_order`], at build time (a name not
+/// there fails the build).
+pub(crate) const fn column_at(columns: &[&str], name: &str) -> usize {
+    let mut at = 0;
+    while at < columns.len() {
+        if same_name(columns[at], name) {
+            return at;
+        }
+        at += 1;
+    }
+    panic!("a field is not in its table's column list")
+}
+
+/// Whether `columns` holds each of `fields` once; for [`from_row_in_table_order`].
+pub(crate) const fn holds_each_once(columns: &[&str], fields: &[&str]) -> bool {
+    let mut i = 0;
+    while i < fields.len() {
+        let mut found = 0;
+        let mut j = 0;
+        while j < columns.len() {
+            if same_name(fields[i], columns[j]) {
+                found += 1;
+            }
+            j += 1;
+        }
+        if found != 1 {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+const fn same_name(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
 }
 
 pub(crate) use {from_row_in_table_order, id_type, text_enum};

@@ -67,7 +67,8 @@ text_enum!(
     }
 );
 
-/// A run as stored; read from a row of `runs` by [`RUN_COLUMNS`].
+/// A run as stored; read from a row of `runs` by [`RUN_COLUMNS`] (SQLite) or
+/// [`RUN_COLUMNS_ON_POSTGRES`].
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Run {
     pub id: RunId,
@@ -110,7 +111,16 @@ pub struct Run {
     pub log_tail: String,
 }
 
-from_row_in_table_order!(Run, RUN_COLUMNS, {
+from_row_in_table_order!(Run, RUN_COLUMNS,
+    // PostgreSQL's order (migration 0028): fixed columns, eight bytes wide before four, then
+    // texts, then what the claim and the start rewrite.
+    RUN_COLUMNS_ON_POSTGRES = [
+        id, tenant_id, task_id, app_id, scheduled_at, due_at, created_at, parent_run_id,
+        chain_root_id, finished_at, cancel_pending_at, progress, attempt, shard_index,
+        shard_total, priority, dispatch_attempts, node_group, trigger_kind, params, triggered_by,
+        progress_message, output, error, log_tail, fence, executor_id, lease_until, claimed_at,
+        dispatched_at, started_at, deadline_at, state, claim_owner,
+    ], {
     id: value,
     tenant_id: value,
     task_id: value,
