@@ -90,8 +90,8 @@ macro_rules! text_enum {
 ///
 /// Where PostgreSQL's table orders its columns otherwise, a second list names its leading
 /// columns in its order (`POSTGRES_COLUMNS = [..]`), which may include columns the struct does not
-/// read; the fields' list is then SQLite's order. The second list must hold each field's column
-/// once, which the build checks.
+/// read; the fields' list is then SQLite's order. A field's column missing from the second list,
+/// or in it twice, fails the build ([`column_at`]).
 macro_rules! from_row_in_table_order {
     ($ty:ident, $columns:ident, { $($field:ident: $how:ident),* $(,)? }) => {
         /// The columns the struct is read from, in the table's order.
@@ -105,10 +105,6 @@ macro_rules! from_row_in_table_order {
         pub const $columns: &[&str] = &[$(stringify!($field)),*];
         /// The same columns in the order of PostgreSQL's table.
         pub const $pg_columns: &[&str] = &[$(stringify!($pg)),*];
-        const _: () = assert!(
-            $crate::macros::holds_each_once($pg_columns, $columns),
-            "the PostgreSQL column list must hold each field's column once"
-        );
         $crate::macros::from_row_in_table_order!(@impl sqlx::postgres::PgRow, $ty, $pg_columns, { $($field: $how),* });
         $crate::macros::from_row_in_table_order!(@impl sqlx::sqlite::SqliteRow, $ty, $columns, { $($field: $how),* });
     };
@@ -164,37 +160,24 @@ macro_rules! from_row_in_table_order {
     };
 }
 
-/// Where `name` is in `columns`; for [`from_row_in_table_order`], at build time (a name not
-/// there fails the build).
+/// Where `name` is in `columns`; for [`from_row_in_table_order`], at build time: a name not
+/// there, or there twice, fails the build.
 pub(crate) const fn column_at(columns: &[&str], name: &str) -> usize {
+    let mut found = None;
     let mut at = 0;
     while at < columns.len() {
         if same_name(columns[at], name) {
-            return at;
+            if found.is_some() {
+                panic!("a field is in its table's column list twice")
+            }
+            found = Some(at);
         }
         at += 1;
     }
-    panic!("a field is not in its table's column list")
-}
-
-/// Whether `columns` holds each of `fields` once; for [`from_row_in_table_order`].
-pub(crate) const fn holds_each_once(columns: &[&str], fields: &[&str]) -> bool {
-    let mut i = 0;
-    while i < fields.len() {
-        let mut found = 0;
-        let mut j = 0;
-        while j < columns.len() {
-            if same_name(fields[i], columns[j]) {
-                found += 1;
-            }
-            j += 1;
-        }
-        if found != 1 {
-            return false;
-        }
-        i += 1;
+    match found {
+        Some(at) => at,
+        None => panic!("a field is not in its table's column list"),
     }
-    true
 }
 
 const fn same_name(a: &str, b: &str) -> bool {
