@@ -130,7 +130,7 @@ mod tests {
         // A time already past returns at once.
         let started = std::time::Instant::now();
         reach(&clock, at - 1_000).await;
-        assert!(started.elapsed() < std::time::Duration::from_millis(50));
+        assert!(started.elapsed() < std::time::Duration::from_millis(500));
     }
 
     #[tokio::test]

@@ -672,17 +672,12 @@ mod tests {
             tx: Some(tx),
             dropped: Arc::new(AtomicU64::new(0)),
         };
-        let started = std::time::Instant::now();
+        // Nothing reads `_rx`: an emit that waited for room would never return, and the test
+        // would hang instead of counting.
         for i in 0..100_000 {
             events.emit(progress(i, 0.5));
         }
-        let took = started.elapsed();
         assert_eq!(events.dropped(), 100_000 - 100);
-        // What a result adds to its path: microseconds, against a transaction's milliseconds.
-        assert!(
-            took < std::time::Duration::from_millis(500),
-            "100,000 emits took {took:?}"
-        );
     }
 
     #[test]

@@ -314,7 +314,7 @@ async fn a_run_cancelled_through_the_console_is_announced_at_once() {
     })
     .await;
     assert!(
-        cancelled_at.elapsed() < Duration::from_secs(2),
+        cancelled_at.elapsed() < Duration::from_secs(5),
         "announced {:?} after the cancel",
         cancelled_at.elapsed()
     );

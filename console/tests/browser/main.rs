@@ -561,11 +561,8 @@ async fn the_console_in_chromium_creates_tasks_shows_live_runs_and_pops_up_alarm
 
     one.close().await.unwrap();
     two.close().await.unwrap();
-    assert!(
-        started.elapsed() < Duration::from_secs(60),
-        "the browser test took {:?}",
-        started.elapsed()
-    );
+    // Reported, not asserted: its length follows the machine's load.
+    eprintln!("the browser test took {:?}", started.elapsed());
 }
 
 /// Signs `username` (password `password-<username>`, as `TestApp::user` makes them) in on the

@@ -32,6 +32,9 @@ pub const NOISY_CAPACITY: u32 = 2;
 /// not dispatched).
 const QUIET_WAIT_MS: i64 = 30_000;
 
+/// How long the quiet tenants' first runs may take to be sent once the instances registered.
+const FLOWING_WAIT: Duration = Duration::from_secs(60);
+
 /// How long each noisy run sleeps, ms: the instance completes about
 /// `NOISY_CAPACITY * 1000 / NOISY_RUN_MS` runs a second.
 pub const NOISY_RUN_MS: i64 = 100;
@@ -281,6 +284,26 @@ pub async fn run(config: &BenchConfig, backlog_runs: u64) -> anyhow::Result<Neig
     }
     for w in &wrappers {
         w.registered(Duration::from_secs(30)).await?;
+    }
+    // The warm-up counts from when every quiet tenant has had a run sent: on a slow machine
+    // the nodes' first claims beside the backlog can take longer than the warm-up itself.
+    let flowing = Instant::now();
+    for q in &quiet {
+        while pool
+            .count(
+                "SELECT count(*) FROM runs WHERE tenant_id = $1 AND dispatched_at IS NOT NULL",
+                &[q.tenant.id.0],
+            )
+            .await?
+            == 0
+        {
+            anyhow::ensure!(
+                flowing.elapsed() < FLOWING_WAIT,
+                "no run of tenant {} was sent within {FLOWING_WAIT:?} of the instances registering",
+                q.tenant.name
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     }
 
     let result = async {

@@ -543,6 +543,9 @@ async fn run_an_executor_no_longer_holds_is_lost_and_recovered(
     // claims below are not raced.
     let mut config = quick_engine_config("node-1");
     config.groups = vec!["elsewhere".into()];
+    // The instance beats only when the test says: the node must not judge it silent while
+    // the runs are set up (on a loaded machine that takes longer than the quick timeout).
+    config.executor_timeout_ms = 60_000;
     let engine = start_engine(store.clone(), config).await?;
     let e = {
         let mut tx = store.begin().await?;
@@ -754,6 +757,8 @@ async fn results_count_only_from_the_instance_and_attempt_a_run_was_sent_to(
     let t = tenancy(&*store, "acme", "billing").await?;
     let mut config = quick_engine_config("node-1");
     config.groups = vec!["elsewhere".into()];
+    // The instances never beat: the node must not judge them silent before they report.
+    config.executor_timeout_ms = 60_000;
     let engine = start_engine(store.clone(), config).await?;
     let mut instances = Vec::new();
     for name in ["right", "other"] {

@@ -265,7 +265,8 @@ async fn an_unsigned_upload_is_answered_from_its_headers_alone() -> anyhow::Resu
     let a = answer(stream);
     assert_error(&a, 401, ErrorCode::Unauthorized, "X-Mthpt-App");
     assert!(a.closed, "the connection is closed after the refusal");
-    assert!(started.elapsed() < Duration::from_secs(2));
+    // Waiting for the body would take the 10 s read timeout.
+    assert!(started.elapsed() < Duration::from_secs(5));
     // The same for another app's key.
     let mut headers = plausible(30 << 20);
     headers[0].1 = "other.app".to_owned();
@@ -307,7 +308,7 @@ async fn a_body_held_back_is_cut_after_the_read_timeout() -> anyhow::Result<()> 
     assert!(a.closed, "the held connection is closed");
     let took = started.elapsed();
     assert!(
-        took >= Duration::from_millis(450) && took < Duration::from_secs(3),
+        took >= Duration::from_millis(450) && took < Duration::from_secs(8),
         "{took:?}"
     );
     Ok(())
@@ -359,7 +360,7 @@ async fn a_refused_chunked_upload_is_cut_rather_than_drained() -> anyhow::Result
     }
     assert!(cut, "the server kept reading a refused upload for 10 s");
     assert!(
-        started.elapsed() < Duration::from_secs(3),
+        started.elapsed() < Duration::from_secs(8),
         "{:?}",
         started.elapsed()
     );

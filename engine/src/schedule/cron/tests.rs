@@ -509,7 +509,8 @@ fn impossible_date_returns_none_quickly() {
         None
     );
     assert_eq!(s.next_after(utc("2026-06-01T00:00:00Z"), &New_York), None);
-    assert!(started.elapsed() < Duration::from_millis(200));
+    // A search that walked every day to its horizon would take seconds here.
+    assert!(started.elapsed() < Duration::from_secs(2));
 }
 
 #[test]
