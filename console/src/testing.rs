@@ -148,6 +148,7 @@ pub async fn spawn_app_on(backend: Backend, settings: TestSettings) -> TestApp {
         .timeout(std::time::Duration::from_secs(30))
         .build()
         .unwrap();
+    answering(&client, &base_url).await;
     let mut app = TestApp {
         base_url,
         operator_token: String::new(),
@@ -160,6 +161,26 @@ pub async fn spawn_app_on(backend: Backend, settings: TestSettings) -> TestApp {
     let (_, token) = app.user(None, "root", Role::Operator).await;
     app.operator_token = token;
     app
+}
+
+/// Waits until the server at `base_url` answers (any status). Its worker builds the app first,
+/// which takes seconds in a debug build on a loaded machine: waited for here, before a test
+/// opens a transaction, that build cannot hold one idle past the server's
+/// idle-in-transaction timeout.
+async fn answering(client: &reqwest::Client, base_url: &str) {
+    let started = std::time::Instant::now();
+    while client
+        .get(format!("{base_url}/api/v1/not-a-path"))
+        .send()
+        .await
+        .is_err()
+    {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "the console at {base_url} did not answer within 60 s"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
 }
 
 impl TestApp {
