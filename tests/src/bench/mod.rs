@@ -150,6 +150,9 @@ pub struct BenchConfig {
     pub step: Duration,
     /// `noisy-neighbour`: runs of the noisy tenant already due when the nodes start.
     pub backlog: u64,
+    /// `noisy-neighbour`: how many times its instance's capacity the noisy tenant's tasks offer
+    /// (at least 1).
+    pub noisy_overload: u64,
     /// `soak`: how long the bench tenant keeps its finished runs.
     pub retention: Duration,
 }
@@ -199,6 +202,7 @@ impl BenchConfig {
             rate_growth: 1.25,
             step: Duration::from_secs(30),
             backlog: 100_000,
+            noisy_overload: neighbour::NOISY_OVERLOAD,
             retention: Duration::from_secs(300),
         };
         match scenario {

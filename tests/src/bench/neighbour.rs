@@ -2,7 +2,7 @@
 //!
 //! Tenant `noisy` has one wrapper instance of small capacity ([`NOISY_CAPACITY`]) whose runs
 //! sleep [`NOISY_RUN_MS`], a backlog of `--backlog` runs already due, and fixed-rate tasks
-//! offering [`NOISY_OVERLOAD`] times what its instance can take. Tenants `quiet1`..`quiet4` each
+//! offering [`NOISY_OVERLOAD`] times what its instance can take (`--noisy-overload`). Tenants `quiet1`..`quiet4` each
 //! have their own instance and offer `--tasks` no-op runs a second (default 200). The report
 //! gives each quiet tenant's lateness, the noisy tenant's completed rate, the time a claim takes
 //! beside the backlog (timed here, in a transaction rolled back) and PostgreSQL's CPU per run.
@@ -220,7 +220,7 @@ pub async fn run(config: &BenchConfig, backlog_runs: u64) -> anyhow::Result<Neig
         quiet.push(crate::tenancy(&*store, &format!("quiet{i}"), "tick").await?);
     }
     let noisy_capacity = f64::from(NOISY_CAPACITY) * 1_000.0 / NOISY_RUN_MS as f64;
-    let noisy_tasks = (noisy_capacity as u64 * NOISY_OVERLOAD) as usize;
+    let noisy_tasks = (noisy_capacity as u64 * config.noisy_overload.max(1)) as usize;
     let now = now_ms();
     let params = serde_json::json!({ "ms": NOISY_RUN_MS });
     database::load(
@@ -345,15 +345,25 @@ pub async fn run(config: &BenchConfig, backlog_runs: u64) -> anyhow::Result<Neig
                 &[noisy.tenant.id.0, from, until],
             )
             .await?;
-        // The quiet tenants' runs of the window may still be dispatched for a while on a busy
-        // machine: their lateness is read once all were, or after QUIET_WAIT_MS (those left
-        // are reported as not dispatched).
+        // The quiet tenants' runs of the window may still be made and dispatched for a while
+        // on a busy machine: their lateness is read once every tenant has a run scheduled past
+        // the window (all of the window's exist) and all were dispatched, or after
+        // QUIET_WAIT_MS (those left are reported as not dispatched).
         let quiet_figures = loop {
             let mut figures = Vec::with_capacity(quiet.len());
+            let mut all_made = true;
             for q in &quiet {
                 figures.push(quiet_lateness(&pool, q, from, until).await?);
+                all_made &= pool
+                    .count(
+                        "SELECT count(*) FROM runs WHERE tenant_id = $1 AND scheduled_at >= $2",
+                        &[q.tenant.id.0, until],
+                    )
+                    .await?
+                    > 0;
             }
-            if figures.iter().all(|f| f.not_dispatched == 0) || now_ms() >= until + QUIET_WAIT_MS
+            if (all_made && figures.iter().all(|f| f.not_dispatched == 0))
+                || now_ms() >= until + QUIET_WAIT_MS
             {
                 break figures;
             }

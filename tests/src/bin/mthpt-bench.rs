@@ -113,6 +113,10 @@ struct Args {
     /// noisy-neighbour: the noisy tenant's runs already due (default 100000).
     #[arg(long)]
     backlog: Option<u64>,
+    /// noisy-neighbour: the noisy tenant's tasks offer this many times what its instance takes
+    /// (default 20; at least 1).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    noisy_overload: Option<u64>,
     /// soak: how long the bench tenant keeps its finished runs, seconds (default 300).
     #[arg(long)]
     retention_seconds: Option<f64>,
@@ -157,6 +161,7 @@ fn config(args: Args) -> anyhow::Result<BenchConfig> {
         start_rate => c.start_rate,
         rate_growth => c.rate_growth,
         backlog => c.backlog,
+        noisy_overload => c.noisy_overload,
     );
     if let Some(s) = args.duration {
         c.duration = secs(s);
