@@ -2,10 +2,11 @@
 //!
 //! Tenant `noisy` has one wrapper instance of small capacity ([`NOISY_CAPACITY`]) whose runs
 //! sleep [`NOISY_RUN_MS`], a backlog of `--backlog` runs already due, and fixed-rate tasks
-//! offering [`NOISY_OVERLOAD`] times what its instance can take (`--noisy-overload`). Tenants `quiet1`..`quiet4` each
-//! have their own instance and offer `--tasks` no-op runs a second (default 200). The report
-//! gives each quiet tenant's lateness, the noisy tenant's completed rate, the time a claim takes
-//! beside the backlog (timed here, in a transaction rolled back) and PostgreSQL's CPU per run.
+//! offering [`NOISY_OVERLOAD`] times what its instance can take (`--noisy-overload`). Tenants
+//! `quiet1`..`quiet4` each have their own instance and offer `--tasks` no-op runs a second
+//! (default 200). The report gives each quiet tenant's lateness, the noisy tenant's completed
+//! rate, the time a claim takes beside the backlog (timed here, in a transaction rolled back)
+//! and PostgreSQL's CPU per run.
 //!
 //! It runs on PostgreSQL or on a SQLite file (`--backend sqlite`, one node: `mthpt engine` on the
 //! file, the store `mthpt standalone` uses); PostgreSQL's CPU and WAL are `null` on SQLite.
