@@ -168,19 +168,12 @@ pub async fn spawn_app_on(backend: Backend, settings: TestSettings) -> TestApp {
 /// opens a transaction, that build cannot hold one idle past the server's
 /// idle-in-transaction timeout.
 async fn answering(client: &reqwest::Client, base_url: &str) {
-    let started = std::time::Instant::now();
-    while client
-        .get(format!("{base_url}/api/v1/not-a-path"))
-        .send()
-        .await
-        .is_err()
-    {
-        assert!(
-            started.elapsed() < std::time::Duration::from_secs(60),
-            "the console at {base_url} did not answer within 60 s"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    let url = format!("{base_url}/api/v1/not-a-path");
+    mthpt_testkit::wait_until(std::time::Duration::from_secs(60), || async {
+        client.get(&url).send().await.is_ok()
+    })
+    .await
+    .unwrap_or_else(|e| panic!("the console at {base_url} did not answer: {e}"));
 }
 
 impl TestApp {

@@ -288,24 +288,25 @@ pub async fn run(config: &BenchConfig, backlog_runs: u64) -> anyhow::Result<Neig
     }
     // The warm-up counts from when every quiet tenant has had a run sent: on a slow machine
     // the nodes' first claims beside the backlog can take longer than the warm-up itself.
-    let flowing = Instant::now();
-    for q in &quiet {
-        while pool
-            .count(
-                "SELECT count(*) FROM runs WHERE tenant_id = $1 AND dispatched_at IS NOT NULL",
-                &[q.tenant.id.0],
-            )
-            .await?
-            == 0
-        {
-            anyhow::ensure!(
-                flowing.elapsed() < FLOWING_WAIT,
-                "no run of tenant {} was sent within {FLOWING_WAIT:?} of the instances registering",
-                q.tenant.name
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
+    crate::wait_until(
+        FLOWING_WAIT,
+        "a run of every quiet tenant sent after the instances registered",
+        || async {
+            for q in &quiet {
+                let sent = pool
+                    .count(
+                        "SELECT count(*) FROM runs WHERE tenant_id = $1 AND dispatched_at IS NOT NULL",
+                        &[q.tenant.id.0],
+                    )
+                    .await?;
+                if sent == 0 {
+                    return Ok(false);
+                }
+            }
+            Ok(true)
+        },
+    )
+    .await?;
 
     let result = async {
         // PostgreSQL's CPU and WAL; SQLite has neither server nor WAL position to read.
