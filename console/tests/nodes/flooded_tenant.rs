@@ -25,10 +25,13 @@ const NOISY_CAPACITY: u32 = 2;
 /// Quiet's task fires this often, for this long.
 const QUIET_EVERY_MS: i64 = 250;
 const WINDOW: Duration = Duration::from_secs(6);
-/// The latest a quiet run may start after it is due. Alone on an idle machine a release build
-/// starts them a few milliseconds late; this test runs a debug build beside other tests, so it
-/// allows far more — and far less than the seconds a backlog served first made it.
-const QUIET_LATE_MAX_MS: i64 = 1_000;
+/// The latest a quiet run may start after it is due. Served by due time, quiet's runs would
+/// wait behind the whole backlog: 3,000 runs at noisy's 20 a second, 150 s. Isolated, a release
+/// build on an idle machine starts them a few milliseconds late (`mthpt-bench --scenario
+/// noisy-neighbour` measures that); this debug build shares two cores with the heaviest tests
+/// of the suite and has started some 1.6 s late. The bound tells isolation from queueing, not
+/// the machine's speed.
+const QUIET_LATE_MAX_MS: i64 = 5_000;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_flooded_tenant_does_not_make_another_tenants_runs_late() {
@@ -158,6 +161,16 @@ async fn a_flooded_tenant_does_not_make_another_tenants_runs_late() {
         .filter(|r| r.state == RunState::Pending)
         .collect();
     assert!(!waiting.is_empty(), "the backlog outlasts the window");
+    // Quiet's runs went ahead of older ones: noisy runs due before any of quiet's still wait.
+    let first_quiet_due = quiet_runs.iter().map(|r| r.due_at).min().unwrap();
+    let older_waiting = waiting
+        .iter()
+        .filter(|r| r.due_at < first_quiet_due)
+        .count();
+    assert!(
+        older_waiting > 0,
+        "quiet's runs were served before noisy's older ones, not after them"
+    );
     let resent = waiting.iter().filter(|r| r.dispatch_attempts > 0).count();
     assert!(
         resent <= 2 * NOISY_CAPACITY as usize,
