@@ -14,6 +14,9 @@
 //!   every parent that belongs to the chain has finished in that chain and all of their
 //!   conditions admit it. Alarms: `run_failed` for a final failure without retries,
 //!   `retries_exhausted` when retries ran out, `timed_out` for every timeout.
+//! - A schedule goes on whatever its run ended as: a fixed delay's next occurrence follows
+//!   the occurrence's end, and a cron or fixed-rate occurrence cancelled before any node
+//!   claimed it materialises the one after it (the claim would have).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
@@ -434,6 +437,21 @@ async fn effects_of(
                 .materialise_next(task, &schedule, &run.node_group, now, now)
                 .await?;
         }
+    }
+    // A cron or fixed-rate occurrence ended before any node claimed it (cancelled while it
+    // waited): the claim is what materialises such a schedule's next occurrence, so it is
+    // materialised here, or cancelling one run would end the task's schedule. A claimed one
+    // (fence above 0) carried its schedule on already.
+    if run.fence == 0
+        && run.trigger_kind == TriggerKind::Schedule
+        && run.attempt == 1
+        && run.shard_index == 0
+        && task.schedule_kind.follows_on_claim()
+    {
+        let schedule = task.schedule().map_err(StoreError::Invalid)?;
+        effects.next_occurrence = tx
+            .materialise_next(task, &schedule, &run.node_group, run.scheduled_at, now)
+            .await?;
     }
     Ok(effects)
 }

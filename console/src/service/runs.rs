@@ -1,8 +1,8 @@
 //! Runs of a tenant: listing with filters and a cursor, detail (timeline, attempt chain),
 //! cancel and re-run.
 
+use mthpt_engine::outcome::{Finish, Finished, finish_run};
 use mthpt_engine::run::{Run, RunCompletion, RunFilter, RunId, RunState};
-use mthpt_engine::store::Completion;
 use mthpt_engine::tenant::Tenant;
 use serde_json::json;
 
@@ -153,18 +153,22 @@ pub async fn cancel(
         ));
     }
     let reason = reason.unwrap_or("cancelled by a person");
-    let completion = RunCompletion {
-        state: RunState::Cancelled,
-        output: None,
-        error: Some(format!("{reason} ({})", caller.actor())),
-        log: None,
-        started_at: run.started_at,
-        finished_at: now,
-        reported_by: None,
+    // As any end of a run: the schedule goes on (its next occurrence), no retry, no child.
+    let finish = Finish {
+        completion: RunCompletion {
+            state: RunState::Cancelled,
+            output: None,
+            error: Some(format!("{reason} ({})", caller.actor())),
+            log: None,
+            started_at: run.started_at,
+            finished_at: now,
+            reported_by: None,
+        },
+        retryable: false,
     };
-    let run = match tx.complete_run(id, None, &completion).await? {
-        Completion::Applied(run) => run,
-        Completion::AlreadyFinal(run) => {
+    let (run, effects) = match finish_run(tx.as_mut(), id, None, &finish, 0.0).await? {
+        Finished::Applied { run, effects, .. } => (run, effects),
+        Finished::AlreadyFinal(run) => {
             return Err(ApiError::new(
                 Code::Conflict,
                 format!(
@@ -191,6 +195,9 @@ pub async fn cancel(
     tx.commit().await?;
     mthpt_engine::metrics::run_finished(run.state, run.trigger_kind);
     services.run_changed(&run, now);
+    if let Some(next) = &effects.next_occurrence {
+        services.run_changed(next, now);
+    }
     Ok(run)
 }
 

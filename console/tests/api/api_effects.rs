@@ -1,6 +1,7 @@
 //! Console actions that take effect beyond their own rows, on both backends: tokens limited
-//! to a lower role, a cancel that reaches the wrapper's handler, muted alarms that are never
-//! open nor published, and idempotency keys purged after their window.
+//! to a lower role, a cancel that reaches the wrapper's handler, a cancel that leaves the
+//! schedule going, muted alarms that are never open nor published, and idempotency keys
+//! purged after their window.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -25,6 +26,7 @@ mthpt_engine::on_both_backends!(
     tokens_are_limited_to_a_role_at_most_their_issuers,
     api_cancel_reaches_the_running_handler_and_the_run_ends_cancelled,
     run_cancelled_while_pending_is_never_dispatched,
+    cancelling_a_waiting_occurrence_leaves_the_schedule_going,
     alarms_raised_while_muted_are_recorded_but_not_open_nor_published,
     idempotency_keys_are_purged_after_their_window,
 );
@@ -375,6 +377,99 @@ async fn run_cancelled_while_pending_is_never_dispatched(app: TestApp) {
     w.stop().await;
     engine.shutdown().await;
     app.stop().await;
+}
+
+/// The task's runs waiting to fire (newest first).
+async fn pending_runs(app: &TestApp, task: i64) -> Vec<Value> {
+    let (s, page) = call(
+        app,
+        Method::GET,
+        &format!("/api/v1/tenants/acme/runs?task={task}&state=pending"),
+        &app.operator_token,
+        None,
+    )
+    .await;
+    assert_eq!(s, 200, "{page}");
+    page["items"].as_array().unwrap().clone()
+}
+
+async fn cancelling_a_waiting_occurrence_leaves_the_schedule_going(app: TestApp) {
+    acme(&app).await;
+    // No engine runs: each task's first occurrence waits, unclaimed, and is cancelled there.
+    let schedules = [
+        ("hourly", json!({ "kind": "cron", "expr": "0 0 * * * ?" })),
+        ("rate", json!({ "kind": "fixed_rate", "every_ms": 60_000 })),
+        (
+            "delay",
+            json!({ "kind": "fixed_delay", "delay_ms": 60_000 }),
+        ),
+    ];
+    for (name, schedule) in schedules {
+        let (s, task) = call(
+            &app,
+            Method::POST,
+            "/api/v1/tenants/acme/tasks",
+            &app.operator_token,
+            Some(json!({ "name": name, "app": "billing", "handler": "h", "schedule": schedule })),
+        )
+        .await;
+        assert_eq!(s, 201, "{task}");
+        let task = task["id"].as_i64().unwrap();
+        let waiting = pending_runs(&app, task).await;
+        assert_eq!(
+            waiting.len(),
+            1,
+            "{name}: the first occurrence waits: {waiting:?}"
+        );
+        let first = waiting[0].clone();
+        let (s, body) = call(
+            &app,
+            Method::POST,
+            &format!("/api/v1/tenants/acme/runs/{}/cancel", first["id"]),
+            &app.operator_token,
+            None,
+        )
+        .await;
+        assert_eq!(s, 200, "{body}");
+        assert_eq!(body["state"], "cancelled");
+        let next = pending_runs(&app, task).await;
+        assert_eq!(next.len(), 1, "{name}: the next occurrence waits: {next:?}");
+        assert_ne!(next[0]["id"], first["id"]);
+        assert!(
+            next[0]["scheduled_at"].as_str().unwrap() > first["scheduled_at"].as_str().unwrap(),
+            "{name}: the next occurrence follows the cancelled one: {next:?} after {first}"
+        );
+    }
+
+    // A schedule that is over stays over: the only fire of a task with `max_fires` 1.
+    let (s, task) = call(
+        &app,
+        Method::POST,
+        "/api/v1/tenants/acme/tasks",
+        &app.operator_token,
+        Some(json!({
+            "name": "once-only", "app": "billing", "handler": "h", "max_fires": 1,
+            "schedule": { "kind": "fixed_rate", "every_ms": 60_000 }
+        })),
+    )
+    .await;
+    assert_eq!(s, 201, "{task}");
+    let task = task["id"].as_i64().unwrap();
+    let only = pending_runs(&app, task).await;
+    assert_eq!(only.len(), 1, "{only:?}");
+    let (s, _) = call(
+        &app,
+        Method::POST,
+        &format!("/api/v1/tenants/acme/runs/{}/cancel", only[0]["id"]),
+        &app.operator_token,
+        None,
+    )
+    .await;
+    assert_eq!(s, 200);
+    assert!(
+        pending_runs(&app, task).await.is_empty(),
+        "no fire past max_fires"
+    );
 }
 
 async fn raise(app: &TestApp, t: &mthpt_tests::Tenancy, task: Option<i64>) -> i64 {
