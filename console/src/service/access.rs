@@ -29,7 +29,12 @@ use super::error::{ApiError, ApiResult, Code};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Credential {
     /// An API token.
-    Token { id: ApiTokenId, name: String },
+    Token {
+        id: ApiTokenId,
+        name: String,
+        /// When the token stops holding (none: never); tokens it mints expire no later.
+        expires_at: Option<i64>,
+    },
     /// A console session (its id is the hash of the cookie value).
     Session { id: String },
 }
@@ -54,6 +59,15 @@ impl Caller {
 
     pub fn tenant_id(&self) -> Option<TenantId> {
         self.tenant.as_ref().map(|t| t.id)
+    }
+
+    /// When the caller's credential stops holding, if it is a token that expires. A session
+    /// ends with its user's sign-out and is not limited here.
+    pub fn token_expires_at(&self) -> Option<i64> {
+        match &self.credential {
+            Credential::Token { expires_at, .. } => *expires_at,
+            Credential::Session { .. } => None,
+        }
     }
 
     /// How the caller appears in the audit log: the user name, and the token used.
@@ -125,6 +139,7 @@ impl Caller {
             credential: Credential::Token {
                 id: token.id,
                 name: token.name,
+                expires_at: token.expires_at,
             },
         })
     }
@@ -234,6 +249,12 @@ pub async fn tenant_access(
             e
         }
     })?;
+    if tenant.disabled && caller.tenant.is_some() && action != Action::Read {
+        return Err(ApiError::forbidden(format!(
+            "tenant {tenant_name:?} is disabled: its users may look but change nothing until an \
+             operator enables it again"
+        )));
+    }
     Ok(tenant)
 }
 

@@ -321,6 +321,26 @@ pub fn token_role(caller: &Caller, owner: &User, asked: Option<Role>) -> ApiResu
     Ok(role)
 }
 
+/// When a new token expires: as asked, but never after the token that makes it (a token that
+/// expires mints no token outliving it); not asked, with the caller's token (never, when the
+/// caller's credential does not expire).
+fn token_expiry(caller: &Caller, asked: Option<i64>) -> ApiResult<Option<i64>> {
+    let Some(limit) = caller.token_expires_at() else {
+        return Ok(asked);
+    };
+    match asked {
+        None => Ok(Some(limit)),
+        Some(at) if at <= limit => Ok(Some(at)),
+        Some(_) => Err(ApiError::field(
+            "expires_at",
+            format!(
+                "must be no later than the expiry of the token making it ({})",
+                crate::service::at(limit).to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+            ),
+        )),
+    }
+}
+
 pub async fn create_token(
     services: &Services,
     caller: &Caller,
@@ -335,6 +355,7 @@ pub async fn create_token(
     if expires_at.is_some_and(|at| at <= now) {
         return Err(ApiError::field("expires_at", "must be in the future"));
     }
+    let expires_at = token_expiry(caller, expires_at)?;
     let value = new_token();
     let new = NewApiToken {
         user_id: user.id,
@@ -377,6 +398,24 @@ pub async fn revoke_token(
     let user = owner(services, caller, whose).await?;
     let now = services.now();
     let mut tx = services.write().await?;
+    // A token limited to a lower role revokes no token that may do more than it.
+    if let Some(token) = tx
+        .list_api_tokens(user.id)
+        .await?
+        .into_iter()
+        .find(|t| t.id == id)
+    {
+        let role = token.effective_role(&user);
+        if role.rank() > caller.role().rank() {
+            return Err(ApiError::new(
+                Code::RoleAboveOwn,
+                format!(
+                    "token {id} has the role {role}, above this credential's {}; it cannot be revoked with it",
+                    caller.role()
+                ),
+            ));
+        }
+    }
     tx.revoke_api_token(user.id, id, now).await?;
     audit(
         tx.as_mut(),

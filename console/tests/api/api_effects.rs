@@ -110,6 +110,79 @@ async fn tokens_are_limited_to_a_role_at_most_their_issuers(app: TestApp) {
     .await;
     assert_eq!((s, body["role"].as_str()), (201, Some("tenant_viewer")));
 
+    // Nor revoke a token that may do more than it: the admin's own, which still works after.
+    let (s, mine) = call(&app, Method::GET, "/api/v1/tokens", &admin, None).await;
+    assert_eq!(s, 200, "{mine}");
+    let full = mine
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] != "dashboard" && t["name"] != "same")
+        .unwrap()["id"]
+        .clone();
+    let (s, body) = call(
+        &app,
+        Method::DELETE,
+        &format!("/api/v1/tokens/{full}"),
+        &viewer,
+        None,
+    )
+    .await;
+    assert_eq!(
+        (s, body["code"].as_str()),
+        (403, Some("role_above_own")),
+        "{body}"
+    );
+    assert_eq!(
+        call(&app, Method::GET, "/api/v1/me", &admin, None).await.0,
+        200
+    );
+
+    // A token that expires mints none that outlives it: by default the new one expires with
+    // it, and a later expiry is refused naming the field.
+    let soon = chrono::Utc::now() + chrono::Duration::hours(1);
+    let (s, body) = call(
+        &app,
+        Method::POST,
+        "/api/v1/tokens",
+        &admin,
+        Some(json!({ "name": "short", "expires_at": soon.to_rfc3339() })),
+    )
+    .await;
+    assert_eq!(s, 201, "{body}");
+    let short = body["token"].as_str().unwrap().to_owned();
+    let (s, body) = call(
+        &app,
+        Method::POST,
+        "/api/v1/tokens",
+        &short,
+        Some(json!({ "name": "forever" })),
+    )
+    .await;
+    assert_eq!(s, 201, "{body}");
+    assert_eq!(
+        chrono::DateTime::parse_from_rfc3339(body["expires_at"].as_str().unwrap())
+            .unwrap()
+            .timestamp(),
+        soon.timestamp(),
+        "{body}"
+    );
+    let later = soon + chrono::Duration::days(30);
+    let (s, body) = call(
+        &app,
+        Method::POST,
+        "/api/v1/tokens",
+        &short,
+        Some(json!({ "name": "longer", "expires_at": later.to_rfc3339() })),
+    )
+    .await;
+    assert_eq!(
+        (s, body["code"].as_str()),
+        (422, Some("validation_failed")),
+        "{body}"
+    );
+    assert!(body.to_string().contains("expires_at"), "{body}");
+
     // A tenant operator may not mint an admin token, nor an operator one.
     for role in ["tenant_admin", "operator"] {
         let (s, body) = call(

@@ -274,3 +274,71 @@ async fn users_roles_and_tokens_postgres() {
 async fn users_roles_and_tokens_sqlite() {
     users_roles_and_tokens(spawn_app(Backend::Sqlite).await).await;
 }
+
+/// A disabled tenant's users may look but change nothing; an operator enables it again.
+async fn a_disabled_tenants_users_read_but_change_nothing(app: TestApp) {
+    let acme = app.tenant("acme").await;
+    let (_, admin) = app.user(Some(&acme), "ada", Role::TenantAdmin).await;
+    let disable = |disabled: bool| Some(json!({ "disabled": disabled }));
+    let (s, body) = call(
+        &app,
+        Method::PATCH,
+        "/api/v1/tenants/acme",
+        &app.operator_token,
+        disable(true),
+    )
+    .await;
+    assert_eq!((s, &body["disabled"]), (200, &json!(true)), "{body}");
+    let (s, _) = call(
+        &app,
+        Method::GET,
+        "/api/v1/tenants/acme/tasks",
+        &admin,
+        None,
+    )
+    .await;
+    assert_eq!(s, 200, "reads go on");
+    let app_body = Some(json!({ "name": "shop" }));
+    let (s, body) = call(
+        &app,
+        Method::POST,
+        "/api/v1/tenants/acme/apps",
+        &admin,
+        app_body.clone(),
+    )
+    .await;
+    assert_eq!(
+        (s, body["code"].as_str()),
+        (403, Some("forbidden")),
+        "{body}"
+    );
+    assert!(body.to_string().contains("disabled"), "{body}");
+    call(
+        &app,
+        Method::PATCH,
+        "/api/v1/tenants/acme",
+        &app.operator_token,
+        disable(false),
+    )
+    .await;
+    let (s, body) = call(
+        &app,
+        Method::POST,
+        "/api/v1/tenants/acme/apps",
+        &admin,
+        app_body,
+    )
+    .await;
+    assert_eq!(s, 201, "{body}");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_disabled_tenants_users_read_but_change_nothing_postgres() {
+    a_disabled_tenants_users_read_but_change_nothing(spawn_app(Backend::Postgres).await).await;
+}
+
+#[tokio::test]
+async fn a_disabled_tenants_users_read_but_change_nothing_sqlite() {
+    a_disabled_tenants_users_read_but_change_nothing(spawn_app(Backend::Sqlite).await).await;
+}

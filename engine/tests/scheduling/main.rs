@@ -27,6 +27,7 @@ on_both_backends!(
     claiming::overlap_serial_waits_for_the_previous_run_in_order,
     claiming::overlap_replace_cancels_the_previous_run,
     claiming::runs_of_a_deleted_task_are_cancelled_when_claimed,
+    claiming::a_disabled_tenants_runs_wait_unclaimed_until_it_is_enabled,
     claiming::node_that_lost_its_lease_is_fenced_and_another_node_fires,
     claiming::a_claim_records_where_runs_that_certainly_fire_go,
     misfire::fire_once_now_after_an_outage_fires_one_and_continues_from_now,

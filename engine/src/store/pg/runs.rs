@@ -644,7 +644,9 @@ async fn claim_apps(c: &mut PgConnection, groups: &[String]) -> Result<Vec<Claim
                  (SELECT count(*) FROM apps ta JOIN runs r ON r.app_id = ta.id
                   WHERE ta.tenant_id = t.id AND r.started_at IS NOT NULL AND r.finished_at IS NULL)
              END AS tenant_running
-         FROM pairs p JOIN apps a ON a.id = p.app_id JOIN tenants t ON t.id = a.tenant_id",
+         FROM pairs p JOIN apps a ON a.id = p.app_id JOIN tenants t ON t.id = a.tenant_id
+         -- A disabled tenant's runs wait, unclaimed, until it is enabled again.
+         WHERE NOT t.disabled",
     )
     .bind(groups)
     .fetch_all(&mut *c)

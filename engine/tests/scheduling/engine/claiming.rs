@@ -6,6 +6,7 @@ use mthpt_engine::claimer::{ClaimConfig, Claimer, Router};
 use mthpt_engine::run::{ClaimedTransition, Run, RunCompletion, RunFilter, RunState};
 use mthpt_engine::store::{Scope, Store, StoreError};
 use mthpt_engine::task::{MisfirePolicy, OverlapPolicy, Task, TaskDefinition};
+use mthpt_engine::tenant::TenantUpdate;
 
 use crate::in_tx;
 use crate::support::fixtures::*;
@@ -340,6 +341,45 @@ pub async fn runs_of_a_deleted_task_are_cancelled_when_claimed(store: Arc<dyn St
         .unwrap();
     assert_eq!((report.cancelled, report.fires.len()), (1, 0));
     assert_eq!(runs_of(&*store, &w).await[0].state, RunState::Cancelled);
+}
+
+pub async fn a_disabled_tenants_runs_wait_unclaimed_until_it_is_enabled(store: Arc<dyn Store>) {
+    let off = world(&*store, "acme").await;
+    let on = world(&*store, "other").await;
+    for w in [&off, &on] {
+        let (task, _) = create_task(&*store, w, &manual(w.app.id, "adhoc")).await;
+        in_tx!(&*store, |tx| tx
+            .trigger_task(w.tenant.id, task.id, None, "alice", T0)
+            .await
+            .unwrap());
+    }
+    let disable = |disabled| TenantUpdate {
+        disabled: Some(disabled),
+        ..TenantUpdate::default()
+    };
+    in_tx!(&*store, |tx| tx
+        .update_tenant(off.tenant.id, &disable(true), T0)
+        .await
+        .unwrap());
+    let c = claimer(&store, "node-a");
+    let report = c.run_once(T0).await.unwrap();
+    assert_eq!(report.fires.len(), 1, "only the enabled tenant's run");
+    assert_eq!(report.fires[0].run.tenant_id, on.tenant.id);
+    assert_eq!(runs_of(&*store, &off).await[0].state, RunState::Pending);
+    // Its wrappers are still known: results of runs sent before it was disabled are kept.
+    let key = in_tx!(&*store, |tx| tx
+        .find_app_by_key(&off.tenant.name, &off.app.name)
+        .await
+        .unwrap());
+    assert_eq!(key.map(|a| a.id), Some(off.app.id));
+
+    in_tx!(&*store, |tx| tx
+        .update_tenant(off.tenant.id, &disable(false), T0 + SECOND)
+        .await
+        .unwrap());
+    let report = c.run_once(T0 + SECOND).await.unwrap();
+    assert_eq!(report.fires.len(), 1, "enabled again, its run is claimed");
+    assert_eq!(report.fires[0].run.tenant_id, off.tenant.id);
 }
 
 pub async fn node_that_lost_its_lease_is_fenced_and_another_node_fires(store: Arc<dyn Store>) {
