@@ -208,6 +208,10 @@ pub struct NewAlarm {
     pub dedupe_key: Option<String>,
 }
 
+/// The longest alarm message, as for a wrapper's alarms
+/// ([`MAX_ALARM_MESSAGE_CHARS`](mthpt_wrapper::protocol::MAX_ALARM_MESSAGE_CHARS)).
+pub const MAX_MESSAGE_CHARS: usize = mthpt_wrapper::protocol::MAX_ALARM_MESSAGE_CHARS;
+
 impl NewAlarm {
     /// A wrapper alarm's own kind (`details.app_kind`); `None` for other alarms. A repeat of an
     /// open `app` alarm must have the same task and the same own kind.
@@ -218,7 +222,8 @@ impl NewAlarm {
         }
     }
 
-    /// An alarm of `kind` for a tenant, with no references yet.
+    /// An alarm of `kind` for a tenant, with no references yet; a message longer than
+    /// [`MAX_MESSAGE_CHARS`] is cut there.
     pub fn new(
         tenant_id: Option<TenantId>,
         kind: AlarmKind,
@@ -233,7 +238,9 @@ impl NewAlarm {
             run_id: None,
             executor_id: None,
             node_id: None,
-            message: message.into(),
+            // As a wrapper's alarms: a run's error of megabytes makes no alarm of megabytes
+            // on every operator's screen.
+            message: crate::validate::clip_chars(&message.into(), MAX_MESSAGE_CHARS),
             details: serde_json::Value::Object(serde_json::Map::new()),
             dedupe_key: None,
         }
@@ -257,7 +264,7 @@ impl NewAlarm {
             "task": task.name,
             "attempt": run.attempt,
             "state": run.state.as_str(),
-            "error": error,
+            "error": error.map(|e| crate::validate::clip_chars(e, MAX_MESSAGE_CHARS)),
         });
         a.dedupe_key = Some(format!("{kind}:{}", run.id));
         a
@@ -608,4 +615,26 @@ fn oldest_waiting(oldest_due_at: i64, now: i64) -> String {
         ms_to_datetime(oldest_due_at).to_rfc3339(),
         now - oldest_due_at
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_alarm_quoting_a_huge_error_stays_small() {
+        let a = NewAlarm::new(
+            None,
+            AlarmKind::RunFailed,
+            Severity::Critical,
+            format!("run 7 failed: {}", "e".repeat(10_000_000)),
+        );
+        assert!(a.message.chars().count() <= MAX_MESSAGE_CHARS);
+        assert!(a.message.starts_with("run 7 failed: eee"));
+        assert!(
+            a.message.ends_with("more characters)"),
+            "{}",
+            &a.message[900..]
+        );
+    }
 }

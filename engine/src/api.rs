@@ -532,6 +532,11 @@ async fn deregister(
     .await
 }
 
+/// The longest run error kept from a result (characters); a longer one is cut, marked with
+/// how much more there was. The output and the log are bounded by the body's size and the log
+/// tail's.
+pub const MAX_RUN_ERROR_CHARS: usize = 8_192;
+
 /// How a reported outcome finishes a run; `executor` is the reporting instance.
 fn finish_of(r: protocol::RunResult, executor: ExecutorId) -> Finish {
     let (state, retryable) = match r.outcome {
@@ -545,7 +550,9 @@ fn finish_of(r: protocol::RunResult, executor: ExecutorId) -> Finish {
         completion: RunCompletion {
             state,
             output: (!r.output.is_null()).then_some(r.output),
-            error: r.error,
+            error: r
+                .error
+                .map(|e| crate::validate::clip_chars(&e, MAX_RUN_ERROR_CHARS)),
             log: (!r.log_tail.is_empty()).then(|| r.log_tail.join("\n")),
             started_at: Some(r.started_at.timestamp_millis()),
             finished_at: r.finished_at.timestamp_millis(),

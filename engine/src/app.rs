@@ -100,6 +100,11 @@ impl Executor {
     }
 }
 
+/// The most handlers an instance may announce.
+pub const MAX_HANDLERS: usize = 1_000;
+/// The most labels an instance may announce (keys 1 to 64 characters, values up to 256).
+pub const MAX_LABELS: usize = 64;
+
 /// What a wrapper announces when it registers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExecutorRegistration {
@@ -118,8 +123,27 @@ impl ExecutorRegistration {
         check_len("base_url", &self.base_url, 1, 2000)?;
         check_base_url("base_url", &self.base_url)?;
         check_range("capacity", i64::from(self.capacity), 0, 1_000_000)?;
+        if self.handlers.len() > MAX_HANDLERS {
+            return Err(FieldError::new(
+                "handlers",
+                format!(
+                    "at most {MAX_HANDLERS} handlers, not {}",
+                    self.handlers.len()
+                ),
+            ));
+        }
         for h in &self.handlers {
             check_len("handlers", h, 1, 200)?;
+        }
+        if self.labels.len() > MAX_LABELS {
+            return Err(FieldError::new(
+                "labels",
+                format!("at most {MAX_LABELS} labels, not {}", self.labels.len()),
+            ));
+        }
+        for (key, value) in &self.labels {
+            check_len("labels", key, 1, 64)?;
+            check_len(&format!("labels.{key}"), value, 0, 256)?;
         }
         Ok(())
     }
@@ -130,4 +154,39 @@ impl ExecutorRegistration {
 pub struct ExecutorHeartbeat {
     pub capacity: i32,
     pub running: i32,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn registration() -> ExecutorRegistration {
+        ExecutorRegistration {
+            app_id: AppId(1),
+            instance_id: "billing-1".into(),
+            base_url: "http://10.0.0.5:9010".into(),
+            capacity: 4,
+            handlers: vec!["report".into()],
+            labels: BTreeMap::from([("zone".into(), "eu-1".into())]),
+        }
+    }
+
+    #[test]
+    fn a_registration_announcing_too_much_is_refused_naming_the_field() {
+        assert!(registration().validate().is_ok());
+        let mut r = registration();
+        r.handlers = (0..=MAX_HANDLERS).map(|i| format!("h{i}")).collect();
+        assert_eq!(r.validate().unwrap_err().field, "handlers");
+        let mut r = registration();
+        r.labels = (0..=MAX_LABELS)
+            .map(|i| (format!("k{i}"), "v".into()))
+            .collect();
+        assert_eq!(r.validate().unwrap_err().field, "labels");
+        let mut r = registration();
+        r.labels = BTreeMap::from([("k".repeat(100_000), "v".into())]);
+        assert_eq!(r.validate().unwrap_err().field, "labels");
+        let mut r = registration();
+        r.labels = BTreeMap::from([("zone".into(), "v".repeat(1_000_000))]);
+        assert_eq!(r.validate().unwrap_err().field, "labels.zone");
+    }
 }

@@ -195,9 +195,39 @@ pub fn replace_nul(value: &mut serde_json::Value) {
     }
 }
 
+/// `text` cut to at most `max` characters, the cut marked by how many more there were (the
+/// mark counts toward `max`). Shorter text comes back as it is.
+pub fn clip_chars(text: &str, max: usize) -> String {
+    let Some((cut, _)) = text.char_indices().nth(max) else {
+        return text.to_owned();
+    };
+    let total = text.chars().count();
+    let mark = |kept: usize| format!("… ({} more characters)", total - kept);
+    let room = max.saturating_sub(mark(0).chars().count());
+    let end = text.char_indices().nth(room).map_or(cut, |(i, _)| i);
+    let kept = text[..end].chars().count();
+    format!("{}{}", &text[..end], mark(kept))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn clipped_text_stays_within_its_bound_and_says_what_was_cut() {
+        assert_eq!(clip_chars("short", 10), "short");
+        assert_eq!(clip_chars("exactly10!", 10), "exactly10!");
+        let long = "é".repeat(10_000);
+        let clipped = clip_chars(&long, 1000);
+        assert!(
+            clipped.chars().count() <= 1000,
+            "{}",
+            clipped.chars().count()
+        );
+        let kept = clipped.chars().take_while(|c| *c == 'é').count();
+        assert!(clipped.ends_with(&format!("… ({} more characters)", 10_000 - kept)));
+        assert!(kept > 950);
+    }
 
     #[test]
     fn slug_rules_name_the_field() {
