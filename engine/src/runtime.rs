@@ -48,6 +48,9 @@ pub const CANCEL_RETRY_MS: i64 = 2_000;
 /// How long after a run was cancelled its cancel request is still retried.
 pub const CANCEL_RETRY_FOR_MS: i64 = 60_000;
 
+/// The longest wait between alarm relay passes that fail (the database unreachable).
+const RELAY_BACKOFF_MAX: Duration = Duration::from_secs(2);
+
 /// Everything a node needs to know. [`EngineConfig::default`] gives working values.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EngineConfig {
@@ -583,24 +586,40 @@ impl Shared {
     async fn relay_loop(self: Arc<Self>, relay: AlarmRelay, mut stop: watch::Receiver<bool>) {
         let every =
             Duration::from_millis(u64::try_from(self.config.relay_interval_ms).unwrap_or(50));
+        // Passes failing in a row (the database unreachable): each waits twice as long as the
+        // one before, up to RELAY_BACKOFF_MAX, so an outage logs a few lines, not 20 a second.
+        let mut failures: u32 = 0;
         loop {
             let full = match Self::bounded(self.pass_limit(), "alarm relay", relay.run_once()).await
             {
                 Ok(report) => {
+                    if failures > 0 {
+                        tracing::info!(failed_passes = failures, "alarm relay passes again");
+                        failures = 0;
+                    }
                     i64::try_from(report.published + report.failed).unwrap_or(0) >= relay.batch()
                         && report.failed == 0
                 }
                 Err(e) => {
-                    tracing::warn!(error = %e, "alarm relay pass failed");
+                    failures = failures.saturating_add(1);
+                    tracing::warn!(error = %e, failed_passes = failures, "alarm relay pass failed");
                     false
                 }
             };
             if full && !*stop.borrow() {
                 continue;
             }
+            let wait = if failures == 0 {
+                every
+            } else {
+                every
+                    .saturating_mul(1 << failures.min(16))
+                    .min(RELAY_BACKOFF_MAX)
+                    .max(every)
+            };
             tokio::select! {
                 _ = stop.changed() => return,
-                () = tokio::time::sleep(every) => {}
+                () = tokio::time::sleep(wait) => {}
             }
         }
     }

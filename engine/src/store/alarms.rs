@@ -205,7 +205,10 @@ impl Alarms for StoreTx {
 
     async fn resolve_task_alarms(&mut self, task: TaskId, now: i64) -> Result<Vec<Alarm>> {
         let resolved: Vec<Alarm> = on_conn!(self, |c| {
-            sqlx::query_as("UPDATE alarms SET resolved_at = $2
+            // Never before the alarm was raised: the success resolving it may carry an
+            // executor's finish time older than an alarm the engine raised since.
+            sqlx::query_as("UPDATE alarms
+             SET resolved_at = CASE WHEN created_at > $2 THEN created_at ELSE $2 END
              WHERE task_id = $1 AND resolved_at IS NULL AND repeat_of IS NULL
                AND kind IN ('run_failed', 'retries_exhausted', 'timed_out', 'not_started') RETURNING *")
         .bind(task)
@@ -218,7 +221,7 @@ impl Alarms for StoreTx {
                 &mut *self,
                 AlarmEventKind::Resolved,
                 alarm,
-                now,
+                alarm.resolved_at.unwrap_or(now),
             )
             .await?;
         }
@@ -254,7 +257,7 @@ impl Alarms for StoreTx {
                 &mut *self,
                 AlarmEventKind::Resolved,
                 alarm,
-                now,
+                alarm.resolved_at.unwrap_or(now),
             )
             .await?;
         }
