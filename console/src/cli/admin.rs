@@ -106,7 +106,7 @@ fn parse_limit(s: &str) -> Result<Limit, String> {
 /// Prints a tenant's quotas and usage: one line per quota, `used / limit`.
 fn print_quotas(out: &Output, report: &Value) {
     if out.json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(report).unwrap_or_default()
         );
@@ -118,7 +118,7 @@ fn print_quotas(out: &Output, report: &Value) {
         Value::Null => "unlimited".to_owned(),
         v => v.to_string(),
     };
-    println!("{:<22} {}", "tenant", text(report, "tenant"));
+    outln!("{:<22} {}", "tenant", text(report, "tenant"));
     for (quota, used) in [
         ("max_concurrent_runs", Some("running_runs")),
         ("max_fires_per_second", None),
@@ -127,8 +127,8 @@ fn print_quotas(out: &Output, report: &Value) {
         ("max_waiting_runs", Some("waiting_runs")),
     ] {
         match used {
-            Some(used) => println!("{quota:<22} {} / {}", text(u, used), limit(quota)),
-            None => println!("{quota:<22} {}", limit(quota)),
+            Some(used) => outln!("{quota:<22} {} / {}", text(u, used), limit(quota)),
+            None => outln!("{quota:<22} {}", limit(quota)),
         }
     }
 }
@@ -276,29 +276,29 @@ fn text(v: &Value, key: &str) -> String {
 
 fn print_rows(out: &Output, answer: &Value, columns: &[&str]) {
     if out.json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(answer).unwrap_or_default()
         );
         return;
     }
-    println!("{}", columns.join("\t").to_uppercase());
+    outln!("{}", columns.join("\t").to_uppercase());
     for row in answer.as_array().into_iter().flatten() {
         let cells: Vec<String> = columns.iter().map(|c| text(row, c)).collect();
-        println!("{}", cells.join("\t"));
+        outln!("{}", cells.join("\t"));
     }
 }
 
 fn print_one(out: &Output, answer: &Value, lines: &[(&str, &str)]) {
     if out.json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(answer).unwrap_or_default()
         );
         return;
     }
     for (label, key) in lines {
-        println!("{label:<10} {}", text(answer, key));
+        outln!("{label:<10} {}", text(answer, key));
     }
 }
 
@@ -483,7 +483,7 @@ pub async fn app(args: AppArgs) -> ExitCode {
                     c.call(Method::DELETE, &format!("{base}/{}", segment(&name)), None)
                         .await?;
                     if !args.out.json {
-                        println!("deleted app {name}");
+                        outln!("deleted app {name}");
                     }
                 }
             }
@@ -536,7 +536,7 @@ fn show_secret(out: &Output, mut app: Value, file: Option<SecretFile>) -> Result
     let Some(SecretFile { path, mut file, .. }) = file else {
         print_one(out, &app, &[("app", "key"), ("secret", "secret")]);
         if !out.json {
-            println!("The secret is not shown again: give it to the app's wrappers now.");
+            outln!("The secret is not shown again: give it to the app's wrappers now.");
         }
         return Ok(());
     };
@@ -559,7 +559,7 @@ fn show_secret(out: &Output, mut app: Value, file: Option<SecretFile>) -> Result
         print_one(out, &app, &[]);
     } else {
         print_one(out, &app, &[("app", "key")]);
-        println!(
+        outln!(
             "{:<10} written to {} (readable by its owner only)",
             "secret",
             path.display()
@@ -592,7 +592,7 @@ pub async fn user(args: UserArgs) -> ExitCode {
                         &[("user", "username"), ("id", "id"), ("role", "role")],
                     );
                     if generated && !args.out.json {
-                        println!("password   {password}\nThe password is not shown again.");
+                        outln!("password   {password}\nThe password is not shown again.");
                     }
                 }
                 UserCommand::List => {
@@ -638,7 +638,7 @@ pub async fn token(args: TokenArgs) -> ExitCode {
                         ],
                     );
                     if !args.out.json {
-                        println!("The token is not shown again.");
+                        outln!("The token is not shown again.");
                     }
                 }
                 TokenCommand::List => {
@@ -660,7 +660,7 @@ pub async fn token(args: TokenArgs) -> ExitCode {
                     c.call(Method::DELETE, &format!("{base}/{id}"), None)
                         .await?;
                     if !args.out.json {
-                        println!("revoked token {id}");
+                        outln!("revoked token {id}");
                     }
                 }
             }

@@ -36,7 +36,7 @@ pub async fn run(args: BootstrapArgs) -> ExitCode {
     store.close().await;
     match outcome {
         Ok((password, token)) => {
-            println!(
+            outln!(
                 "operator  {}\npassword  {password}\ntoken     {token}\n\
                  Neither is shown again. Use the token with --token or MTHPT_TOKEN, or sign in \
                  with the password at POST /api/v1/session.",

@@ -27,7 +27,7 @@ pub async fn run(args: MigrateArgs) -> ExitCode {
     store.close().await;
     match outcome {
         Ok(report) if report.applied.is_empty() => {
-            println!(
+            outln!(
                 "{shown}: schema is up to date at version {} ({}); nothing to apply",
                 report.version,
                 store.backend()
@@ -36,9 +36,9 @@ pub async fn run(args: MigrateArgs) -> ExitCode {
         }
         Ok(report) => {
             for (version, description) in &report.applied {
-                println!("{shown}: applied {version:04} {description}");
+                outln!("{shown}: applied {version:04} {description}");
             }
-            println!(
+            outln!(
                 "{shown}: schema is at version {} ({})",
                 report.version,
                 store.backend()

@@ -1,5 +1,17 @@
 //! The `mthpt` command line: one binary, one subcommand per role.
 
+/// `println!` for what a command prints for the person or script reading it: a reader that
+/// went away (`mthpt task --tenant acme runs nightly | head -1`) ends the command quietly,
+/// instead of the panic `println!` gives; another write error ends it with a clear message.
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        if let Err(e) = writeln!(std::io::stdout().lock(), $($arg)*) {
+            $crate::cli::output_failed(&e);
+        }
+    }};
+}
+
 pub mod admin;
 pub mod bootstrap;
 pub mod client;
@@ -74,4 +86,14 @@ pub async fn run(cli: Cli) -> ExitCode {
         Command::User(args) => admin::user(args).await,
         Command::Wrapper(args) => wrapper::run(args).await,
     }
+}
+
+/// Ends the command after its output could not be written: quietly (status 0) when the reader
+/// closed the pipe, else with status 1 and why.
+pub(crate) fn output_failed(e: &std::io::Error) -> ! {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        std::process::exit(0);
+    }
+    eprintln!("mthpt: cannot write the output: {e}");
+    std::process::exit(1);
 }

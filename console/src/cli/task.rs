@@ -248,9 +248,9 @@ async fn execute(args: &TaskArgs) -> Result<(), TaskCliError> {
                 let page = client.call(Method::GET, &path, None).await?;
                 for t in page["items"].as_array().into_iter().flatten() {
                     if *json {
-                        println!("{t}");
+                        outln!("{t}");
                     } else {
-                        println!(
+                        outln!(
                             "{:>6}  {:<32} {:<8} {}",
                             t["id"],
                             t["name"].as_str().unwrap_or(""),
@@ -271,7 +271,7 @@ async fn execute(args: &TaskArgs) -> Result<(), TaskCliError> {
         }
         TaskCommand::Get { task } => {
             let id = client.task_id(task).await?;
-            println!(
+            outln!(
                 "{}",
                 pretty(
                     &client
@@ -288,7 +288,7 @@ async fn execute(args: &TaskArgs) -> Result<(), TaskCliError> {
             let plan: Plan = serde_json::from_value(answer).map_err(|e| {
                 TaskCliError::Usage(format!("the console answered an unexpected plan: {e}"))
             })?;
-            print!("{}", render_plan(&plan));
+            outln!("{}", render_plan(&plan).trim_end_matches('\n'));
         }
         TaskCommand::Trigger { task, params } => {
             let id = client.task_id(task).await?;
@@ -303,7 +303,7 @@ async fn execute(args: &TaskArgs) -> Result<(), TaskCliError> {
             let run = client
                 .call(Method::POST, &format!("/tasks/{id}/trigger"), body.as_ref())
                 .await?;
-            println!(
+            outln!(
                 "run {} of task {} is {}",
                 run["id"],
                 id,
@@ -320,7 +320,7 @@ async fn execute(args: &TaskArgs) -> Result<(), TaskCliError> {
             let t = client
                 .call(Method::POST, &format!("/tasks/{id}/{verb}"), None)
                 .await?;
-            println!(
+            outln!(
                 "task {} is {}",
                 t["name"].as_str().unwrap_or(task),
                 if t["paused"] == true {
@@ -340,7 +340,7 @@ async fn execute(args: &TaskArgs) -> Result<(), TaskCliError> {
             }
             let page = client.call(Method::GET, &path, None).await?;
             for r in page["items"].as_array().into_iter().flatten() {
-                println!(
+                outln!(
                     "{:>8}  task {:<6} {:<10} {:<9} scheduled {}  finished {}",
                     r["id"],
                     r["task_id"],

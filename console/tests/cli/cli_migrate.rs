@@ -109,3 +109,24 @@ fn migrate_reports_an_unreachable_or_unknown_database() {
     assert_eq!(unknown.status.code(), Some(1));
     assert!(text(&unknown.stderr).contains("not a database URL"));
 }
+
+/// Output read by a reader that goes away (`mthpt … | head -1`): the command ends quietly, not
+/// with a panic.
+#[test]
+fn output_to_a_closed_pipe_ends_the_command_quietly() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("piped.db").display());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mthpt"))
+        .args(["migrate", "--database-url", &url])
+        .env_remove("MTHPT_DATABASE_URL")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run mthpt");
+    // The reader is gone before anything is printed.
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{}: {stderr}", out.status);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
