@@ -18,7 +18,8 @@
 //!   own in the hub: only sessions that asked for them (`?runs=true`) subscribe to it, with
 //!   the same audience rules.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use actix_ws::{AggregatedMessage, Session};
@@ -105,6 +106,42 @@ pub struct EventHub {
     wrapper_check: Option<Arc<WrapperCheck>>,
     /// Live run events, for the sessions that asked for them.
     runs: broadcast::Sender<Arc<Frame>>,
+    /// The sockets open, per user and in all ([`EventHub::admit`]).
+    sockets: Arc<Mutex<Sockets>>,
+}
+
+/// The most event sockets one user (all its tokens and sessions) may hold open on a node.
+pub const MAX_SOCKETS_PER_USER: usize = 32;
+/// The most event sockets a node holds open in all.
+pub const MAX_SOCKETS: usize = 1_000;
+
+#[derive(Debug, Default)]
+struct Sockets {
+    per_user: HashMap<i64, usize>,
+    total: usize,
+}
+
+/// A socket's place among those open ([`EventHub::admit`]); given back when dropped.
+#[derive(Debug)]
+pub struct SocketPermit {
+    sockets: Arc<Mutex<Sockets>>,
+    user: i64,
+}
+
+impl Drop for SocketPermit {
+    fn drop(&mut self) {
+        let mut s = self
+            .sockets
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        s.total = s.total.saturating_sub(1);
+        if let Some(n) = s.per_user.get_mut(&self.user) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                s.per_user.remove(&self.user);
+            }
+        }
+    }
 }
 
 impl Default for EventHub {
@@ -121,7 +158,35 @@ impl EventHub {
             tx,
             wrapper_check: None,
             runs,
+            sockets: Arc::default(),
         }
+    }
+
+    /// A place for one more event socket of `user`, or why there is none: each socket costs
+    /// a task and a credential check every few seconds, so one credential (or many) cannot
+    /// open thousands.
+    pub fn admit(&self, user: i64) -> Result<SocketPermit, String> {
+        let mut s = self
+            .sockets
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if s.total >= MAX_SOCKETS {
+            return Err(format!(
+                "this console node holds {MAX_SOCKETS} event sockets already; try again later"
+            ));
+        }
+        let mine = s.per_user.entry(user).or_default();
+        if *mine >= MAX_SOCKETS_PER_USER {
+            return Err(format!(
+                "this user has {MAX_SOCKETS_PER_USER} event sockets open already; close one first"
+            ));
+        }
+        *mine += 1;
+        s.total += 1;
+        Ok(SocketPermit {
+            sockets: self.sockets.clone(),
+            user,
+        })
     }
 
     /// A hub whose feeder shows wrappers' alarm messages that `check` admits.

@@ -2,6 +2,8 @@
 //! failure has its own answer.
 //!
 //! - larger than the cap: `413 payload_too_large`;
+//! - not all there within [`BODY_READ_TIMEOUT`]: `408 request_timeout`; more bodies being
+//!   received at once than [`MAX_BODIES_IN_FLIGHT`] holds: `503 unavailable`;
 //! - not sent as `application/json` (where a body is required): `400 bad_request`;
 //! - not JSON at all (a syntax error, a truncated body): `400 bad_request`;
 //! - JSON of the wrong shape (a wrong type, an unknown enum value, a missing or unknown field):
@@ -13,9 +15,12 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use actix_web::dev::Payload;
 use actix_web::error::PayloadError;
+use actix_web::http::header;
 use actix_web::{FromRequest, HttpMessage, HttpRequest, mime, web};
 use serde::de::DeserializeOwned;
 
@@ -80,6 +85,34 @@ impl RawBody {
     }
 }
 
+/// How long a request body may take to arrive, from when the handler starts reading it.
+pub const BODY_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// The most bytes of request bodies a console process receives at once (64 MiB): bodies
+/// trickled in slowly by many connections hold no more than this between them.
+pub const MAX_BODIES_IN_FLIGHT: usize = 64 * 1024 * 1024;
+
+static IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
+
+/// Bytes of [`MAX_BODIES_IN_FLIGHT`] held while a body is read; given back when dropped.
+struct InFlight(usize);
+
+impl InFlight {
+    fn take(n: usize) -> Option<Self> {
+        IN_FLIGHT
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
+                used.checked_add(n).filter(|&u| u <= MAX_BODIES_IN_FLIGHT)
+            })
+            .ok()
+            .map(|_| Self(n))
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        IN_FLIGHT.fetch_sub(self.0, Ordering::AcqRel);
+    }
+}
+
 impl FromRequest for RawBody {
     type Error = actix_web::Error;
     type Future = Pin<Box<dyn Future<Output = Result<Self, Self::Error>>>>;
@@ -90,11 +123,39 @@ impl FromRequest for RawBody {
             .copied()
             .unwrap_or_default()
             .max_body_bytes;
+        // What the body may hold: its declared length within the cap (the cap when it declares
+        // none), taken before a byte is read.
+        let declared = req
+            .headers()
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<usize>().ok())
+            .map_or(limit, |n| n.min(limit));
+        let held = InFlight::take(declared);
         // `web::Bytes` reads within the `PayloadConfig` the API mounts (the same cap) and
         // decompresses; only its errors are reshaped.
         let bytes = web::Bytes::from_request(req, payload);
         Box::pin(async move {
-            bytes.await.map(RawBody).map_err(|e| {
+            let Some(held) = held else {
+                return Err(ApiError::new(
+                    Code::Unavailable,
+                    "too many request bodies are being received at once; retry in a moment",
+                )
+                .into());
+            };
+            let read = tokio::time::timeout(BODY_READ_TIMEOUT, bytes)
+                .await
+                .map_err(|_| {
+                    ApiError::new(
+                        Code::RequestTimeout,
+                        format!(
+                            "the request body did not arrive within {} s",
+                            BODY_READ_TIMEOUT.as_secs()
+                        ),
+                    )
+                })?;
+            drop(held);
+            read.map(RawBody).map_err(|e| {
                 match e.as_error::<PayloadError>() {
                     Some(PayloadError::Overflow) => too_large(limit),
                     _ => ApiError::bad_request(format!("the body cannot be read: {e}")),

@@ -5,7 +5,7 @@ use actix_web::http::header;
 use actix_web::{HttpRequest, HttpResponse, get, web};
 
 use super::auth::Credential;
-use super::error::{ApiError, ApiResult, Problem};
+use super::error::{ApiError, ApiResult, Code, Problem};
 use crate::events::{Viewer, run_session};
 use crate::service::Services;
 use mthpt_engine::tenant::Role;
@@ -21,12 +21,14 @@ pub fn routes(cfg: &mut utoipa_actix_web::service_config::ServiceConfig<'_>) {
 /// lists). With `?runs=true` the socket also carries live run events (`run.state`,
 /// `run.progress`, `run.log`; rate-limited per run). The server pings every 20 s, and closes
 /// the socket (code 1008) within a few seconds of its session being signed out or its token
-/// revoked or expired.
+/// revoked or expired. A user holds at most 32 sockets on a node, a node 1,000 in all (`429`).
 #[utoipa::path(tag = "events", params(EventsQuery), responses(
     (status = 101, description = "switched to the WebSocket protocol"),
     (status = 400, body = Problem, content_type = "application/problem+json"),
     (status = 401, body = Problem, content_type = "application/problem+json"),
     (status = 403, body = Problem, content_type = "application/problem+json"),
+    (status = 429, description = "`rate_limited`: the user or the node holds as many sockets as it may",
+        body = Problem, content_type = "application/problem+json"),
 ))]
 #[get("/events")]
 async fn events(
@@ -44,6 +46,10 @@ async fn events(
         (_, Some(t)) => Viewer::Tenant(t),
         (_, None) => return Err(ApiError::forbidden("this user belongs to no tenant")),
     };
+    let permit = services
+        .events
+        .admit(caller.user.id.0)
+        .map_err(|why| ApiError::new(Code::RateLimited, why))?;
     let (response, session, msgs) = actix_ws::handle(&req, body)
         .map_err(|e| ApiError::bad_request(format!("not a WebSocket upgrade: {e}")))?;
     // Subscribed before the answer goes out: every event after the handshake reaches it.
@@ -54,15 +60,10 @@ async fn events(
         async move { caller.still_holds(&services).await }
     };
     let chinese = query.lang.as_deref().is_some_and(|l| l.starts_with("zh"));
-    actix_web::rt::spawn(run_session(
-        viewer,
-        chinese,
-        session,
-        msgs,
-        frames,
-        runs,
-        still_allowed,
-    ));
+    actix_web::rt::spawn(async move {
+        run_session(viewer, chinese, session, msgs, frames, runs, still_allowed).await;
+        drop(permit);
+    });
     Ok(response)
 }
 

@@ -71,6 +71,8 @@ codes! {
     PreconditionRequired = ("precondition_required", 428, "A version precondition is required"),
     /// The body is larger than the server accepts.
     PayloadTooLarge = ("payload_too_large", 413, "The request body is too large"),
+    /// The body did not arrive in time.
+    RequestTimeout = ("request_timeout", 408, "The request body did not arrive in time"),
     /// The change would go beyond one of the tenant's quotas; `quota` and `limit` name it
     /// (the rate quota also sends `Retry-After`).
     QuotaExceeded = ("quota_exceeded", 429, "A tenant quota is reached"),

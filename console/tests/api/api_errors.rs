@@ -392,3 +392,35 @@ async fn head_is_answered_as_get_without_a_body() {
     }
     app.stop().await;
 }
+
+/// A body that never finishes arriving is answered `408` once the read timeout passes, and the
+/// connection is closed: a slow client holds neither a worker nor memory for longer.
+#[tokio::test]
+async fn a_body_that_trickles_in_too_slowly_is_answered_408() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let app = spawn_app(Backend::Sqlite).await;
+    let addr = app.base_url.trim_start_matches("http://").to_owned();
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let head = format!(
+        "POST /api/v1/tenants HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\n\
+         Content-Type: application/json\r\nContent-Length: 100000\r\n\r\n{{",
+        app.operator_token
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let started = std::time::Instant::now();
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(
+        mthpt_console::api::body::BODY_READ_TIMEOUT * 3,
+        stream.read_to_end(&mut answer),
+    )
+    .await;
+    assert!(
+        read.is_ok(),
+        "the server answered and closed the connection"
+    );
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("request_timeout"), "{answer}");
+    assert!(started.elapsed() >= mthpt_console::api::body::BODY_READ_TIMEOUT);
+    app.stop().await;
+}

@@ -391,6 +391,45 @@ async fn cookie_sockets_must_come_from_the_consoles_own_origin() {
     app.stop().await;
 }
 
+/// One user cannot hold more than its share of event sockets open: the next is refused with
+/// 429 naming the limit, and closing one makes room again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_user_holds_a_bounded_number_of_event_sockets() {
+    let app = spawn_app(Backend::Sqlite).await;
+    let open = || {
+        let mut request = app.events_url().into_client_request().unwrap();
+        request.headers_mut().insert(
+            "Authorization",
+            format!("Bearer {}", app.operator_token).parse().unwrap(),
+        );
+        tokio_tungstenite::connect_async(request)
+    };
+    let mut held = Vec::new();
+    for _ in 0..mthpt_console::events::MAX_SOCKETS_PER_USER {
+        held.push(open().await.unwrap().0);
+    }
+    match open().await {
+        Err(tungstenite::Error::Http(response)) => {
+            assert_eq!(response.status().as_u16(), 429);
+            let body = String::from_utf8_lossy(response.body().as_deref().unwrap_or_default())
+                .into_owned();
+            assert!(body.contains("event sockets open"), "{body}");
+        }
+        other => panic!("one socket too many was not refused: {other:?}"),
+    }
+    let mut closed = held.pop().unwrap();
+    closed.close(None).await.unwrap();
+    drop(closed);
+    mthpt_tests::wait_until(
+        Duration::from_secs(10),
+        "a closed socket's place is given back",
+        || async { Ok(open().await.is_ok()) },
+    )
+    .await
+    .unwrap();
+    app.stop().await;
+}
+
 /// The pid of the broker connection named `name` (only this test's own connection is closed;
 /// the shared broker keeps running).
 async fn connection_pid(name: &str) -> Result<String, String> {
