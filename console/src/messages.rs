@@ -361,6 +361,10 @@ pub static MESSAGES: &[(&str, &str)] = &[
     ),
     ("A version precondition is required", "需要提供版本前提条件"),
     ("The request body is too large", "请求体太大"),
+    (
+        "The request body did not arrive in time",
+        "请求体未能按时到达",
+    ),
     ("A tenant quota is reached", "已达到租户配额"),
     ("Too many requests", "请求过多"),
     ("The service is unavailable", "服务不可用"),
@@ -382,6 +386,34 @@ pub static MESSAGES: &[(&str, &str)] = &[
     (
         "the session has expired or was signed out; sign in again",
         "会话已过期或已退出；请重新登录",
+    ),
+    (
+        "tenant {} is disabled: its users may look but change nothing until an operator enables it again",
+        "租户 {} 已停用：在运维人员重新启用之前，其用户只能查看、不能修改",
+    ),
+    (
+        "token {} has the role {}, above this credential's {}; it cannot be revoked with it",
+        "令牌 {} 的角色为 {}，高于当前凭据的 {}；不能用它吊销",
+    ),
+    (
+        "must be no later than the expiry of the token making it ({})",
+        "不能晚于创建它的令牌的过期时间（{}）",
+    ),
+    (
+        "too many request bodies are being received at once; retry in a moment",
+        "同时接收的请求体过多；请稍后重试",
+    ),
+    (
+        "the request body did not arrive within {} s",
+        "请求体未在 {} 秒内到达",
+    ),
+    (
+        "this console node holds {} event sockets already; try again later",
+        "此控制台节点已有 {} 个事件连接；请稍后再试",
+    ),
+    (
+        "this user has {} event sockets open already; close one first",
+        "此用户已打开 {} 个事件连接；请先关闭一个",
     ),
     ("must be a task id (a number)", "必须是任务编号（数字）"),
     ("must be a run id (a number)", "必须是运行编号（数字）"),
