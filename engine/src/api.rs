@@ -674,7 +674,8 @@ async fn progress(
                 let p = per_run
                     .entry(u.run_id)
                     .or_insert_with(|| empty_progress(u.run_id));
-                p.fraction = Some(u.fraction);
+                // The protocol's range; a value outside it is taken as the nearest bound.
+                p.fraction = Some(u.fraction.clamp(0.0, 1.0));
                 if u.message.is_some() {
                     p.message = u.message.clone();
                 }

@@ -50,10 +50,7 @@ impl<T: DeserializeOwned + 'static> FromRequest for JsonBody<T> {
     type Future = Pin<Box<dyn Future<Output = Result<Self, Self::Error>>>>;
 
     fn from_request(req: &HttpRequest, payload: &mut Payload) -> Self::Future {
-        let is_json = matches!(
-            req.mime_type(),
-            Ok(Some(mime)) if mime.subtype() == mime::JSON || mime.suffix() == Some(mime::JSON)
-        );
+        let is_json = is_json(req);
         let body = RawBody::from_request(req, payload);
         Box::pin(async move {
             if !is_json {
@@ -63,6 +60,14 @@ impl<T: DeserializeOwned + 'static> FromRequest for JsonBody<T> {
             Ok(JsonBody(parse_json(&bytes)?))
         })
     }
+}
+
+/// Whether `req` says its body is JSON (`application/json` or `…+json`).
+fn is_json(req: &HttpRequest) -> bool {
+    matches!(
+        req.mime_type(),
+        Ok(Some(mime)) if mime.subtype() == mime::JSON || mime.suffix() == Some(mime::JSON)
+    )
 }
 
 /// A request body as bytes, within the body cap (a larger one is `413` problem+json).
@@ -75,10 +80,13 @@ impl RawBody {
         self.0.iter().all(u8::is_ascii_whitespace)
     }
 
-    /// The body as JSON of type `T`, or `None` when it is blank.
-    pub fn optional_json<T: DeserializeOwned>(&self) -> ApiResult<Option<T>> {
+    /// The body of `req` as JSON of type `T`, or `None` when it is blank; a body that is not
+    /// blank must be sent as JSON, as every other body.
+    pub fn optional_json<T: DeserializeOwned>(&self, req: &HttpRequest) -> ApiResult<Option<T>> {
         if self.is_blank() {
             Ok(None)
+        } else if !is_json(req) {
+            Err(ApiError::bad_request("send the body as application/json"))
         } else {
             parse_json(&self.0).map(Some)
         }

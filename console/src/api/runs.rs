@@ -1,6 +1,6 @@
 //! `/tenants/{tenant}/runs`: filtered listing with a cursor, detail, cancel and re-run.
 
-use actix_web::{HttpResponse, get, post, web};
+use actix_web::{HttpRequest, HttpResponse, get, post, web};
 use chrono::{DateTime, Utc};
 use mthpt_engine::app::ExecutorId;
 use mthpt_engine::run::{Run, RunFilter, RunId, RunState, TriggerKind};
@@ -264,13 +264,16 @@ pub struct CancelBody {
 ))]
 #[post("/tenants/{tenant}/runs/{id}/cancel")]
 async fn cancel_run(
+    req: HttpRequest,
     services: web::Data<Services>,
     caller: Caller,
     path: RunPath,
     body: RawBody,
 ) -> ApiResult<web::Json<RunBody>> {
     let (tenant, id) = path.into_inner();
-    let reason = body.optional_json::<CancelBody>()?.and_then(|b| b.reason);
+    let reason = body
+        .optional_json::<CancelBody>(&req)?
+        .and_then(|b| b.reason);
     let run = runs::cancel(&services, &caller, &tenant, RunId(id), reason.as_deref()).await?;
     Ok(web::Json(run.into()))
 }

@@ -343,7 +343,9 @@ async fn trigger_task(
         None => None,
     };
     // The body is optional, so it is read by hand: a wrong one is an error, not ignored.
-    let params = body.optional_json::<TriggerBody>()?.and_then(|b| b.params);
+    let params = body
+        .optional_json::<TriggerBody>(&req)?
+        .and_then(|b| b.params);
     let done = tasks::trigger(
         &services,
         &caller,

@@ -167,6 +167,17 @@ async fn wrong_types_and_enum_values_name_the_field_by_its_path() {
     )
     .await;
     assert_eq!(fields(&p), ["when"], "{p}");
+    // An optional body that is sent must be sent as JSON, as every other body.
+    let p = problem(
+        post_raw(&app, &trigger, "text/plain", r#"{"params": 1}"#).await,
+        400,
+        "bad_request",
+    )
+    .await;
+    assert!(
+        p["detail"].as_str().unwrap().contains("application/json"),
+        "{p}"
+    );
     let mut edited = task.clone();
     edited["max_retries"] = json!("twice");
     let res = app
