@@ -49,7 +49,9 @@
     box.appendChild(el("p", "links"));
     linkAlarm(box, alarm, tenant);
     const buttons = el("div", "buttons");
-    if (data.canOperate === "true" && tenant) {
+    // An alarm of no tenant (an engine node lost) reaches operators only; they acknowledge it
+    // as an alarm of the cluster.
+    if (data.canOperate === "true" && (tenant || !alarm.tenant_id)) {
       const ack = el("button", "ack", data.tAck);
       ack.type = "button";
       ack.addEventListener("click", () => acknowledge(alarm, tenant, box, ack));
@@ -82,7 +84,8 @@
   }
   function acknowledge(alarm, tenant, box, button) {
     button.disabled = true;
-    fetch("/api/v1/tenants/" + encodeURIComponent(tenant) + "/alarms/" + alarm.id + "/ack", {
+    const path = tenant ? "/api/v1/tenants/" + encodeURIComponent(tenant) + "/alarms/" : "/api/v1/alarms/";
+    fetch(path + alarm.id + "/ack", {
       method: "POST",
       credentials: "same-origin",
       headers: { "Accept": "application/json" },

@@ -20,6 +20,8 @@ use crate::service::alarms::{self, AlarmView};
 pub fn routes(cfg: &mut utoipa_actix_web::service_config::ServiceConfig<'_>) {
     cfg.service(list_alarms)
         .service(acknowledge_alarm)
+        .service(list_all_alarms)
+        .service(acknowledge_any_alarm)
         .service(list_mutes)
         .service(mute_task_alarms);
 }
@@ -191,6 +193,54 @@ async fn acknowledge_alarm(
 ) -> ApiResult<web::Json<AlarmBody>> {
     let (tenant, id) = path.into_inner();
     let alarm = alarms::acknowledge(&services, &caller, &tenant, AlarmId(id)).await?;
+    Ok(web::Json(alarm.into()))
+}
+
+/// Every alarm of the cluster, newest first (operators): every tenant's, and those of no
+/// tenant (`node_lost`: an engine node stopped heartbeating).
+#[utoipa::path(tag = "alarms", params(AlarmQuery, LimitQuery), responses(
+    (status = 200, body = AlarmPage),
+    (status = 403, body = Problem, content_type = "application/problem+json"),
+    (status = 422, body = Problem, content_type = "application/problem+json"),
+))]
+#[get("/alarms")]
+async fn list_all_alarms(
+    services: web::Data<Services>,
+    caller: Caller,
+    query: web::Query<AlarmQuery>,
+    limit: web::Query<LimitQuery>,
+) -> ApiResult<web::Json<AlarmPage>> {
+    let limit = limit.into_inner().get()?;
+    let filter = query.filter()?;
+    let page = alarms::list_all(&services, &caller, filter, query.cursor.as_deref(), limit).await?;
+    Ok(web::Json(AlarmPage {
+        items: page
+            .items
+            .into_iter()
+            .map(|alarm| AlarmView {
+                alarm,
+                muted_until: None,
+            })
+            .map(Into::into)
+            .collect(),
+        next_cursor: page.next_cursor,
+    }))
+}
+
+/// Acknowledges any alarm of the cluster (operators), one of no tenant included. Repeating
+/// it changes nothing.
+#[utoipa::path(tag = "alarms", params(("id" = i64, Path)), responses(
+    (status = 200, body = AlarmBody),
+    (status = 403, body = Problem, content_type = "application/problem+json"),
+    (status = 404, body = Problem, content_type = "application/problem+json"),
+))]
+#[post("/alarms/{id}/ack")]
+async fn acknowledge_any_alarm(
+    services: web::Data<Services>,
+    caller: Caller,
+    path: web::Path<i64>,
+) -> ApiResult<web::Json<AlarmBody>> {
+    let alarm = alarms::acknowledge_any(&services, &caller, AlarmId(path.into_inner())).await?;
     Ok(web::Json(alarm.into()))
 }
 

@@ -1,5 +1,6 @@
 //! A tenant's alarms: list, acknowledge (idempotent, records who), mute a task's alarms until
-//! a time.
+//! a time; and for operators every alarm of the cluster, those of no tenant (an engine node
+//! lost) included.
 
 use mthpt_engine::alarm::{Alarm, AlarmFilter, AlarmId};
 use mthpt_engine::store::{AlarmMute, Scope};
@@ -8,7 +9,7 @@ use serde_json::json;
 
 use super::runs::{Page, page, parse_cursor};
 use super::{Change, Services, audit};
-use crate::service::access::{Action, Caller, tenant_access};
+use crate::service::access::{Action, Caller, Target, authorize, tenant_access};
 use crate::service::error::{ApiError, ApiResult};
 
 /// The longest mute: 90 days.
@@ -73,6 +74,59 @@ pub async fn acknowledge(
             caller,
             Change {
                 tenant: Some(tenant.id),
+                action: "alarm.ack",
+                target_kind: "alarm",
+                target_id: id.to_string(),
+                details: json!({ "kind": alarm.kind, "task_id": alarm.task_id }),
+            },
+            now,
+        )
+        .await?;
+    }
+    tx.commit().await?;
+    Ok(alarm)
+}
+
+/// A page of every alarm of the cluster, newest first (operators): every tenant's, and those
+/// of no tenant (`node_lost`).
+pub async fn list_all(
+    services: &Services,
+    caller: &Caller,
+    mut filter: AlarmFilter,
+    cursor: Option<&str>,
+    limit: i64,
+) -> ApiResult<Page<Alarm>> {
+    authorize(caller, Action::Platform, Target::Platform)?;
+    if let Some(c) = cursor {
+        filter.before_id = Some(AlarmId(parse_cursor(c)?));
+    }
+    filter.limit = Some(limit);
+    let mut tx = services.read().await?;
+    let alarms = tx.list_alarms(Scope::Cluster, &filter).await?;
+    Ok(page(alarms, limit, |a| a.id.0))
+}
+
+/// Acknowledges any alarm of the cluster (operators), one of no tenant included; as
+/// [`acknowledge`] otherwise.
+pub async fn acknowledge_any(
+    services: &Services,
+    caller: &Caller,
+    id: AlarmId,
+) -> ApiResult<Alarm> {
+    authorize(caller, Action::Platform, Target::Platform)?;
+    let now = services.now();
+    let mut tx = services.write().await?;
+    let alarm = tx
+        .acknowledge_alarm(Scope::Cluster, id, &caller.actor(), now)
+        .await?;
+    if alarm.acknowledged_at == Some(now)
+        && alarm.acknowledged_by.as_deref() == Some(&caller.actor())
+    {
+        audit(
+            tx.as_mut(),
+            caller,
+            Change {
+                tenant: alarm.tenant_id,
                 action: "alarm.ack",
                 target_kind: "alarm",
                 target_id: id.to_string(),

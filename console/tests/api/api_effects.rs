@@ -27,6 +27,7 @@ mthpt_engine::on_both_backends!(
     api_cancel_reaches_the_running_handler_and_the_run_ends_cancelled,
     run_cancelled_while_pending_is_never_dispatched,
     cancelling_a_waiting_occurrence_leaves_the_schedule_going,
+    operators_list_and_acknowledge_alarms_of_no_tenant,
     alarms_raised_while_muted_are_recorded_but_not_open_nor_published,
     idempotency_keys_are_purged_after_their_window,
 );
@@ -543,6 +544,49 @@ async fn cancelling_a_waiting_occurrence_leaves_the_schedule_going(app: TestApp)
         pending_runs(&app, task).await.is_empty(),
         "no fire past max_fires"
     );
+}
+
+async fn operators_list_and_acknowledge_alarms_of_no_tenant(app: TestApp) {
+    let acme = app.tenant("acme").await;
+    let (_, admin) = app.user(Some(&acme), "ada", Role::TenantAdmin).await;
+    let alarm = NewAlarm::new(
+        None,
+        AlarmKind::NodeLost,
+        Severity::Critical,
+        "engine node n1 stopped heartbeating",
+    );
+    let mut tx = app.store().begin().await.unwrap();
+    let id = tx
+        .insert_alarm(&alarm, SystemClock.now_ms())
+        .await
+        .unwrap()
+        .unwrap()
+        .id
+        .0;
+    tx.commit().await.unwrap();
+
+    let (s, page) = call(
+        &app,
+        Method::GET,
+        "/api/v1/alarms",
+        &app.operator_token,
+        None,
+    )
+    .await;
+    assert_eq!(s, 200, "{page}");
+    assert!(ids(&page).contains(&id), "{page}");
+    let (s, body) = call(&app, Method::GET, "/api/v1/alarms", &admin, None).await;
+    assert_eq!(
+        (s, body["code"].as_str()),
+        (403, Some("forbidden")),
+        "{body}"
+    );
+    let ack = format!("/api/v1/alarms/{id}/ack");
+    let (s, body) = call(&app, Method::POST, &ack, &admin, None).await;
+    assert_eq!(s, 403, "{body}");
+    let (s, body) = call(&app, Method::POST, &ack, &app.operator_token, None).await;
+    assert_eq!(s, 200, "{body}");
+    assert!(body["acknowledged_by"].as_str().is_some(), "{body}");
 }
 
 async fn raise(app: &TestApp, t: &mthpt_tests::Tenancy, task: Option<i64>) -> i64 {
