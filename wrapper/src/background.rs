@@ -302,7 +302,21 @@ async fn membership_round(inner: &Inner, interval: &mut Duration) -> Result<(), 
                 return Ok(());
             }
             Err(e) => {
-                tracing::warn!(error = %e, "engine unreachable for registration/heartbeat; trying the next");
+                match &e {
+                    // The engine answered and refused: this instance's settings are wrong (a
+                    // wrong secret or app key, a host the tenant does not allow), not the
+                    // network; every engine will say the same.
+                    ClientError::Status { status, .. } if matches!(status.as_u16(), 401 | 403) => {
+                        tracing::error!(
+                            error = %e,
+                            app = %inner.settings.app,
+                            "the engine refused this instance's registration/heartbeat; check the app key (<tenant>.<app>) and its secret"
+                        );
+                    }
+                    _ => {
+                        tracing::warn!(error = %e, "engine unreachable for registration/heartbeat; trying the next");
+                    }
+                }
                 failure = Some(e);
             }
         }

@@ -27,8 +27,11 @@ pub enum BuildError {
         "the wrapper must be built inside a tokio runtime (e.g. in #[tokio::main] or #[actix_web::main])"
     )]
     NoRuntime,
-    /// The app name is empty or has characters other than `A-Z a-z 0-9 . _ -`.
-    #[error("app name {0:?} must be 1 to 128 characters of A-Z a-z 0-9 . _ -")]
+    /// The app is not named by its key `<tenant>.<app>`, or has characters other than
+    /// `A-Z a-z 0-9 . _ -`.
+    #[error(
+        "app {0:?} must be the app's key, <tenant>.<app> (e.g. acme.billing): 1 to 128 characters of A-Z a-z 0-9 . _ -, one dot"
+    )]
     InvalidApp(String),
     /// The secret is empty.
     #[error("the app secret is empty")]
@@ -396,7 +399,12 @@ impl WrapperBuilder {
     /// Must be called inside a tokio runtime.
     pub fn build(mut self) -> Result<Wrapper, BuildError> {
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| BuildError::NoRuntime)?;
-        if !valid_name(&self.app, b"") {
+        // The app's key: its tenant's name and its own, neither of which holds a dot.
+        let is_key = matches!(
+            self.app.split_once('.'),
+            Some((tenant, app)) if !tenant.is_empty() && !app.is_empty() && !app.contains('.')
+        );
+        if !valid_name(&self.app, b"") || !is_key {
             return Err(BuildError::InvalidApp(self.app));
         }
         if self.secret.is_empty() {
@@ -569,7 +577,24 @@ impl WrapperBuilder {
 
 #[cfg(test)]
 mod tests {
+    use super::BuildError;
     use crate::Wrapper;
+
+    #[tokio::test]
+    async fn an_app_not_named_by_its_key_is_refused_before_anything_starts() {
+        for app in ["demoshop", ".shop", "acme.", "acme.shop.eu", "acme/shop"] {
+            let built = Wrapper::builder(app, "s3cret")
+                .engine_url("http://127.0.0.1:1")
+                .advertise_url("http://127.0.0.1:2")
+                .build();
+            match built {
+                Err(BuildError::InvalidApp(named)) => assert_eq!(named, app),
+                other => panic!("{app}: {:?}", other.err()),
+            }
+        }
+        let err = BuildError::InvalidApp("demoshop".into()).to_string();
+        assert!(err.contains("<tenant>.<app>"), "{err}");
+    }
 
     #[test]
     fn debug_output_hides_the_secret_and_the_amqp_password() {
