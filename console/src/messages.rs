@@ -415,6 +415,16 @@ pub static MESSAGES: &[(&str, &str)] = &[
         "this user has {} event sockets open already; close one first",
         "此用户已打开 {} 个事件连接；请先关闭一个",
     ),
+    ("no page at {}: {}", "{} 处没有页面：{}"),
+    ("{} is not a number", "{} 不是数字"),
+    (
+        "a value that must be a whole number is not one",
+        "应为整数的值不是整数",
+    ),
+    (
+        "the form cannot be read (send it as application/x-www-form-urlencoded): {}",
+        "无法读取表单（请以 application/x-www-form-urlencoded 发送）：{}",
+    ),
     ("must be a task id (a number)", "必须是任务编号（数字）"),
     ("must be a run id (a number)", "必须是运行编号（数字）"),
     (

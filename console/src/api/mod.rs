@@ -107,13 +107,25 @@ pub fn configure(
                 .app_data(web::Data::new(services))
                 .app_data(limits)
                 .app_data(web::PayloadConfig::new(limits.max_body_bytes))
-                .app_data(web::QueryConfig::default().error_handler(|e, _| {
-                    ApiError::bad_request(format!("query string: {e}")).into()
+                .app_data(web::QueryConfig::default().error_handler(|e, req| {
+                    ApiError::bad_request(format!(
+                        "the query string {:?} cannot be read: {}",
+                        mthpt_engine::validate::clip_chars(req.query_string(), 200),
+                        unwrapped(&e.to_string(), "Query deserialize error: ")
+                    ))
+                    .into()
                 }))
-                .app_data(
-                    web::PathConfig::default()
-                        .error_handler(|e, _| ApiError::not_found(format!("path: {e}")).into()),
-                )
+                .app_data(web::PathConfig::default().error_handler(|e, req| {
+                    ApiError::new(
+                        Code::NotFound,
+                        format!(
+                            "nothing at {}: {}",
+                            mthpt_engine::validate::clip_chars(req.path(), 200),
+                            unwrapped(&e.to_string(), "Path deserialize error: ")
+                        ),
+                    )
+                    .into()
+                }))
                 .wrap(actix_web::middleware::from_fn(middleware::request_id))
                 .configure(resources)
                 .route(
@@ -289,3 +301,22 @@ impl LimitQuery {
 }
 
 pub use crate::service::at;
+
+/// An extractor's error as a person reads it: without the extractor's prefix, and numbers
+/// called numbers ("can not parse \"abc\" to a i64" → "\"abc\" is not a number").
+pub(crate) fn unwrapped(error: &str, prefix: &str) -> String {
+    let error = error.strip_prefix(prefix).unwrap_or(error);
+    for int in ["i64", "i32", "u64", "u32", "usize"] {
+        if let Some(value) = error
+            .strip_prefix("can not parse ")
+            .and_then(|rest| rest.strip_suffix(&format!(" to a {int}")))
+        {
+            return format!("{value} is not a number");
+        }
+    }
+    if error == "invalid digit found in string" || error == "cannot parse integer from empty string"
+    {
+        return "a value that must be a whole number is not one".to_owned();
+    }
+    error.to_owned()
+}

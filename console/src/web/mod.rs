@@ -60,6 +60,30 @@ pub const TZ_COOKIE: &str = "mthpt_tz";
 pub fn configure(services: Services) -> impl FnOnce(&mut web::ServiceConfig) + Clone {
     move |cfg: &mut web::ServiceConfig| {
         cfg.app_data(web::Data::new(services))
+            // A path or a form the pages cannot read gets the error page, in the reader's
+            // language, not the extractor's bare text.
+            .app_data(web::PathConfig::default().error_handler(|e, req| {
+                let detail = format!(
+                    "no page at {}: {}",
+                    mthpt_engine::validate::clip_chars(req.path(), 200),
+                    crate::api::unwrapped(&e.to_string(), "Path deserialize error: ")
+                );
+                let page = error_page(
+                    Tr::new(lang_of(req)),
+                    &ApiError::new(Code::NotFound, detail),
+                );
+                actix_web::error::InternalError::from_response(e, page).into()
+            }))
+            .app_data(web::FormConfig::default().error_handler(|e, req| {
+                let detail = format!(
+                    "the form cannot be read (send it as application/x-www-form-urlencoded): {e}"
+                );
+                let page = error_page(
+                    Tr::new(lang_of(req)),
+                    &ApiError::new(Code::BadRequest, detail),
+                );
+                actix_web::error::InternalError::from_response(e, page).into()
+            }))
             .route("/", web::get().to(home))
             .configure(assets::routes)
             .configure(session::routes)

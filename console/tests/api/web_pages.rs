@@ -1194,6 +1194,11 @@ async fn server_messages_on_chinese_pages_are_in_chinese() {
     assert_eq!(status, StatusCode::NOT_FOUND);
     assert!(html.contains("未找到"), "{html}");
     assert_chinese("404 page", &html);
+    // A path the pages cannot read: the same error page, saying what is wrong.
+    let (status, html) = page(&app, &zh, "/t/acme/tasks/abc").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert!(html.contains("不是数字"), "{html}");
+    assert_chinese("unreadable path", &html);
 
     // An engine alarm, on the alarms page and the overview.
     let alarm = NewAlarm::new(
