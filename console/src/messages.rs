@@ -416,6 +416,10 @@ pub static MESSAGES: &[(&str, &str)] = &[
         "此用户已打开 {} 个事件连接；请先关闭一个",
     ),
     ("no page at {}: {}", "{} 处没有页面：{}"),
+    (
+        "{} does not exist in {}: the clocks skip it that day",
+        "{} 在 {} 不存在：那天时钟会跳过这段时间",
+    ),
     ("{} is not a number", "{} 不是数字"),
     (
         "a value that must be a whole number is not one",

@@ -63,9 +63,19 @@ pub const FIELDS: [&str; 28] = [
 ];
 
 /// `datetime-local` text of an instant in `tz`.
+/// A time as a `datetime-local` input shows it, in `tz`: to the second, or to the
+/// millisecond when it has milliseconds (a task made through the API), so that saving the form
+/// unchanged changes nothing.
 fn local(t: Option<DateTime<Utc>>, tz: Tz) -> String {
-    t.map(|t| t.with_timezone(&tz).format("%Y-%m-%dT%H:%M:%S").to_string())
-        .unwrap_or_default()
+    t.map(|t| {
+        let format = if t.timestamp_subsec_millis() == 0 {
+            "%Y-%m-%dT%H:%M:%S"
+        } else {
+            "%Y-%m-%dT%H:%M:%S%.3f"
+        };
+        t.with_timezone(&tz).format(format).to_string()
+    })
+    .unwrap_or_default()
 }
 
 fn num<T: ToString>(v: Option<T>) -> String {
@@ -73,6 +83,16 @@ fn num<T: ToString>(v: Option<T>) -> String {
 }
 
 impl TaskForm {
+    /// The `step` of time input `field`: a second, or a millisecond when its value has
+    /// milliseconds (a browser refuses to send a value off its input's step).
+    pub fn step(&self, field: &str) -> &'static str {
+        if self.v(field).contains('.') {
+            "0.001"
+        } else {
+            "1"
+        }
+    }
+
     /// The text of input `field`.
     pub fn v(&self, field: &str) -> String {
         self.values.get(field).cloned().unwrap_or_default()
@@ -357,15 +377,20 @@ impl<'a> Reader<'a> {
         if let Ok(t) = DateTime::parse_from_rfc3339(&text) {
             return Some(t.with_timezone(&Utc));
         }
-        let naive = NaiveDateTime::parse_from_str(&text, "%Y-%m-%dT%H:%M:%S")
+        let naive = NaiveDateTime::parse_from_str(&text, "%Y-%m-%dT%H:%M:%S%.f")
             .or_else(|_| NaiveDateTime::parse_from_str(&text, "%Y-%m-%dT%H:%M"));
-        match naive
-            .ok()
-            .and_then(|n| self.tz.from_local_datetime(&n).earliest())
-        {
+        let Ok(naive) = naive else {
+            self.problem(field, "must be a date and time, e.g. 2026-12-01T09:30");
+            return None;
+        };
+        match self.tz.from_local_datetime(&naive).earliest() {
             Some(t) => Some(t.with_timezone(&Utc)),
             None => {
-                self.problem(field, "must be a date and time, e.g. 2026-12-01T09:30");
+                let tz = self.tz.name();
+                self.problem(
+                    field,
+                    &format!("{text} does not exist in {tz}: the clocks skip it that day"),
+                );
                 None
             }
         }
@@ -503,6 +528,46 @@ mod tests {
             ScheduleInput::Once {
                 at: "2026-12-01T01:30:00Z".parse().unwrap()
             }
+        );
+    }
+
+    #[test]
+    fn a_millisecond_anchor_survives_the_edit_form_and_seconds_stay_seconds() {
+        let posted_at = |at: &str| {
+            posted(&[
+                ("schedule.kind", "fixed_rate"),
+                ("schedule.every_ms", "15000"),
+                ("schedule.anchor_at", at),
+            ])
+        };
+        let spec = posted_at("2026-12-02T04:08:12.349Z").spec(chrono_tz::UTC);
+        let form = TaskForm::of(&spec.clone().unwrap(), 1, chrono_tz::Europe::London);
+        assert_eq!(form.v("schedule.anchor_at"), "2026-12-02T04:08:12.349");
+        assert_eq!(form.step("schedule.anchor_at"), "0.001");
+        assert_eq!(form.spec(chrono_tz::Europe::London), spec);
+        let whole = TaskForm::of(
+            &posted_at("2026-12-02T04:08:12Z")
+                .spec(chrono_tz::UTC)
+                .unwrap(),
+            1,
+            chrono_tz::UTC,
+        );
+        assert_eq!(whole.v("schedule.anchor_at"), "2026-12-02T04:08:12");
+        assert_eq!(whole.step("schedule.anchor_at"), "1");
+    }
+
+    #[test]
+    fn a_local_time_the_clocks_skip_is_named_as_such() {
+        let f = posted(&[
+            ("schedule.kind", "once"),
+            ("schedule.at", "2027-03-28T01:30"),
+        ]);
+        let problems = f.schedule(chrono_tz::Europe::London).unwrap_err();
+        assert!(
+            problems[0]
+                .message
+                .contains("does not exist in Europe/London"),
+            "{problems:?}"
         );
     }
 
