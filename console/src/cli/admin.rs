@@ -459,7 +459,7 @@ pub async fn app(args: AppArgs) -> ExitCode {
             let base = format!("/tenants/{}/apps", need_tenant(&args.tenant)?);
             match args.command {
                 AppCommand::Create { name, secret_file } => {
-                    let mut file = SecretFile::open(secret_file.as_deref())?;
+                    let mut file = SecretFile::open(secret_file.as_deref(), true)?;
                     let a = c
                         .call(Method::POST, &base, Some(&json!({ "name": name })))
                         .await
@@ -471,7 +471,7 @@ pub async fn app(args: AppArgs) -> ExitCode {
                     print_rows(&args.out, &list, &["name", "key", "created_at"]);
                 }
                 AppCommand::RotateSecret { name, secret_file } => {
-                    let mut file = SecretFile::open(secret_file.as_deref())?;
+                    let mut file = SecretFile::open(secret_file.as_deref(), false)?;
                     let path = format!("{base}/{}/rotate-secret", segment(&name));
                     let a = c
                         .call(Method::POST, &path, None)
@@ -504,9 +504,17 @@ struct SecretFile {
 }
 
 impl SecretFile {
-    fn open(path: Option<&Path>) -> Result<Option<SecretFile>, ClientError> {
+    /// The file to write a secret to. For a new app (`new_app`) it must not exist yet: it may
+    /// hold another app's secret, which nothing could recover.
+    fn open(path: Option<&Path>, new_app: bool) -> Result<Option<SecretFile>, ClientError> {
         let Some(path) = path else { return Ok(None) };
         let existed = path.exists();
+        if new_app && existed {
+            return Err(ClientError::Config(format!(
+                "the secret file {} exists already and may hold another app's secret; name a new file, or remove it first",
+                path.display()
+            )));
+        }
         let file = super::process::open_private(path).map_err(|e| {
             ClientError::Config(format!(
                 "cannot write the secret file {}: {e}",

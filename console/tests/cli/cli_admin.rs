@@ -304,6 +304,33 @@ async fn an_app_secret_can_go_to_an_owner_only_file_instead_of_the_terminal() {
     assert!(!refused.status.success());
     assert!(String::from_utf8_lossy(&refused.stderr).contains("409"));
     assert!(!taken.exists());
+
+    // A new app's secret never overwrites a file that exists: it may be another app's.
+    let refused = mthpt(
+        &url,
+        &op,
+        &[
+            "app",
+            "create",
+            "--tenant",
+            "acme",
+            "ops2",
+            "--secret-file",
+            &file_arg,
+        ],
+    )
+    .await;
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("exists already"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        format!("{rotated}\n"),
+        "ops's secret is still there"
+    );
     app.stop().await;
 }
 
