@@ -289,6 +289,19 @@ impl Claimer {
                 if !earlier.is_empty() {
                     match task.overlap_policy {
                         OverlapPolicy::Parallel => {}
+                        // Claimed ahead of its time (within the horizon): the earlier run may
+                        // still end before this one is due, so the decision waits for then.
+                        OverlapPolicy::Skip if run.due_at > now => {
+                            let due_at = run.due_at;
+                            tx.transition_claimed(
+                                &fence,
+                                &ClaimedTransition::Deferred { due_at },
+                                now,
+                            )
+                            .await?;
+                            report.deferred += 1;
+                            continue;
+                        }
                         OverlapPolicy::Skip => {
                             let reason = format!(
                                 "overlap: run {} of this task is still running; policy skip",

@@ -235,6 +235,14 @@ pub async fn overlap_skip_skips_while_the_previous_run_runs(store: Arc<dyn Store
     let c = claimer(&store, "node-a");
     let first = c.run_once(T0).await.unwrap().fires.remove(0).run;
     start(&*store, &w, &first, T0).await;
+    // Claimed ahead of its time, the next one is not judged yet: the first may still end.
+    let report = c.run_once(T0 + 10 * SECOND - 400).await.unwrap();
+    assert_eq!((report.deferred, report.skipped), (1, 0));
+    assert_eq!(
+        times(&runs_of(&*store, &w).await, RunState::Pending),
+        vec![10, 20]
+    );
+    // At its due time the first still runs: it is skipped.
     let report = c.run_once(T0 + 10 * SECOND).await.unwrap();
     assert_eq!((report.skipped, report.fires.len()), (1, 0));
     let runs = runs_of(&*store, &w).await;
