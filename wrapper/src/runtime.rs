@@ -211,8 +211,10 @@ fn classify(
             let (outcome, why) = match (reason, err.kind()) {
                 (Some(CancelReason::Deadline), _) => (Outcome::TimedOut, "deadline passed"),
                 (Some(CancelReason::Requested), _) => (Outcome::Cancelled, "cancel requested"),
+                // Not a person's cancel: the work did not get done, so the engines apply the
+                // task's retries (and alarms) to it, unless they already recovered it.
                 (Some(CancelReason::CutOff), _) => (
-                    Outcome::Cancelled,
+                    Outcome::FailedRetryable,
                     "no engine reachable for too long; stopped before engines recover it elsewhere",
                 ),
                 (Some(CancelReason::Shutdown), _) => (
@@ -715,6 +717,18 @@ mod tests {
         );
         assert_eq!(outcome, Outcome::TimedOut);
         assert_eq!(error.as_deref(), Some("deadline passed: killed"));
+    }
+
+    #[test]
+    fn a_run_stopped_for_being_cut_off_is_retryable_not_cancelled() {
+        let (outcome, _, error) =
+            classify(Err(HandlerError::cancelled()), Some(CancelReason::CutOff));
+        assert_eq!(outcome, Outcome::FailedRetryable);
+        assert!(
+            error
+                .unwrap()
+                .starts_with("no engine reachable for too long")
+        );
     }
 
     #[test]
