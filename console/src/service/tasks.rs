@@ -1170,6 +1170,13 @@ pub async fn preview(
     };
     let mut fire_times = Vec::with_capacity(count);
     let mut cursor = after.unwrap_or(now);
+    // A one-shot time already past is not "never": a task created with it fires it at once,
+    // its misfire policy deciding, so the preview of such a schedule lists it.
+    if let (Schedule::Once { at_ms }, None, Some(_)) = (&parsed, after, schedule)
+        && *at_ms <= now
+    {
+        fire_times.push(*at_ms);
+    }
     while fire_times.len() < count {
         let Some(next) = parsed.next_after(cursor) else {
             break;

@@ -336,6 +336,22 @@ async fn schedules_are_previewed_with_descriptions(app: TestApp) {
         "周一至周五 10:15:00（Asia/Shanghai 时间）"
     );
 
+    // A one-shot time already past fires at once when the task is created: it is listed.
+    let past = json(
+        app.op(Method::POST, "/api/v1/tenants/acme/schedule-preview")
+            .json(&json!({ "schedule": { "kind": "once", "at": "2020-01-01T00:00:00Z" } }))
+            .send()
+            .await
+            .unwrap(),
+        200,
+    )
+    .await;
+    assert_eq!(
+        past["fire_times"],
+        json!(["2020-01-01T00:00:00Z"]),
+        "{past}"
+    );
+
     let task = create(&app, "acme", &json!({
         "name": "tick", "app": "billing", "handler": "noop",
         "schedule": { "kind": "fixed_rate", "every_ms": 5000, "anchor_at": "2026-06-01T00:00:00Z" },
