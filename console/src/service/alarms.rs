@@ -61,10 +61,20 @@ pub async fn acknowledge(
     id: AlarmId,
 ) -> ApiResult<Alarm> {
     let tenant = tenant_access(services, caller, tenant, Action::Operate).await?;
+    acknowledge_in(services, caller, Scope::Tenant(tenant.id), id).await
+}
+
+/// Acknowledges alarm `id` of `scope`, auditing the first acknowledgement only.
+async fn acknowledge_in(
+    services: &Services,
+    caller: &Caller,
+    scope: Scope,
+    id: AlarmId,
+) -> ApiResult<Alarm> {
     let now = services.now();
     let mut tx = services.write().await?;
     let alarm = tx
-        .acknowledge_alarm(Scope::Tenant(tenant.id), id, &caller.actor(), now)
+        .acknowledge_alarm(scope, id, &caller.actor(), now)
         .await?;
     if alarm.acknowledged_at == Some(now)
         && alarm.acknowledged_by.as_deref() == Some(&caller.actor())
@@ -73,7 +83,7 @@ pub async fn acknowledge(
             tx.as_mut(),
             caller,
             Change {
-                tenant: Some(tenant.id),
+                tenant: alarm.tenant_id,
                 action: "alarm.ack",
                 target_kind: "alarm",
                 target_id: id.to_string(),
@@ -114,30 +124,7 @@ pub async fn acknowledge_any(
     id: AlarmId,
 ) -> ApiResult<Alarm> {
     authorize(caller, Action::Platform, Target::Platform)?;
-    let now = services.now();
-    let mut tx = services.write().await?;
-    let alarm = tx
-        .acknowledge_alarm(Scope::Cluster, id, &caller.actor(), now)
-        .await?;
-    if alarm.acknowledged_at == Some(now)
-        && alarm.acknowledged_by.as_deref() == Some(&caller.actor())
-    {
-        audit(
-            tx.as_mut(),
-            caller,
-            Change {
-                tenant: alarm.tenant_id,
-                action: "alarm.ack",
-                target_kind: "alarm",
-                target_id: id.to_string(),
-                details: json!({ "kind": alarm.kind, "task_id": alarm.task_id }),
-            },
-            now,
-        )
-        .await?;
-    }
-    tx.commit().await?;
-    Ok(alarm)
+    acknowledge_in(services, caller, Scope::Cluster, id).await
 }
 
 /// Mutes a task's alarms until `until` (epoch ms), or unmutes them (`None`).

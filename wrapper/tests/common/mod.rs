@@ -23,7 +23,7 @@ use mthpt_wrapper::{Wrapper, WrapperBuilder};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-pub const APP: &str = "billing";
+pub const APP: &str = "acme.billing";
 pub const SECRET: &[u8] = b"test-secret-0123456789";
 
 /// What the engine stand-in has seen.
