@@ -136,3 +136,22 @@ pub fn session_cookie(req: &HttpRequest, value: String, max_age_s: i64) -> Cooki
         .max_age(time::Duration::seconds(max_age_s))
         .finish()
 }
+
+/// An extractor's error as a person reads it: without the extractor's prefix, and numbers
+/// called numbers ("can not parse \"abc\" to a i64" → "\"abc\" is not a number").
+pub fn unwrapped(error: &str, prefix: &str) -> String {
+    let error = error.strip_prefix(prefix).unwrap_or(error);
+    for int in ["i64", "i32", "u64", "u32", "usize"] {
+        if let Some(value) = error
+            .strip_prefix("can not parse ")
+            .and_then(|rest| rest.strip_suffix(&format!(" to a {int}")))
+        {
+            return format!("{value} is not a number");
+        }
+    }
+    if error == "invalid digit found in string" || error == "cannot parse integer from empty string"
+    {
+        return "a value that must be a whole number is not one".to_owned();
+    }
+    error.to_owned()
+}

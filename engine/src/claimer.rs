@@ -117,6 +117,10 @@ pub struct ClaimReport {
     pub skipped: usize,
     /// Runs put back to wait (overlap `serial`).
     pub deferred: usize,
+    /// Runs claimed ahead of their due time and put back until then (overlap `skip`, judged
+    /// at the due time). Not in [`ClaimReport::claimed`]: a claim that did only this is not a
+    /// full one, and the node waits for its next poll instead of claiming again at once.
+    pub put_back: usize,
     /// Runs of deleted tasks, cancelled.
     pub cancelled: usize,
     /// Scheduled occurrences found late.
@@ -299,7 +303,7 @@ impl Claimer {
                                 now,
                             )
                             .await?;
-                            report.deferred += 1;
+                            report.put_back += 1;
                             continue;
                         }
                         OverlapPolicy::Skip => {

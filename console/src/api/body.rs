@@ -138,7 +138,9 @@ impl FromRequest for RawBody {
             .get(header::CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse::<usize>().ok())
-            .map_or(limit, |n| n.min(limit));
+            .map_or(limit, |n| n.min(limit))
+            // A cap set above the budget must not make every body wait for room forever.
+            .min(MAX_BODIES_IN_FLIGHT);
         let held = InFlight::take(declared);
         // `web::Bytes` reads within the `PayloadConfig` the API mounts (the same cap) and
         // decompresses; only its errors are reshaped.

@@ -111,7 +111,7 @@ pub fn configure(
                     ApiError::bad_request(format!(
                         "the query string {:?} cannot be read: {}",
                         mthpt_engine::validate::clip_chars(req.query_string(), 200),
-                        unwrapped(&e.to_string(), "Query deserialize error: ")
+                        crate::http::unwrapped(&e.to_string(), "Query deserialize error: ")
                     ))
                     .into()
                 }))
@@ -121,7 +121,7 @@ pub fn configure(
                         format!(
                             "nothing at {}: {}",
                             mthpt_engine::validate::clip_chars(req.path(), 200),
-                            unwrapped(&e.to_string(), "Path deserialize error: ")
+                            crate::http::unwrapped(&e.to_string(), "Path deserialize error: ")
                         ),
                     )
                     .into()
@@ -301,22 +301,3 @@ impl LimitQuery {
 }
 
 pub use crate::service::at;
-
-/// An extractor's error as a person reads it: without the extractor's prefix, and numbers
-/// called numbers ("can not parse \"abc\" to a i64" → "\"abc\" is not a number").
-pub(crate) fn unwrapped(error: &str, prefix: &str) -> String {
-    let error = error.strip_prefix(prefix).unwrap_or(error);
-    for int in ["i64", "i32", "u64", "u32", "usize"] {
-        if let Some(value) = error
-            .strip_prefix("can not parse ")
-            .and_then(|rest| rest.strip_suffix(&format!(" to a {int}")))
-        {
-            return format!("{value} is not a number");
-        }
-    }
-    if error == "invalid digit found in string" || error == "cannot parse integer from empty string"
-    {
-        return "a value that must be a whole number is not one".to_owned();
-    }
-    error.to_owned()
-}

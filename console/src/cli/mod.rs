@@ -1,8 +1,9 @@
 //! The `mthpt` command line: one binary, one subcommand per role.
 
 /// `println!` for what a command prints for the person or script reading it: a reader that
-/// went away (`mthpt task --tenant acme runs nightly | head -1`) ends the command quietly,
-/// instead of the panic `println!` gives; another write error ends it with a clear message.
+/// went away (`mthpt task --tenant acme runs nightly | head -1`) ends the command quietly
+/// (status 141), instead of the panic `println!` gives; another write error ends it with a
+/// clear message.
 macro_rules! outln {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
@@ -88,11 +89,12 @@ pub async fn run(cli: Cli) -> ExitCode {
     }
 }
 
-/// Ends the command after its output could not be written: quietly (status 0) when the reader
-/// closed the pipe, else with status 1 and why.
+/// Ends the command after its output could not be written: quietly when the reader closed the
+/// pipe, with status 141 as a shell reports a process a closed pipe ended (a script that
+/// lost a token or a secret this way can tell), else with status 1 and why.
 pub(crate) fn output_failed(e: &std::io::Error) -> ! {
     if e.kind() == std::io::ErrorKind::BrokenPipe {
-        std::process::exit(0);
+        std::process::exit(141);
     }
     eprintln!("mthpt: cannot write the output: {e}");
     std::process::exit(1);

@@ -66,7 +66,7 @@ pub fn configure(services: Services) -> impl FnOnce(&mut web::ServiceConfig) + C
                 let detail = format!(
                     "no page at {}: {}",
                     mthpt_engine::validate::clip_chars(req.path(), 200),
-                    crate::api::unwrapped(&e.to_string(), "Path deserialize error: ")
+                    crate::http::unwrapped(&e.to_string(), "Path deserialize error: ")
                 );
                 let page = error_page(
                     Tr::new(lang_of(req)),

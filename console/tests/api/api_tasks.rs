@@ -433,6 +433,7 @@ async fn triggers_honour_idempotency_keys_and_runs_page_and_cancel(app: TestApp)
     }
     problem(
         app.op(Method::POST, &trigger)
+            .header("content-type", "application/json")
             .body("{\"parms\": 1}")
             .send()
             .await
