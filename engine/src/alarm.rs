@@ -240,7 +240,7 @@ impl NewAlarm {
             node_id: None,
             // As a wrapper's alarms: a run's error of megabytes makes no alarm of megabytes
             // on every operator's screen.
-            message: crate::validate::clip_chars(&message.into(), MAX_MESSAGE_CHARS),
+            message: crate::validate::clip_chars(message, MAX_MESSAGE_CHARS),
             details: serde_json::Value::Object(serde_json::Map::new()),
             dedupe_key: None,
         }

@@ -552,7 +552,7 @@ fn finish_of(r: protocol::RunResult, executor: ExecutorId) -> Finish {
             output: (!r.output.is_null()).then_some(r.output),
             error: r
                 .error
-                .map(|e| crate::validate::clip_chars(&e, MAX_RUN_ERROR_CHARS)),
+                .map(|e| crate::validate::clip_chars(e, MAX_RUN_ERROR_CHARS)),
             log: (!r.log_tail.is_empty()).then(|| r.log_tail.join("\n")),
             started_at: Some(r.started_at.timestamp_millis()),
             finished_at: r.finished_at.timestamp_millis(),

@@ -586,8 +586,9 @@ impl Shared {
     async fn relay_loop(self: Arc<Self>, relay: AlarmRelay, mut stop: watch::Receiver<bool>) {
         let every =
             Duration::from_millis(u64::try_from(self.config.relay_interval_ms).unwrap_or(50));
-        // Passes failing in a row (the database unreachable): each waits twice as long as the
-        // one before, up to RELAY_BACKOFF_MAX, so an outage logs a few lines, not 20 a second.
+        // Passes failing in a row (the database unreachable): each waits about twice as long as
+        // the one before (the wrapper's backoff, with jitter), up to RELAY_BACKOFF_MAX, so an
+        // outage logs a few lines, not 20 a second.
         let mut failures: u32 = 0;
         loop {
             let full = match Self::bounded(self.pass_limit(), "alarm relay", relay.run_once()).await
@@ -612,10 +613,7 @@ impl Shared {
             let wait = if failures == 0 {
                 every
             } else {
-                every
-                    .saturating_mul(1 << failures.min(16))
-                    .min(RELAY_BACKOFF_MAX)
-                    .max(every)
+                mthpt_wrapper::backoff(every * 2, RELAY_BACKOFF_MAX, failures - 1)
             };
             tokio::select! {
                 _ = stop.changed() => return,

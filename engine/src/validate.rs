@@ -196,10 +196,11 @@ pub fn replace_nul(value: &mut serde_json::Value) {
 }
 
 /// `text` cut to at most `max` characters, the cut marked by how many more there were (the
-/// mark counts toward `max`). Shorter text comes back as it is.
-pub fn clip_chars(text: &str, max: usize) -> String {
+/// mark counts toward `max`). Shorter text comes back as it is, not copied.
+pub fn clip_chars(text: impl Into<String>, max: usize) -> String {
+    let text = text.into();
     let Some((cut, _)) = text.char_indices().nth(max) else {
-        return text.to_owned();
+        return text;
     };
     let total = text.chars().count();
     let mark = |kept: usize| format!("… ({} more characters)", total - kept);

@@ -45,7 +45,7 @@ pub(crate) fn next_engine(inner: &Inner, failed: usize) {
 
 /// Exponential backoff with jitter: `initial * 2^round`, capped at `max`, then a random value
 /// between half of that and all of it, so that many wrappers do not retry in step.
-pub(crate) fn backoff(initial: Duration, max: Duration, round: u32) -> Duration {
+pub fn backoff(initial: Duration, max: Duration, round: u32) -> Duration {
     let factor = 2u32.saturating_pow(round.min(20));
     let full = initial.saturating_mul(factor).min(max);
     let half = full / 2;

@@ -105,6 +105,7 @@ use std::net::TcpListener;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use background::backoff;
 pub use builder::{BuildError, WrapperBuilder};
 pub use builtin::ShellOptions;
 pub use context::{CancelReason, MAX_LOG_LINE_BYTES, RunContext};
